@@ -1,0 +1,1 @@
+//! Ember application library.

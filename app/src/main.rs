@@ -1,0 +1,2 @@
+//! The `ember` binary.
+fn main() {}

@@ -1,0 +1,12 @@
+//! The Ember engine: Stable Diffusion models, samplers, pipelines and weight loading.
+//!
+//! This crate never depends on a GUI toolkit. The app talks to it through plain-data types
+//! (see ARCHITECTURE.md).
+
+pub mod error;
+pub mod rng;
+pub mod sampling;
+pub mod schedule;
+pub mod text;
+
+pub use error::{Error, Result};

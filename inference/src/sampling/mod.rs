@@ -1,0 +1,148 @@
+//! Samplers: small free functions over a `denoise(x, sigma) -> x0` closure, in the style of
+//! k-diffusion and stable-diffusion.cpp.
+//!
+//! Sampler, sigma schedule and prediction type are independent choices: a sampler only sees
+//! the sigma list and the denoiser; the schedule (see [`crate::schedule`]) makes the list; the
+//! denoiser (see [`crate::pipeline::guidance`]) turns the UNet's epsilon or v output into x0.
+//! Every sampler works on `x = x0 + sigma * noise` (the "variance exploding" scaling); the
+//! diffusers schedulers that keep `x * sqrt(alpha_cumprod)` instead are the same maths in
+//! another scaling, which the pipeline converts at the ends (see [`crate::schedule::Plan`]).
+//!
+//! Adding a sampler is one small file plus one line in [`run`].
+
+mod ancestral;
+mod dpmpp_2m;
+mod euler;
+mod heun;
+mod lms;
+mod plms;
+
+use std::ops::ControlFlow;
+
+use burn::tensor::Tensor;
+
+use crate::error::{Error, Result};
+
+pub use ancestral::ancestral_step;
+pub use lms::lms_coefficient;
+
+/// A sampling algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// First-order Euler (k-diffusion `sample_euler`).
+    Euler,
+    /// Euler with ancestral noise (`sample_euler_ancestral`; DDIM with `eta` is the same
+    /// update, see [`ancestral`]).
+    EulerAncestral,
+    /// Heun's second-order method (`sample_heun`).
+    Heun,
+    /// Linear multistep of order 4 (`sample_lms`).
+    Lms,
+    /// DPM-Solver++(2M) (`sample_dpmpp_2m`).
+    DpmPp2M,
+    /// diffusers' PNDM with `skip_prk_steps`: one Heun step, then Adams-Bashforth on epsilon.
+    Plms,
+}
+
+/// Options of the algorithms that take any.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AlgorithmOptions {
+    /// Ancestral noise amount (0 = deterministic). Used by [`Algorithm::EulerAncestral`].
+    pub eta: f32,
+    /// Multiplier on the ancestral noise.
+    pub s_noise: f32,
+}
+
+impl Default for AlgorithmOptions {
+    fn default() -> Self {
+        Self {
+            eta: 1.0,
+            s_noise: 1.0,
+        }
+    }
+}
+
+/// Where the per-step noise of stochastic samplers comes from.
+pub trait NoiseSource {
+    /// A standard-normal tensor of the given shape, on the device of `like`.
+    fn draw(&mut self, like: &Tensor<4>) -> Tensor<4>;
+}
+
+/// What a sampler reports after each of its steps.
+pub struct StepState {
+    /// 0-based index of the step just completed.
+    pub index: usize,
+    /// Number of steps in this run.
+    pub total: usize,
+    /// The noise level the step started from.
+    pub sigma: f32,
+    /// The noise level the step ended at.
+    pub sigma_next: f32,
+    /// The sample after the step. A callback may replace it (the inpainting blend does).
+    pub x: Tensor<4>,
+    /// The denoiser's last prediction of the clean sample in this step.
+    pub denoised: Tensor<4>,
+}
+
+/// The three things a sampler talks to.
+pub struct Hooks<'a> {
+    /// `denoise(x, sigma)`: the model's prediction of the clean sample.
+    pub denoise: &'a mut dyn FnMut(&Tensor<4>, f32) -> Result<Tensor<4>>,
+    /// Noise for stochastic samplers.
+    pub noise: &'a mut dyn NoiseSource,
+    /// Called after every step; `Break` cancels the run.
+    pub on_step: &'a mut dyn FnMut(&mut StepState) -> ControlFlow<()>,
+}
+
+impl Hooks<'_> {
+    /// Reports step `index` and returns the (possibly replaced) sample, or `Cancelled`.
+    fn step_done(
+        &mut self,
+        index: usize,
+        sigmas: &[f32],
+        x: Tensor<4>,
+        denoised: Tensor<4>,
+    ) -> Result<Tensor<4>> {
+        let mut state = StepState {
+            index,
+            total: sigmas.len() - 1,
+            sigma: sigmas[index],
+            sigma_next: sigmas[index + 1],
+            x,
+            denoised,
+        };
+        match (self.on_step)(&mut state) {
+            ControlFlow::Continue(()) => Ok(state.x),
+            ControlFlow::Break(()) => Err(Error::Cancelled),
+        }
+    }
+}
+
+/// Runs `algorithm` from `x` (at noise level `sigmas[0]`) down the sigma list.
+///
+/// `sigmas` has one more entry than there are steps; its last entry is where the sample
+/// ends (0 for a fully denoised sample).
+pub fn run(
+    algorithm: Algorithm,
+    options: AlgorithmOptions,
+    hooks: &mut Hooks<'_>,
+    x: Tensor<4>,
+    sigmas: &[f32],
+) -> Result<Tensor<4>> {
+    if sigmas.len() < 2 {
+        return Err(Error::settings("a sampler needs at least one step"));
+    }
+    match algorithm {
+        Algorithm::Euler => euler::euler(hooks, x, sigmas),
+        Algorithm::EulerAncestral => ancestral::euler_ancestral(hooks, x, sigmas, options),
+        Algorithm::Heun => heun::heun(hooks, x, sigmas),
+        Algorithm::Lms => lms::lms(hooks, x, sigmas),
+        Algorithm::DpmPp2M => dpmpp_2m::dpmpp_2m(hooks, x, sigmas),
+        Algorithm::Plms => plms::plms(hooks, x, sigmas),
+    }
+}
+
+/// `(x - denoised) / sigma`: the ODE derivative dx/dsigma (k-diffusion `to_d`).
+fn to_d(x: &Tensor<4>, denoised: &Tensor<4>, sigma: f32) -> Tensor<4> {
+    (x.clone() - denoised.clone()).div_scalar(sigma)
+}

@@ -1,0 +1,438 @@
+//! diffusers `scheduler_config.json` files: what each scheduler class does with them.
+//!
+//! The sampler maths lives in [`crate::sampling`]; this file reproduces the rest of a
+//! diffusers scheduler: its training table (float32 arithmetic), `set_timesteps` (timestep
+//! spacing, sigma interpolation, Karras sigmas, the final sigma) and the timestep values the
+//! UNet is called with. Source: diffusers 0.42 `schedulers/scheduling_*.py`.
+
+use serde_json::Value;
+
+use super::{
+    BetaSchedule, DiscreteSchedule, LatentScaling, Plan, TableArithmetic, TimestepMap, linspace_f64,
+};
+use crate::error::{Error, Result};
+use crate::sampling::{Algorithm, AlgorithmOptions};
+
+/// What the UNet predicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Prediction {
+    /// The noise (SD 1.x, SD 2.x base, SDXL).
+    #[default]
+    Epsilon,
+    /// v = alpha * noise - sigma * x0 (SD 2.x 768-v).
+    V,
+}
+
+/// The scheduler classes Ember reproduces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedulerClass {
+    Ddim,
+    Pndm,
+    EulerDiscrete,
+    EulerAncestralDiscrete,
+    HeunDiscrete,
+    LmsDiscrete,
+    DpmSolverMultistep,
+}
+
+impl SchedulerClass {
+    const ALL: [(SchedulerClass, &'static str); 7] = [
+        (SchedulerClass::Ddim, "DDIMScheduler"),
+        (SchedulerClass::Pndm, "PNDMScheduler"),
+        (SchedulerClass::EulerDiscrete, "EulerDiscreteScheduler"),
+        (
+            SchedulerClass::EulerAncestralDiscrete,
+            "EulerAncestralDiscreteScheduler",
+        ),
+        (SchedulerClass::HeunDiscrete, "HeunDiscreteScheduler"),
+        (SchedulerClass::LmsDiscrete, "LMSDiscreteScheduler"),
+        (
+            SchedulerClass::DpmSolverMultistep,
+            "DPMSolverMultistepScheduler",
+        ),
+    ];
+
+    /// The diffusers class name.
+    pub fn class_name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(c, _)| *c == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("?")
+    }
+
+    fn default_spacing(self) -> Spacing {
+        match self {
+            SchedulerClass::Ddim | SchedulerClass::Pndm => Spacing::Leading,
+            _ => Spacing::Linspace,
+        }
+    }
+
+    fn scaling(self) -> LatentScaling {
+        match self {
+            SchedulerClass::Ddim | SchedulerClass::Pndm | SchedulerClass::DpmSolverMultistep => {
+                LatentScaling::VariancePreserving
+            }
+            _ => LatentScaling::VarianceExploding,
+        }
+    }
+}
+
+/// `timestep_spacing` (Table 2 of arXiv:2305.08891).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spacing {
+    Linspace,
+    Leading,
+    Trailing,
+}
+
+/// A parsed `scheduler_config.json`.
+#[derive(Clone, Debug)]
+pub struct SchedulerConfig {
+    pub class: SchedulerClass,
+    pub num_train_timesteps: usize,
+    pub betas: BetaSchedule,
+    pub prediction: Prediction,
+    pub spacing: Spacing,
+    pub steps_offset: usize,
+    pub set_alpha_to_one: bool,
+    pub use_karras_sigmas: bool,
+    /// DPM-Solver: 1 or 2.
+    pub solver_order: usize,
+}
+
+impl SchedulerConfig {
+    /// Parses a `scheduler_config.json`. Settings that change the result and that Ember does
+    /// not reproduce are refused by name rather than ignored.
+    pub fn from_json(text: &str) -> Result<Self> {
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| Error::settings(format!("scheduler config is not valid JSON: {e}")))?;
+        let class_name = v["_class_name"]
+            .as_str()
+            .ok_or_else(|| Error::settings("scheduler config has no \"_class_name\""))?;
+        let class = SchedulerClass::ALL
+            .iter()
+            .find(|(_, n)| *n == class_name)
+            .map(|(c, _)| *c)
+            .ok_or_else(|| {
+                let known: Vec<&str> = SchedulerClass::ALL.iter().map(|(_, n)| *n).collect();
+                Error::settings(format!(
+                    "scheduler class {class_name} is not supported yet; supported: {}",
+                    known.join(", ")
+                ))
+            })?;
+        let float = |key: &str, default: f64| v[key].as_f64().unwrap_or(default);
+        let text_or =
+            |key: &str, default: &'static str| v[key].as_str().unwrap_or(default).to_string();
+        let flag = |key: &str, default: bool| v[key].as_bool().unwrap_or(default);
+        let refuse = |what: String| {
+            Err(Error::settings(format!(
+                "{class_name}: {what} is not supported yet"
+            )))
+        };
+
+        if !v["trained_betas"].is_null() {
+            return refuse("\"trained_betas\"".into());
+        }
+        for key in [
+            "rescale_betas_zero_snr",
+            "clip_sample",
+            "thresholding",
+            "use_exponential_sigmas",
+            "use_beta_sigmas",
+            "use_lu_lambdas",
+        ] {
+            if flag(key, false) {
+                return refuse(format!("\"{key}\": true"));
+            }
+        }
+        let (start, end) = (float("beta_start", 0.0001), float("beta_end", 0.02));
+        let betas = match text_or("beta_schedule", "linear").as_str() {
+            "scaled_linear" => BetaSchedule::ScaledLinear { start, end },
+            "linear" => BetaSchedule::Linear { start, end },
+            other => return refuse(format!("beta_schedule {other:?}")),
+        };
+        let prediction = match text_or("prediction_type", "epsilon").as_str() {
+            "epsilon" => Prediction::Epsilon,
+            "v_prediction" => Prediction::V,
+            other => return refuse(format!("prediction_type {other:?}")),
+        };
+        let spacing = match v["timestep_spacing"].as_str() {
+            None => class.default_spacing(),
+            Some("linspace") => Spacing::Linspace,
+            Some("leading") => Spacing::Leading,
+            Some("trailing") => Spacing::Trailing,
+            Some(other) => return refuse(format!("timestep_spacing {other:?}")),
+        };
+        if text_or("interpolation_type", "linear") != "linear" {
+            return refuse("interpolation_type other than \"linear\"".into());
+        }
+        if text_or("timestep_type", "discrete") != "discrete" {
+            return refuse("timestep_type other than \"discrete\"".into());
+        }
+        if text_or("final_sigmas_type", "zero") != "zero" {
+            return refuse("final_sigmas_type other than \"zero\"".into());
+        }
+        let mut solver_order = 2;
+        if class == SchedulerClass::DpmSolverMultistep {
+            if text_or("algorithm_type", "dpmsolver++") != "dpmsolver++" {
+                return refuse(format!(
+                    "algorithm_type {:?}",
+                    text_or("algorithm_type", "")
+                ));
+            }
+            if text_or("solver_type", "midpoint") != "midpoint" {
+                return refuse("solver_type other than \"midpoint\"".into());
+            }
+            solver_order = v["solver_order"].as_u64().unwrap_or(2) as usize;
+            if !(1..=2).contains(&solver_order) {
+                return refuse(format!("solver_order {solver_order}"));
+            }
+        }
+        let num_train_timesteps = v["num_train_timesteps"].as_u64().unwrap_or(1000) as usize;
+        if !(2..=100_000).contains(&num_train_timesteps) {
+            return refuse(format!("num_train_timesteps {num_train_timesteps}"));
+        }
+        Ok(Self {
+            class,
+            num_train_timesteps,
+            betas,
+            prediction,
+            spacing,
+            steps_offset: v["steps_offset"].as_u64().unwrap_or(0) as usize,
+            set_alpha_to_one: flag("set_alpha_to_one", class == SchedulerClass::Ddim),
+            use_karras_sigmas: flag("use_karras_sigmas", false),
+            solver_order,
+        })
+    }
+
+    /// The training table with diffusers' float32 arithmetic.
+    pub fn table(&self) -> Result<DiscreteSchedule> {
+        DiscreteSchedule::new(
+            self.betas,
+            self.num_train_timesteps,
+            TableArithmetic::DiffusersF32,
+        )
+    }
+
+    /// What `set_timesteps(steps)` gives, as a sampling plan. `eta` is DDIM's.
+    pub fn plan(&self, steps: usize, eta: f32) -> Result<Plan> {
+        if steps == 0 || steps > self.num_train_timesteps {
+            return Err(Error::settings(format!(
+                "steps must be between 1 and {} for this scheduler, got {steps}",
+                self.num_train_timesteps
+            )));
+        }
+        let table = self.table()?;
+        let (sigmas, timesteps) = match self.class {
+            SchedulerClass::Ddim | SchedulerClass::Pndm => {
+                self.alpha_transfer_schedule(&table, steps)
+            }
+            SchedulerClass::DpmSolverMultistep => self.dpm_solver_schedule(&table, steps),
+            _ => self.euler_family_schedule(&table, steps),
+        };
+        let s0 = f64::from(sigmas[0]);
+        let initial_noise_scale = match (self.class.scaling(), self.spacing) {
+            (LatentScaling::VariancePreserving, _) | (_, Spacing::Leading) => {
+                (1.0 + s0 * s0).sqrt() as f32
+            }
+            _ => sigmas[0],
+        };
+        let (algorithm, eta) = match self.class {
+            SchedulerClass::Ddim => (Algorithm::EulerAncestral, eta),
+            SchedulerClass::Pndm => (Algorithm::Plms, 0.0),
+            SchedulerClass::EulerDiscrete => (Algorithm::Euler, 0.0),
+            SchedulerClass::EulerAncestralDiscrete => (Algorithm::EulerAncestral, 1.0),
+            SchedulerClass::HeunDiscrete => (Algorithm::Heun, 0.0),
+            SchedulerClass::LmsDiscrete => (Algorithm::Lms, 0.0),
+            SchedulerClass::DpmSolverMultistep if self.solver_order == 1 => (Algorithm::Euler, 0.0),
+            SchedulerClass::DpmSolverMultistep => (Algorithm::DpmPp2M, 0.0),
+        };
+        let karras = if self.use_karras_sigmas {
+            " Karras"
+        } else {
+            ""
+        };
+        Ok(Plan {
+            algorithm,
+            options: AlgorithmOptions {
+                eta,
+                ..AlgorithmOptions::default()
+            },
+            timesteps: TimestepMap::Table {
+                sigmas: sigmas[..steps].to_vec(),
+                timesteps,
+                table,
+            },
+            sigmas,
+            initial_noise_scale,
+            scaling: self.class.scaling(),
+            label: format!("{}{karras}", self.class.class_name()),
+        })
+    }
+
+    /// DDIM and PNDM: integer timesteps, each step transferring to `t - N / steps` (to
+    /// `final_alpha_cumprod` past the start).
+    fn alpha_transfer_schedule(
+        &self,
+        table: &DiscreteSchedule,
+        steps: usize,
+    ) -> (Vec<f32>, Vec<f64>) {
+        let n = self.num_train_timesteps;
+        let timesteps: Vec<i64> = match self.spacing {
+            Spacing::Leading => (0..steps)
+                .rev()
+                .map(|i| (i * (n / steps) + self.steps_offset) as i64)
+                .collect(),
+            Spacing::Trailing => trailing(n, steps),
+            Spacing::Linspace => linspace_f64(0.0, (n - 1) as f64, steps)
+                .iter()
+                .rev()
+                .map(|t| t.round_ties_even() as i64)
+                .collect(),
+        };
+        let sigma_of_t = |t: i64| -> f32 {
+            let alpha = if t >= 0 {
+                table.alphas_cumprod[t as usize]
+            } else if self.set_alpha_to_one {
+                1.0
+            } else {
+                table.alphas_cumprod[0]
+            };
+            DiscreteSchedule::sigma_of_alpha_cumprod(alpha) as f32
+        };
+        let mut sigmas: Vec<f32> = timesteps.iter().map(|&t| sigma_of_t(t)).collect();
+        // diffusers transfers the last step to `t - N // steps`; every earlier step lands on
+        // the next timestep (exactly so for leading spacing and for step counts dividing N).
+        sigmas.push(sigma_of_t(timesteps[steps - 1] - (n / steps) as i64));
+        (sigmas, timesteps.into_iter().map(|t| t as f64).collect())
+    }
+
+    /// Euler, Euler ancestral, Heun, LMS: float32 timesteps, sigmas interpolated linearly in
+    /// the table (or Karras sigmas with `_sigma_to_t` timesteps), then a final 0.
+    fn euler_family_schedule(
+        &self,
+        table: &DiscreteSchedule,
+        steps: usize,
+    ) -> (Vec<f32>, Vec<f64>) {
+        let n = self.num_train_timesteps;
+        let timesteps: Vec<f64> = match self.spacing {
+            Spacing::Linspace => linspace_f64(0.0, (n - 1) as f64, steps)
+                .iter()
+                .rev()
+                .map(|&t| f64::from(t as f32))
+                .collect(),
+            Spacing::Leading => (0..steps)
+                .rev()
+                .map(|i| (i * (n / steps) + self.steps_offset) as f64)
+                .collect(),
+            Spacing::Trailing => trailing(n, steps).into_iter().map(|t| t as f64).collect(),
+        };
+        let (sigmas, timesteps) = if self.use_karras_sigmas {
+            let sigmas = karras_f64(table, steps);
+            let timesteps = sigmas
+                .iter()
+                .map(|&s| f64::from(table.sigma_to_t(s) as f32))
+                .collect();
+            (sigmas, timesteps)
+        } else {
+            (
+                timesteps.iter().map(|&t| table.sigma_interp(t)).collect(),
+                timesteps,
+            )
+        };
+        let mut sigmas: Vec<f32> = sigmas.into_iter().map(|s| s as f32).collect();
+        sigmas.push(0.0);
+        (sigmas, timesteps)
+    }
+
+    /// DPM-Solver multistep: integer timesteps from `steps + 1` points, interpolated sigmas
+    /// (or Karras sigmas with rounded `_sigma_to_t` timesteps), then a final 0.
+    fn dpm_solver_schedule(&self, table: &DiscreteSchedule, steps: usize) -> (Vec<f32>, Vec<f64>) {
+        let n = self.num_train_timesteps;
+        let timesteps: Vec<i64> = match self.spacing {
+            Spacing::Linspace => {
+                let mut t: Vec<i64> = linspace_f64(0.0, (n - 1) as f64, steps + 1)
+                    .iter()
+                    .rev()
+                    .map(|t| t.round_ties_even() as i64)
+                    .collect();
+                t.pop();
+                t
+            }
+            Spacing::Leading => (1..=steps)
+                .rev()
+                .map(|i| (i * (n / (steps + 1)) + self.steps_offset) as i64)
+                .collect(),
+            Spacing::Trailing => trailing(n, steps),
+        };
+        let (sigmas, timesteps): (Vec<f64>, Vec<f64>) = if self.use_karras_sigmas {
+            let sigmas = karras_f64(table, steps);
+            let timesteps = sigmas
+                .iter()
+                .map(|&s| table.sigma_to_t(s).round_ties_even())
+                .collect();
+            (sigmas, timesteps)
+        } else {
+            let sigmas = timesteps
+                .iter()
+                .map(|&t| table.sigma_interp(t as f64))
+                .collect();
+            (sigmas, timesteps.into_iter().map(|t| t as f64).collect())
+        };
+        let mut sigmas: Vec<f32> = sigmas.into_iter().map(|s| s as f32).collect();
+        sigmas.push(0.0);
+        (sigmas, timesteps)
+    }
+
+    /// The timesteps diffusers exposes as `scheduler.timesteps` (the UNet calls in loop
+    /// order), for comparison with diffusers' tables.
+    pub fn loop_timesteps(&self, plan: &Plan) -> Vec<f64> {
+        let n = plan.steps();
+        let t: Vec<f64> = plan.sigmas[..n]
+            .iter()
+            .map(|&s| plan.timesteps.timestep(s))
+            .collect();
+        match self.class {
+            SchedulerClass::HeunDiscrete => {
+                let mut out = vec![t[0]];
+                for &ti in &t[1..] {
+                    out.extend([ti, ti]);
+                }
+                out
+            }
+            SchedulerClass::Pndm => {
+                let mut out = vec![t[0]];
+                if n > 1 {
+                    out.push(t[1]);
+                }
+                out.extend_from_slice(&t[1..]);
+                out
+            }
+            _ => t,
+        }
+    }
+}
+
+/// `round(arange(N, 0, -N / steps)) - 1` (trailing spacing).
+fn trailing(n: usize, steps: usize) -> Vec<i64> {
+    let ratio = n as f64 / steps as f64;
+    let mut out = Vec::with_capacity(steps);
+    let mut t = n as f64;
+    while t > 0.0 && out.len() < steps {
+        out.push(t.round_ties_even() as i64 - 1);
+        t = n as f64 - ratio * out.len() as f64;
+    }
+    out
+}
+
+/// diffusers `_convert_to_karras` (float64 numpy) over the table's range, rho 7.
+fn karras_f64(table: &DiscreteSchedule, steps: usize) -> Vec<f64> {
+    let rho = 7.0;
+    let (sigma_min, sigma_max) = (f64::from(table.sigma_min()), f64::from(table.sigma_max()));
+    let (min_inv, max_inv) = (sigma_min.powf(1.0 / rho), sigma_max.powf(1.0 / rho));
+    linspace_f64(0.0, 1.0, steps)
+        .into_iter()
+        .map(|ramp| (max_inv + ramp * (min_inv - max_inv)).powf(rho))
+        .collect()
+}

@@ -1,0 +1,103 @@
+//! Sigma schedules and sampling plans.
+//!
+//! A [`Plan`] is everything a generation needs besides the models: the sampler, the sigma
+//! list, the timestep the UNet is told at each sigma, and how the sample is scaled at the
+//! start and the end. Two front ends make plans:
+//! - [`named`]: ComfyUI's sampler and schedule names (`euler` + `karras`, ...), with
+//!   ComfyUI's float64 training table and integer timesteps;
+//! - [`diffusers`]: a diffusers `scheduler_config.json`, reproducing what that scheduler
+//!   class does (its timestep spacing, sigma interpolation and timestep values).
+
+pub mod diffusers;
+mod discrete;
+pub mod named;
+
+pub use discrete::{
+    BetaSchedule, DiscreteSchedule, TableArithmetic, linspace_f64, torch_linspace_f32,
+};
+
+use crate::sampling::{Algorithm, AlgorithmOptions};
+
+/// How the UNet's timestep input is derived from a sigma.
+#[derive(Clone, Debug)]
+pub enum TimestepMap {
+    /// diffusers: the scheduler's own timestep for each sigma of its list; any other sigma
+    /// (DPM2's midpoints) through `_sigma_to_t`.
+    Table {
+        sigmas: Vec<f32>,
+        timesteps: Vec<f64>,
+        table: DiscreteSchedule,
+    },
+    /// ComfyUI: the training timestep whose log-sigma is nearest (an integer).
+    Nearest(DiscreteSchedule),
+}
+
+impl TimestepMap {
+    /// The timestep to pass to the UNet for a call at noise level `sigma`.
+    pub fn timestep(&self, sigma: f32) -> f64 {
+        match self {
+            TimestepMap::Table {
+                sigmas,
+                timesteps,
+                table,
+            } => sigmas
+                .iter()
+                .zip(timesteps)
+                .find(|(s, _)| **s == sigma)
+                .map(|(_, t)| *t)
+                .unwrap_or_else(|| table.sigma_to_t(f64::from(sigma))),
+            TimestepMap::Nearest(table) => table.nearest_timestep(sigma) as f64,
+        }
+    }
+}
+
+/// Where the pipeline's latents live between steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LatentScaling {
+    /// `x = x0 + sigma * noise` (k-diffusion, ComfyUI, diffusers' Euler family).
+    VarianceExploding,
+    /// `x * sqrt(alpha_cumprod)` (diffusers' DDIM, PNDM, DPM-Solver): the sampler still works
+    /// in sigma scaling; the decoder gets `x / sqrt(1 + sigma_last^2)`.
+    VariancePreserving,
+}
+
+/// A complete sampling recipe for one generation.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub algorithm: Algorithm,
+    pub options: AlgorithmOptions,
+    /// Noise levels, one more than the number of steps.
+    pub sigmas: Vec<f32>,
+    pub timesteps: TimestepMap,
+    /// A pure-noise start is `noise * initial_noise_scale`.
+    pub initial_noise_scale: f32,
+    pub scaling: LatentScaling,
+    /// Human-readable name of the sampler (for logs and metadata).
+    pub label: String,
+}
+
+impl Plan {
+    /// Number of sampler steps.
+    pub fn steps(&self) -> usize {
+        self.sigmas.len() - 1
+    }
+
+    /// Keeps only the last `keep` steps (img2img / inpainting with `strength < 1`).
+    /// A partial start begins at `x0 + sigmas[0] * noise`, so the pure-noise scale no longer
+    /// applies.
+    pub fn keep_last_steps(&mut self, keep: usize) {
+        let drop = self.steps().saturating_sub(keep);
+        self.sigmas.drain(..drop);
+    }
+
+    /// The factor that turns the sampler's final sample into the latents the VAE decodes.
+    pub fn output_scale(&self) -> f32 {
+        match self.scaling {
+            LatentScaling::VarianceExploding => 1.0,
+            LatentScaling::VariancePreserving => {
+                let last = f64::from(*self.sigmas.last().expect("non-empty sigma list"));
+                (1.0 / (1.0 + last * last).sqrt()) as f32
+            }
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! Prompt text: the CLIP tokenizer and the CLIP text encoder.
+
+pub mod tokenizer;
+
+pub use tokenizer::{ClipTokenizer, PadToken, PromptIds};

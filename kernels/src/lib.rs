@@ -1,0 +1,1 @@
+//! Custom compute kernels for Ember (none yet; see ARCHITECTURE.md).

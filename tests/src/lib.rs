@@ -1,0 +1,205 @@
+//! Shared helpers for Ember's reference tests: finding `../shared/reference`, reading its
+//! safetensors and JSON files, and comparing our numbers with theirs under a stated tolerance.
+//!
+//! A test that cannot find the reference tree fails; it never passes silently.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use serde_json::Value as Json;
+
+/// The reference tree: `$EMBER_REFERENCE` when set, else `../shared/reference` beside the
+/// repository. Panics with a message saying where it looked when the tree is missing.
+pub fn reference_root() -> PathBuf {
+    let root = match std::env::var_os("EMBER_REFERENCE") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference"),
+    };
+    assert!(
+        root.join("README.md").is_file(),
+        "reference tree not found at {} (set EMBER_REFERENCE to its path)",
+        root.display()
+    );
+    root
+}
+
+/// A path inside the reference tree; panics if it does not exist.
+pub fn reference(rel: &str) -> PathBuf {
+    let path = reference_root().join(rel);
+    assert!(path.exists(), "reference file missing: {}", path.display());
+    path
+}
+
+/// Reads and parses a JSON file from the reference tree.
+pub fn json(rel: &str) -> Json {
+    let path = reference(rel);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every file in a reference folder whose name ends with `suffix`, sorted.
+pub fn files_in(rel_dir: &str, suffix: &str) -> Vec<PathBuf> {
+    let dir = reference(rel_dir);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("readable dir entry").path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(suffix))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// One tensor of a fixture file, converted to f64 (floats) or i64 (integers).
+#[derive(Clone, Debug)]
+pub struct Fixture {
+    pub shape: Vec<usize>,
+    pub dtype: safetensors::Dtype,
+    pub bytes: Vec<u8>,
+}
+
+impl Fixture {
+    /// The values as f32 (float32 tensors only).
+    pub fn f32(&self) -> Vec<f32> {
+        assert_eq!(
+            self.dtype,
+            safetensors::Dtype::F32,
+            "tensor is {:?}, not F32",
+            self.dtype
+        );
+        self.bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    }
+
+    /// The values as f64, from any float dtype.
+    pub fn f64(&self) -> Vec<f64> {
+        match self.dtype {
+            safetensors::Dtype::F32 => self.f32().into_iter().map(f64::from).collect(),
+            safetensors::Dtype::F64 => self
+                .bytes
+                .chunks_exact(8)
+                .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+                .collect(),
+            other => panic!("tensor is {other:?}, not a float"),
+        }
+    }
+
+    /// The values as i64, from any integer dtype.
+    pub fn i64(&self) -> Vec<i64> {
+        match self.dtype {
+            safetensors::Dtype::I64 => self
+                .bytes
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+                .collect(),
+            safetensors::Dtype::U8 => self.bytes.iter().map(|&b| i64::from(b)).collect(),
+            other => panic!("tensor is {other:?}, not an integer"),
+        }
+    }
+}
+
+/// All tensors of a safetensors file in the reference tree, by name.
+pub struct Fixtures {
+    pub path: PathBuf,
+    pub tensors: BTreeMap<String, Fixture>,
+}
+
+impl Fixtures {
+    /// Loads `rel` (relative to the reference root).
+    pub fn load(rel: &str) -> Self {
+        Self::load_path(&reference(rel))
+    }
+
+    /// Loads a safetensors file by absolute path.
+    pub fn load_path(path: &Path) -> Self {
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let st = safetensors::SafeTensors::deserialize(&bytes)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let tensors = st
+            .tensors()
+            .into_iter()
+            .map(|(name, view)| {
+                let fixture = Fixture {
+                    shape: view.shape().to_vec(),
+                    dtype: view.dtype(),
+                    bytes: view.data().to_vec(),
+                };
+                (name, fixture)
+            })
+            .collect();
+        Self {
+            path: path.to_path_buf(),
+            tensors,
+        }
+    }
+
+    /// A tensor by name; panics naming the file if it is absent.
+    pub fn get(&self, name: &str) -> &Fixture {
+        self.tensors
+            .get(name)
+            .unwrap_or_else(|| panic!("{}: no tensor {name}", self.path.display()))
+    }
+
+    /// Whether the file holds a tensor of that name.
+    pub fn has(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+}
+
+/// How far apart two tensors are.
+#[derive(Clone, Copy, Debug)]
+pub struct Diff {
+    pub max_abs: f64,
+    pub max_abs_expected: f64,
+    pub worst_index: usize,
+}
+
+/// Elementwise comparison statistics (also fails on NaN/inf in `actual`).
+pub fn diff(actual: &[f32], expected: &[f64]) -> Diff {
+    assert_eq!(actual.len(), expected.len(), "element count differs");
+    let mut d = Diff {
+        max_abs: 0.0,
+        max_abs_expected: 0.0,
+        worst_index: 0,
+    };
+    for (i, (&a, &e)) in actual.iter().zip(expected).enumerate() {
+        assert!(a.is_finite(), "non-finite value {a} at index {i}");
+        let err = (f64::from(a) - e).abs();
+        if err > d.max_abs {
+            d.max_abs = err;
+            d.worst_index = i;
+        }
+        d.max_abs_expected = d.max_abs_expected.max(e.abs());
+    }
+    d
+}
+
+/// Asserts `|actual - expected| <= atol + rel_to_max * max|expected|` everywhere and returns
+/// the statistics. `what` names the quantity in the failure message.
+pub fn assert_close(
+    what: &str,
+    actual: &[f32],
+    expected: &[f64],
+    atol: f64,
+    rel_to_max: f64,
+) -> Diff {
+    let d = diff(actual, expected);
+    let bound = atol + rel_to_max * d.max_abs_expected;
+    assert!(
+        d.max_abs <= bound,
+        "{what}: max |diff| {:.3e} at index {} (ours {}, reference {}) exceeds {:.3e} \
+         (atol {atol:e} + {rel_to_max:e} x max|ref| {:.3e})",
+        d.max_abs,
+        d.worst_index,
+        actual[d.worst_index],
+        expected[d.worst_index],
+        bound,
+        d.max_abs_expected
+    );
+    d
+}
