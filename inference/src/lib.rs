@@ -3,7 +3,9 @@
 //! This crate never depends on a GUI toolkit. The app talks to it through plain-data types
 //! (see ARCHITECTURE.md).
 
+pub mod device;
 pub mod error;
+pub mod pipeline;
 pub mod rng;
 pub mod sampling;
 pub mod schedule;

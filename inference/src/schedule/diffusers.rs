@@ -414,6 +414,24 @@ impl SchedulerConfig {
     }
 }
 
+impl SchedulerConfig {
+    /// The sigmas diffusers exposes as `scheduler.sigmas` (Heun repeats the inner ones).
+    pub fn loop_sigmas(&self, plan: &Plan) -> Vec<f32> {
+        let s = &plan.sigmas;
+        match self.class {
+            SchedulerClass::HeunDiscrete if s.len() > 2 => {
+                let mut out = vec![s[0]];
+                for &si in &s[1..s.len() - 1] {
+                    out.extend([si, si]);
+                }
+                out.push(s[s.len() - 1]);
+                out
+            }
+            _ => s.clone(),
+        }
+    }
+}
+
 /// `round(arange(N, 0, -N / steps)) - 1` (trailing spacing).
 fn trailing(n: usize, steps: usize) -> Vec<i64> {
     let ratio = n as f64 / steps as f64;

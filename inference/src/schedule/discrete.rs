@@ -32,6 +32,9 @@ pub enum TableArithmetic {
     DiffusersF32,
     /// ComfyUI: everything in float64, sigmas stored as float32.
     ComfyF64,
+    /// k-diffusion's `DiscreteEpsDDPMDenoiser` (A1111): float64 table cast to float32, then
+    /// sigmas and log-sigmas in float32.
+    KDiffusionF32,
 }
 
 /// Sigmas of every training timestep and the maps between sigma and timestep.
@@ -90,7 +93,7 @@ impl DiscreteSchedule {
                     log_sigmas,
                 })
             }
-            TableArithmetic::ComfyF64 => {
+            TableArithmetic::ComfyF64 | TableArithmetic::KDiffusionF32 => {
                 let betas: Vec<f64> = match betas {
                     BetaSchedule::ScaledLinear { start, end } => {
                         linspace_f64(start.sqrt(), end.sqrt(), n)
@@ -108,6 +111,16 @@ impl DiscreteSchedule {
                         acc
                     })
                     .collect();
+                if arithmetic == TableArithmetic::KDiffusionF32 {
+                    let ac32: Vec<f32> = alphas_cumprod.iter().map(|&ac| ac as f32).collect();
+                    let sigmas: Vec<f32> =
+                        ac32.iter().map(|&ac| ((1.0 - ac) / ac).sqrt()).collect();
+                    return Ok(Self {
+                        alphas_cumprod: ac32.into_iter().map(f64::from).collect(),
+                        log_sigmas: sigmas.iter().map(|&s| f64::from(s.ln())).collect(),
+                        sigmas,
+                    });
+                }
                 let exact: Vec<f64> = alphas_cumprod
                     .iter()
                     .map(|&ac| ((1.0 - ac) / ac).sqrt())

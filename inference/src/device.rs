@@ -1,0 +1,82 @@
+//! Compute devices and the small conversions between host vectors and tensors.
+
+use burn::tensor::{Device, Tensor, TensorData};
+
+use crate::error::{Error, Result};
+
+/// Which backend runs the models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DeviceKind {
+    /// burn-flex on the CPU (always available).
+    #[default]
+    Cpu,
+    /// burn-wgpu (feature `wgpu`).
+    Wgpu,
+    /// burn-cuda (feature `cuda`).
+    Cuda,
+}
+
+impl DeviceKind {
+    /// Parses `cpu`, `wgpu` or `cuda`.
+    pub fn parse(name: &str) -> Result<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "cpu" => Ok(DeviceKind::Cpu),
+            "wgpu" | "gpu" => Ok(DeviceKind::Wgpu),
+            "cuda" => Ok(DeviceKind::Cuda),
+            other => Err(Error::settings(format!(
+                "unknown device {other:?}; valid devices: cpu, wgpu, cuda"
+            ))),
+        }
+    }
+
+    /// The Burn device, or an error saying which build feature it needs.
+    pub fn device(self) -> Result<Device> {
+        match self {
+            DeviceKind::Cpu => Ok(Device::flex()),
+            DeviceKind::Wgpu => wgpu_device(),
+            DeviceKind::Cuda => cuda_device(),
+        }
+    }
+}
+
+#[cfg(feature = "wgpu")]
+fn wgpu_device() -> Result<Device> {
+    Ok(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice))
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn wgpu_device() -> Result<Device> {
+    Err(Error::Device(
+        "this build has no wgpu backend; rebuild with `--features wgpu` or use --device cpu".into(),
+    ))
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_device() -> Result<Device> {
+    Ok(Device::cuda(0))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_device() -> Result<Device> {
+    Err(Error::Device(
+        "this build has no CUDA backend; rebuild with `--features cuda` or use --device cpu".into(),
+    ))
+}
+
+/// A float32 tensor from host data.
+pub fn tensor_from_vec<const D: usize>(
+    data: Vec<f32>,
+    shape: [usize; D],
+    device: &Device,
+) -> Tensor<D> {
+    Tensor::from_data(TensorData::new(data, shape), device)
+}
+
+/// A tensor's values as host float32 (converting from its dtype).
+pub fn tensor_to_vec<const D: usize>(tensor: Tensor<D>) -> Vec<f32> {
+    tensor
+        .into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .expect("float tensor data converts to f32")
+}
