@@ -5,10 +5,13 @@
 
 pub mod device;
 pub mod error;
+pub mod model;
+pub mod models;
 pub mod pipeline;
 pub mod rng;
 pub mod sampling;
 pub mod schedule;
 pub mod text;
+pub mod weights;
 
 pub use error::{Error, Result};

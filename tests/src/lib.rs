@@ -200,5 +200,23 @@ pub fn assert_close(
         bound,
         d.max_abs_expected
     );
+    if std::env::var_os("EMBER_TEST_VERBOSE").is_some() {
+        eprintln!(
+            "{what}: max |diff| {:.2e} (max |ref| {:.2e}, bound {:.2e})",
+            d.max_abs, d.max_abs_expected, bound
+        );
+    }
     d
+}
+
+/// Asserts `|actual - expected| <= tol * max(1, max|expected|)` everywhere: the reference
+/// README's "abs 1e-4 (or 1e-4 of the tensor's max magnitude)" form.
+pub fn assert_close_scaled(what: &str, actual: &[f32], expected: &[f64], tol: f64) -> Diff {
+    assert_eq!(
+        actual.len(),
+        expected.len(),
+        "{what}: element count differs"
+    );
+    let max = expected.iter().fold(0f64, |m, v| m.max(v.abs()));
+    assert_close(what, actual, expected, tol * max.max(1.0), 0.0)
 }

@@ -1,0 +1,101 @@
+//! A loaded model: the three networks, the tokenizer and what loading found.
+
+use std::path::PathBuf;
+
+use burn::tensor::Device;
+
+use crate::models::clip::ClipTextModel;
+use crate::models::unet::UNet;
+use crate::models::vae::{Vae, VaeConfig};
+use crate::schedule::diffusers::{Prediction, SchedulerConfig};
+use crate::text::ClipTokenizer;
+use crate::weights::detect::Detected;
+use crate::weights::{ComponentReport, FileFormat};
+
+/// How a model's files are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// A diffusers folder (`model_index.json`, `unet/`, `vae/`, ...).
+    DiffusersFolder(FileFormat),
+    /// One A1111 / civitai checkpoint file.
+    SingleFile(FileFormat),
+}
+
+/// What loading found besides the weights themselves.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoadReport {
+    pub components: Vec<ComponentReport>,
+    /// Keys of known buffers no network needs (DDPM schedule, position ids, EMA copies).
+    pub ignored: Vec<String>,
+    /// Keys that belong to no component Ember knows.
+    pub unknown: Vec<String>,
+    /// Anything else worth telling the user.
+    pub warnings: Vec<String>,
+}
+
+impl LoadReport {
+    /// One line per thing worth telling the user (unused tensors, conversions, warnings).
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = self.warnings.clone();
+        for c in &self.components {
+            if !c.unused.is_empty() {
+                notes.push(format!(
+                    "{}: {} tensor(s) in the file are not used, e.g. {}",
+                    c.component,
+                    c.unused.len(),
+                    c.unused
+                        .iter()
+                        .take(3)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            for (dtype, count) in &c.converted_from {
+                notes.push(format!(
+                    "{}: {count} tensor(s) stored as {dtype} were converted on load",
+                    c.component
+                ));
+            }
+        }
+        if !self.unknown.is_empty() {
+            notes.push(format!(
+                "{} tensor(s) belong to no known component and were not loaded, e.g. {}",
+                self.unknown.len(),
+                self.unknown
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        notes
+    }
+}
+
+/// Plain-data description of a loaded model (safe to send to the UI).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelInfo {
+    pub path: PathBuf,
+    /// The name A1111 writes in metadata (file stem or folder name).
+    pub name: String,
+    pub layout: Layout,
+    pub detected: Detected,
+    pub tensor_count: usize,
+    pub report: LoadReport,
+}
+
+/// Everything needed to generate images.
+pub struct Model {
+    pub info: ModelInfo,
+    pub tokenizer: ClipTokenizer,
+    pub text_encoder: ClipTextModel,
+    pub unet: UNet,
+    pub vae: Vae,
+    pub vae_config: VaeConfig,
+    /// A diffusers folder's own scheduler (its default sampler).
+    pub default_scheduler: Option<SchedulerConfig>,
+    pub prediction: Prediction,
+    pub device: Device,
+}

@@ -1,0 +1,278 @@
+//! The CLIP text transformer (transformers `CLIPTextModel`), as SD 1.x and 2.x use it.
+//!
+//! Field names follow the transformers state-dict keys (`text_model.encoder.layers.N...`).
+
+use burn::module::Module;
+use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::tensor::activation::{gelu, sigmoid};
+use burn::tensor::module::attention;
+use burn::tensor::ops::AttentionModuleOptions;
+use burn::tensor::{Device, Int, Tensor};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// The MLP activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClipActivation {
+    /// `x * sigmoid(1.702 x)` (OpenAI CLIP, SD 1.x).
+    QuickGelu,
+    /// Exact erf GELU (OpenCLIP, SD 2.x).
+    Gelu,
+}
+
+/// Text encoder hyper-parameters (a subset of transformers' `CLIPTextConfig`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClipConfig {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub max_position_embeddings: usize,
+    pub layer_norm_eps: f64,
+    pub activation: ClipActivation,
+}
+
+impl ClipConfig {
+    /// OpenAI CLIP ViT-L/14's text tower (SD 1.x).
+    pub fn vit_l14() -> Self {
+        Self {
+            vocab_size: 49408,
+            hidden_size: 768,
+            intermediate_size: 3072,
+            num_hidden_layers: 12,
+            num_attention_heads: 12,
+            max_position_embeddings: 77,
+            layer_norm_eps: 1e-5,
+            activation: ClipActivation::QuickGelu,
+        }
+    }
+
+    /// OpenCLIP ViT-H/14's text tower as SD 2.x ships it (23 of its 24 layers).
+    pub fn open_clip_vit_h14_sd2() -> Self {
+        Self {
+            hidden_size: 1024,
+            intermediate_size: 4096,
+            num_hidden_layers: 23,
+            num_attention_heads: 16,
+            activation: ClipActivation::Gelu,
+            ..Self::vit_l14()
+        }
+    }
+
+    /// Parses a transformers `config.json`.
+    pub fn from_json(text: &str) -> Result<Self> {
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| Error::settings(format!("text encoder config is not valid JSON: {e}")))?;
+        let size = |key: &str| {
+            v[key]
+                .as_u64()
+                .filter(|&n| n > 0 && n < 1 << 20)
+                .map(|n| n as usize)
+                .ok_or_else(|| {
+                    Error::settings(format!("text encoder config: missing or invalid {key:?}"))
+                })
+        };
+        let activation = match v["hidden_act"].as_str().unwrap_or("quick_gelu") {
+            "quick_gelu" => ClipActivation::QuickGelu,
+            "gelu" => ClipActivation::Gelu,
+            other => {
+                return Err(Error::settings(format!(
+                    "text encoder activation {other:?} is not supported"
+                )));
+            }
+        };
+        let config = Self {
+            vocab_size: size("vocab_size")?,
+            hidden_size: size("hidden_size")?,
+            intermediate_size: size("intermediate_size")?,
+            num_hidden_layers: size("num_hidden_layers")?,
+            num_attention_heads: size("num_attention_heads")?,
+            max_position_embeddings: size("max_position_embeddings")?,
+            layer_norm_eps: v["layer_norm_eps"].as_f64().unwrap_or(1e-5),
+            activation,
+        };
+        if config.hidden_size % config.num_attention_heads != 0 {
+            return Err(Error::settings(
+                "text encoder: hidden_size is not a multiple of num_attention_heads",
+            ));
+        }
+        Ok(config)
+    }
+
+    /// A text encoder with uninitialised (lazy) parameters, ready for loading.
+    pub fn init(&self, device: &Device) -> ClipTextModel {
+        let h = self.hidden_size;
+        let linear = |i, o| LinearConfig::new(i, o).init(device);
+        let layer_norm = || {
+            LayerNormConfig::new(h)
+                .with_epsilon(self.layer_norm_eps)
+                .init(device)
+        };
+        let layers = (0..self.num_hidden_layers)
+            .map(|_| ClipEncoderLayer {
+                self_attn: ClipAttention {
+                    q_proj: linear(h, h),
+                    k_proj: linear(h, h),
+                    v_proj: linear(h, h),
+                    out_proj: linear(h, h),
+                    heads: self.num_attention_heads,
+                },
+                layer_norm1: layer_norm(),
+                mlp: ClipMlp {
+                    fc1: linear(h, self.intermediate_size),
+                    fc2: linear(self.intermediate_size, h),
+                    quick_gelu: self.activation == ClipActivation::QuickGelu,
+                },
+                layer_norm2: layer_norm(),
+            })
+            .collect();
+        ClipTextModel {
+            text_model: ClipTextTransformer {
+                embeddings: ClipEmbeddings {
+                    token_embedding: EmbeddingConfig::new(self.vocab_size, h).init(device),
+                    position_embedding: EmbeddingConfig::new(self.max_position_embeddings, h)
+                        .init(device),
+                },
+                encoder: ClipEncoder { layers },
+                final_layer_norm: layer_norm(),
+            },
+        }
+    }
+}
+
+/// `CLIPTextModel`: the text transformer.
+#[derive(Module, Debug)]
+pub struct ClipTextModel {
+    pub text_model: ClipTextTransformer,
+}
+
+#[derive(Module, Debug)]
+pub struct ClipTextTransformer {
+    pub embeddings: ClipEmbeddings,
+    pub encoder: ClipEncoder,
+    pub final_layer_norm: LayerNorm,
+}
+
+#[derive(Module, Debug)]
+pub struct ClipEmbeddings {
+    pub token_embedding: Embedding,
+    pub position_embedding: Embedding,
+}
+
+#[derive(Module, Debug)]
+pub struct ClipEncoder {
+    pub layers: Vec<ClipEncoderLayer>,
+}
+
+#[derive(Module, Debug)]
+pub struct ClipEncoderLayer {
+    pub self_attn: ClipAttention,
+    pub layer_norm1: LayerNorm,
+    pub mlp: ClipMlp,
+    pub layer_norm2: LayerNorm,
+}
+
+#[derive(Module, Debug)]
+pub struct ClipAttention {
+    pub q_proj: Linear,
+    pub k_proj: Linear,
+    pub v_proj: Linear,
+    pub out_proj: Linear,
+    pub heads: usize,
+}
+
+#[derive(Module, Debug)]
+pub struct ClipMlp {
+    pub fc1: Linear,
+    pub fc2: Linear,
+    pub quick_gelu: bool,
+}
+
+/// Every hidden state of one text-encoder call.
+pub struct ClipOutput {
+    /// `hidden_states[0]` is the embedding output, `hidden_states[k]` the output of layer
+    /// `k` (before the final LayerNorm). Each `[batch, tokens, hidden]`.
+    pub hidden_states: Vec<Tensor<3>>,
+    /// The final LayerNorm applied to the last hidden state.
+    pub last_hidden_state: Tensor<3>,
+}
+
+impl ClipTextModel {
+    /// Runs the encoder on token ids.
+    ///
+    /// # Shapes
+    /// - `ids`: `[batch, tokens]` (tokens <= max_position_embeddings)
+    /// - every output: `[batch, tokens, hidden]`
+    pub fn forward(&self, ids: Tensor<2, Int>) -> ClipOutput {
+        let m = &self.text_model;
+        let [_, tokens] = ids.dims();
+        let positions = Tensor::<1, Int>::arange(0..tokens as i64, &ids.device()).unsqueeze::<2>();
+        let mut x = m.embeddings.token_embedding.forward(ids)
+            + m.embeddings.position_embedding.forward(positions);
+        let mut hidden_states = vec![x.clone()];
+        for layer in &m.encoder.layers {
+            x = layer.forward(x);
+            hidden_states.push(x.clone());
+        }
+        let last_hidden_state = m.final_layer_norm.forward(x);
+        ClipOutput {
+            hidden_states,
+            last_hidden_state,
+        }
+    }
+
+    /// The final LayerNorm (A1111's "CLIP skip" applies it to an earlier hidden state).
+    pub fn final_layer_norm(&self, x: Tensor<3>) -> Tensor<3> {
+        self.text_model.final_layer_norm.forward(x)
+    }
+
+    /// Number of transformer layers.
+    pub fn num_layers(&self) -> usize {
+        self.text_model.encoder.layers.len()
+    }
+}
+
+impl ClipEncoderLayer {
+    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let x = x.clone() + self.self_attn.forward(self.layer_norm1.forward(x));
+        x.clone() + self.mlp.forward(self.layer_norm2.forward(x))
+    }
+}
+
+impl ClipAttention {
+    /// Causal multi-head self-attention.
+    ///
+    /// # Shapes
+    /// - `x`: `[batch, tokens, hidden]` -> `[batch, tokens, hidden]`
+    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let [b, n, c] = x.dims();
+        let split = |t: Tensor<3>| {
+            t.reshape([b, n, self.heads, c / self.heads])
+                .swap_dims(1, 2)
+        };
+        let q = split(self.q_proj.forward(x.clone()));
+        let k = split(self.k_proj.forward(x.clone()));
+        let v = split(self.v_proj.forward(x));
+        let options = AttentionModuleOptions {
+            is_causal: true,
+            ..Default::default()
+        };
+        let out = attention(q, k, v, None, None, options); // [b, heads, n, head_dim]
+        self.out_proj
+            .forward(out.swap_dims(1, 2).reshape([b, n, c]))
+    }
+}
+
+impl ClipMlp {
+    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let h = self.fc1.forward(x);
+        let h = if self.quick_gelu {
+            h.clone() * sigmoid(h.mul_scalar(1.702))
+        } else {
+            gelu(h)
+        };
+        self.fc2.forward(h)
+    }
+}

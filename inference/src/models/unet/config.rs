@@ -1,0 +1,190 @@
+//! UNet hyper-parameters: presets for the real model families and diffusers `config.json`.
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// `UNet2DConditionModel` settings Ember supports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UNetConfig {
+    pub in_channels: usize,
+    pub out_channels: usize,
+    pub block_out_channels: Vec<usize>,
+    pub layers_per_block: usize,
+    /// Per down block: does it have cross-attention (`CrossAttnDownBlock2D`)?
+    pub down_attention: Vec<bool>,
+    /// Per up block (lowest resolution first): `CrossAttnUpBlock2D`?
+    pub up_attention: Vec<bool>,
+    /// Attention heads per down block (diffusers' `attention_head_dim` for SD configs).
+    pub heads: Vec<usize>,
+    /// Transformer blocks per down block.
+    pub transformer_depth: Vec<usize>,
+    pub cross_attention_dim: usize,
+    pub norm_num_groups: usize,
+    pub norm_eps: f64,
+    pub use_linear_projection: bool,
+    pub flip_sin_to_cos: bool,
+    pub freq_shift: f32,
+}
+
+impl UNetConfig {
+    /// The SD 1.x UNet (`in_channels` 4, or 9 for the inpainting model).
+    pub fn sd15(in_channels: usize) -> Self {
+        Self {
+            in_channels,
+            out_channels: 4,
+            block_out_channels: vec![320, 640, 1280, 1280],
+            layers_per_block: 2,
+            down_attention: vec![true, true, true, false],
+            up_attention: vec![false, true, true, true],
+            heads: vec![8; 4],
+            transformer_depth: vec![1; 4],
+            cross_attention_dim: 768,
+            norm_num_groups: 32,
+            norm_eps: 1e-5,
+            use_linear_projection: false,
+            flip_sin_to_cos: true,
+            freq_shift: 0.0,
+        }
+    }
+
+    /// Number of resolution levels.
+    pub fn levels(&self) -> usize {
+        self.block_out_channels.len()
+    }
+
+    /// Parses a diffusers `unet/config.json`, refusing settings Ember does not implement.
+    pub fn from_json(text: &str) -> Result<Self> {
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| Error::settings(format!("UNet config is not valid JSON: {e}")))?;
+        let refuse = |what: String| {
+            Err(Error::settings(format!(
+                "UNet config: {what} is not supported"
+            )))
+        };
+        let uint = |key: &str| -> Result<usize> {
+            v[key]
+                .as_u64()
+                .filter(|&n| n > 0 && n < 1 << 16)
+                .map(|n| n as usize)
+                .ok_or_else(|| Error::settings(format!("UNet config: missing or invalid {key:?}")))
+        };
+        let uints = |key: &str| -> Option<Vec<usize>> {
+            v[key]
+                .as_array()
+                .map(|a| a.iter().map(|x| x.as_u64().unwrap_or(0) as usize).collect())
+        };
+        let block_out_channels = uints("block_out_channels")
+            .ok_or_else(|| Error::settings("UNet config: missing \"block_out_channels\""))?;
+        let levels = block_out_channels.len();
+        if levels == 0 || levels > 8 || block_out_channels.contains(&0) {
+            return refuse(format!("block_out_channels {block_out_channels:?}"));
+        }
+        let block_types = |key: &str, plain: &str, cross: &str| -> Result<Vec<bool>> {
+            let types = v[key]
+                .as_array()
+                .ok_or_else(|| Error::settings(format!("UNet config: missing {key:?}")))?;
+            if types.len() != levels {
+                return Err(Error::settings(format!(
+                    "UNet config: {key} must have {levels} entries"
+                )));
+            }
+            types
+                .iter()
+                .map(|t| match t.as_str() {
+                    Some(s) if s == plain => Ok(false),
+                    Some(s) if s == cross => Ok(true),
+                    other => Err(Error::settings(format!(
+                        "UNet config: block type {other:?} is not supported"
+                    ))),
+                })
+                .collect()
+        };
+        let down_attention =
+            block_types("down_block_types", "DownBlock2D", "CrossAttnDownBlock2D")?;
+        let up_attention = block_types("up_block_types", "UpBlock2D", "CrossAttnUpBlock2D")?;
+        let per_level = |key: &str, default: Option<usize>| -> Result<Vec<usize>> {
+            match &v[key] {
+                Value::Number(n) => Ok(vec![n.as_u64().unwrap_or(0) as usize; levels]),
+                Value::Array(_) => uints(key).filter(|l| l.len() == levels).ok_or_else(|| {
+                    Error::settings(format!("UNet config: {key} must have {levels} entries"))
+                }),
+                Value::Null => default
+                    .map(|d| vec![d; levels])
+                    .ok_or_else(|| Error::settings(format!("UNet config: missing {key:?}"))),
+                _ => Err(Error::settings(format!("UNet config: invalid {key:?}"))),
+            }
+        };
+        // diffusers reads `attention_head_dim` as the number of heads when
+        // `num_attention_heads` is absent (a historical naming quirk all SD configs rely on).
+        let heads = if v["num_attention_heads"].is_null() {
+            per_level("attention_head_dim", Some(8))?
+        } else {
+            per_level("num_attention_heads", None)?
+        };
+        let transformer_depth = per_level("transformer_layers_per_block", Some(1))?;
+        for (key, expected) in [
+            ("act_fn", "silu"),
+            ("mid_block_type", "UNetMidBlock2DCrossAttn"),
+            ("time_embedding_type", "positional"),
+            ("resnet_time_scale_shift", "default"),
+        ] {
+            if let Some(found) = v[key].as_str().filter(|f| *f != expected) {
+                return refuse(format!("{key} {found:?}"));
+            }
+        }
+        for key in [
+            "addition_embed_type",
+            "class_embed_type",
+            "encoder_hid_dim",
+            "time_cond_proj_dim",
+            "num_class_embeds",
+        ] {
+            if !v[key].is_null() {
+                return refuse(format!("{key:?} (SDXL-style conditioning)"));
+            }
+        }
+        if v["layers_per_block"].is_array() {
+            return refuse("per-block layers_per_block".into());
+        }
+        let config = Self {
+            in_channels: uint("in_channels")?,
+            out_channels: uint("out_channels")?,
+            layers_per_block: uint("layers_per_block")?,
+            cross_attention_dim: uint("cross_attention_dim")?,
+            norm_num_groups: v["norm_num_groups"].as_u64().unwrap_or(32) as usize,
+            norm_eps: v["norm_eps"].as_f64().unwrap_or(1e-5),
+            use_linear_projection: v["use_linear_projection"].as_bool().unwrap_or(false),
+            flip_sin_to_cos: v["flip_sin_to_cos"].as_bool().unwrap_or(true),
+            freq_shift: v["freq_shift"].as_f64().unwrap_or(0.0) as f32,
+            block_out_channels,
+            down_attention,
+            up_attention,
+            heads,
+            transformer_depth,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks that the numbers fit together (channel counts divide into groups and heads).
+    pub fn validate(&self) -> Result<()> {
+        let bad = |what: String| Err(Error::settings(format!("UNet config: {what}")));
+        if self.norm_num_groups == 0 {
+            return bad("norm_num_groups must be positive".into());
+        }
+        for (i, &c) in self.block_out_channels.iter().enumerate() {
+            if c % self.norm_num_groups != 0 {
+                return bad(format!(
+                    "block_out_channels[{i}] = {c} is not a multiple of norm_num_groups"
+                ));
+            }
+            if self.heads[i] == 0 || c % self.heads[i] != 0 {
+                return bad(format!(
+                    "block_out_channels[{i}] = {c} is not a multiple of its head count"
+                ));
+            }
+        }
+        Ok(())
+    }
+}

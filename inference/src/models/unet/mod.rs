@@ -1,0 +1,249 @@
+//! diffusers `UNet2DConditionModel` for SD 1.x/2.x: down blocks, a cross-attention middle
+//! block and up blocks with skip connections, conditioned on a timestep and on text.
+
+mod config;
+
+pub use config::UNetConfig;
+
+use burn::module::Module;
+use burn::nn::GroupNorm;
+use burn::nn::conv::Conv2d;
+use burn::tensor::activation::silu;
+use burn::tensor::{Device, Tensor};
+
+use super::layers::{
+    Downsample, ResnetBlock, TimestepMlp, Upsample, conv2d, group_norm, timestep_embedding,
+};
+use super::transformer::{Transformer2d, TransformerSettings};
+
+/// One resolution level going down: resnets, optional attentions, optional downsampler.
+#[derive(Module, Debug)]
+pub struct DownBlock {
+    pub resnets: Vec<ResnetBlock>,
+    /// Empty for diffusers' `DownBlock2D`, one per resnet for `CrossAttnDownBlock2D`.
+    pub attentions: Vec<Transformer2d>,
+    /// Zero or one element (`downsamplers.0.conv`).
+    pub downsamplers: Vec<Downsample>,
+}
+
+/// `UNetMidBlock2DCrossAttn`.
+#[derive(Module, Debug)]
+pub struct MidBlock {
+    pub resnets: Vec<ResnetBlock>,
+    pub attentions: Vec<Transformer2d>,
+}
+
+/// One resolution level going up: `layers_per_block + 1` resnets fed by skip connections.
+#[derive(Module, Debug)]
+pub struct UpBlock {
+    pub resnets: Vec<ResnetBlock>,
+    pub attentions: Vec<Transformer2d>,
+    pub upsamplers: Vec<Upsample>,
+}
+
+/// The denoising UNet.
+#[derive(Module, Debug)]
+pub struct UNet {
+    pub time_embedding: TimestepMlp,
+    pub conv_in: Conv2d,
+    pub down_blocks: Vec<DownBlock>,
+    pub mid_block: MidBlock,
+    pub up_blocks: Vec<UpBlock>,
+    pub conv_norm_out: GroupNorm,
+    pub conv_out: Conv2d,
+    pub flip_sin_to_cos: bool,
+    pub freq_shift: f32,
+    pub in_channels: usize,
+}
+
+/// Intermediate activations, recorded when asked for (tests compare them with diffusers').
+pub type Trace = Vec<(String, Tensor<4>)>;
+
+impl UNetConfig {
+    /// A UNet with uninitialised (lazy) parameters, ready for loading.
+    pub fn init(&self, device: &Device) -> UNet {
+        let ch = &self.block_out_channels;
+        let temb = ch[0] * 4;
+        let (groups, eps) = (self.norm_num_groups, self.norm_eps);
+        let resnet = |c_in, c_out| ResnetBlock::new(c_in, c_out, Some(temb), groups, eps, device);
+        let settings = |level: usize| TransformerSettings {
+            heads: self.heads[level],
+            depth: self.transformer_depth[level],
+            context_dim: self.cross_attention_dim,
+            groups,
+            linear_projection: self.use_linear_projection,
+        };
+        let levels = self.levels();
+        let l = self.layers_per_block;
+
+        let down_blocks = (0..levels)
+            .map(|i| {
+                let c_out = ch[i];
+                let c_in = if i == 0 { ch[0] } else { ch[i - 1] };
+                let s = settings(i);
+                DownBlock {
+                    resnets: (0..l)
+                        .map(|j| resnet(if j == 0 { c_in } else { c_out }, c_out))
+                        .collect(),
+                    attentions: if self.down_attention[i] {
+                        (0..l)
+                            .map(|_| Transformer2d::new(c_out, s, device))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    },
+                    downsamplers: if i + 1 < levels {
+                        vec![Downsample::padded(c_out, device)]
+                    } else {
+                        Vec::new()
+                    },
+                }
+            })
+            .collect();
+
+        let c_mid = ch[levels - 1];
+        let mid_settings = settings(levels - 1);
+        let mid_block = MidBlock {
+            resnets: vec![resnet(c_mid, c_mid), resnet(c_mid, c_mid)],
+            attentions: vec![Transformer2d::new(c_mid, mid_settings, device)],
+        };
+
+        let up_blocks = (0..levels)
+            .map(|i| {
+                // diffusers walks the reversed channel list; `level` is the resolution level.
+                let level = levels - 1 - i;
+                let c_out = ch[level];
+                let c_prev = if i == 0 { c_mid } else { ch[level + 1] };
+                let c_skip_last = ch[level.saturating_sub(1)];
+                let s = settings(level);
+                UpBlock {
+                    resnets: (0..=l)
+                        .map(|j| {
+                            let c_res_in = if j == 0 { c_prev } else { c_out };
+                            let c_skip = if j == l { c_skip_last } else { c_out };
+                            resnet(c_res_in + c_skip, c_out)
+                        })
+                        .collect(),
+                    attentions: if self.up_attention[i] {
+                        (0..=l)
+                            .map(|_| Transformer2d::new(c_out, s, device))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    },
+                    upsamplers: if i + 1 < levels {
+                        vec![Upsample::new(c_out, device)]
+                    } else {
+                        Vec::new()
+                    },
+                }
+            })
+            .collect();
+
+        UNet {
+            time_embedding: TimestepMlp::new(ch[0], temb, device),
+            conv_in: conv2d([self.in_channels, ch[0]], 3, 1, 1, device),
+            down_blocks,
+            mid_block,
+            up_blocks,
+            conv_norm_out: group_norm(groups, ch[0], eps, device),
+            conv_out: conv2d([ch[0], self.out_channels], 3, 1, 1, device),
+            flip_sin_to_cos: self.flip_sin_to_cos,
+            freq_shift: self.freq_shift,
+            in_channels: self.in_channels,
+        }
+    }
+}
+
+impl UNet {
+    /// Predicts the noise (or v) in `sample`.
+    ///
+    /// # Shapes
+    /// - `sample`: `[batch, in_channels, h, w]`
+    /// - `timesteps`: `batch` values
+    /// - `context`: `[batch, tokens, cross_attention_dim]`
+    /// - returns `[batch, out_channels, h, w]`
+    pub fn forward(&self, sample: Tensor<4>, timesteps: &[f32], context: &Tensor<3>) -> Tensor<4> {
+        self.forward_traced(sample, timesteps, context, None)
+    }
+
+    /// [`UNet::forward`], recording the output of every top-level module into `trace`
+    /// (2-D activations as `[batch, c, 1, 1]`).
+    pub fn forward_traced(
+        &self,
+        sample: Tensor<4>,
+        timesteps: &[f32],
+        context: &Tensor<3>,
+        mut trace: Option<&mut Trace>,
+    ) -> Tensor<4> {
+        let mut record = |name: String, t: &Tensor<4>| {
+            if let Some(trace) = trace.as_deref_mut() {
+                trace.push((name, t.clone()));
+            }
+        };
+        let device = sample.device();
+        let c0 = self.conv_in.weight.dims()[0];
+        let t_proj = timestep_embedding(
+            timesteps,
+            c0,
+            self.flip_sin_to_cos,
+            self.freq_shift,
+            &device,
+        );
+        record("time_proj".into(), &t_proj.clone().unsqueeze_dims(&[2, 3]));
+        let emb = self.time_embedding.forward(t_proj);
+        record(
+            "time_embedding".into(),
+            &emb.clone().unsqueeze_dims(&[2, 3]),
+        );
+        // Every resnet applies SiLU to the embedding first; do it once.
+        let emb = silu(emb);
+
+        let mut x = self.conv_in.forward(sample);
+        record("conv_in".into(), &x);
+        let mut skips = vec![x.clone()];
+        for (i, block) in self.down_blocks.iter().enumerate() {
+            for (j, resnet) in block.resnets.iter().enumerate() {
+                x = resnet.forward(x, Some(&emb));
+                if let Some(attn) = block.attentions.get(j) {
+                    x = attn.forward(x, context);
+                }
+                skips.push(x.clone());
+            }
+            for down in &block.downsamplers {
+                x = down.forward(x);
+                skips.push(x.clone());
+            }
+            record(format!("down_blocks.{i}"), &x);
+        }
+
+        let mid = &self.mid_block;
+        x = mid.resnets[0].forward(x, Some(&emb));
+        x = mid.attentions[0].forward(x, context);
+        x = mid.resnets[1].forward(x, Some(&emb));
+        record("mid_block".into(), &x);
+
+        for (i, block) in self.up_blocks.iter().enumerate() {
+            for (j, resnet) in block.resnets.iter().enumerate() {
+                let skip = skips
+                    .pop()
+                    .expect("one skip connection per up-block resnet");
+                x = resnet.forward(Tensor::cat(vec![x, skip], 1), Some(&emb));
+                if let Some(attn) = block.attentions.get(j) {
+                    x = attn.forward(x, context);
+                }
+            }
+            for up in &block.upsamplers {
+                let [_, _, h, w] = skips.last().expect("a skip below every upsampler").dims();
+                x = up.forward(x, [h, w]);
+            }
+            record(format!("up_blocks.{i}"), &x);
+        }
+
+        let x = self.conv_norm_out.forward(x);
+        record("conv_norm_out".into(), &x);
+        let x = self.conv_out.forward(silu(x));
+        record("conv_out".into(), &x);
+        x
+    }
+}

@@ -1,0 +1,13 @@
+//! Weight loading: files, layouts (diffusers folder, single-file checkpoint), key maps,
+//! model-family detection and strict application to the Burn modules.
+
+pub mod apply;
+pub mod detect;
+pub mod keymap;
+pub mod loader;
+pub mod pickle_guard;
+pub mod source;
+
+pub use apply::{ComponentReport, NamedTensor, apply_strict};
+pub use loader::{LoadOptions, load};
+pub use source::{FileFormat, TensorFile};

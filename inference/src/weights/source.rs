@@ -1,0 +1,157 @@
+//! Opening weight files: `.safetensors` (memory-mapped, via burn-store) and PyTorch pickles
+//! (`.ckpt`, `.pt`, `.pth`, `.bin`, via burn-store's reader, which executes nothing, after
+//! [`super::pickle_guard`] has vetted them). Tensors come back lazy: nothing is read until
+//! a module takes them.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use burn::store::burn_pack::Tensor as PackTensor;
+use burn::store::pytorch_reader::{PickleValue, PytorchReader};
+use burn::store::{ModuleStore, SafetensorsStore, bridge};
+
+use super::pickle_guard;
+use crate::error::{Error, Result};
+
+/// The container format of a weight file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileFormat {
+    Safetensors,
+    PyTorchPickle,
+}
+
+impl FileFormat {
+    /// A short name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileFormat::Safetensors => "safetensors",
+            FileFormat::PyTorchPickle => "PyTorch pickle",
+        }
+    }
+}
+
+/// The lazily-read tensors of one weight file, under the file's own key names.
+pub struct TensorFile {
+    pub path: PathBuf,
+    pub format: FileFormat,
+    pub tensors: Vec<PackTensor>,
+}
+
+impl TensorFile {
+    /// Opens a weight file, checking its container before anything else.
+    pub fn open(path: &Path) -> Result<Self> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        if !meta.is_file() {
+            return Err(Error::invalid_model(path, "not a file"));
+        }
+        if meta.len() == 0 {
+            return Err(Error::invalid_model(path, "the file is empty"));
+        }
+        let mut head = [0u8; 8];
+        let head_len = std::fs::File::open(path)
+            .and_then(|mut f| f.read(&mut head))
+            .map_err(|e| Error::io(path, e))?;
+        let head = &head[..head_len];
+        let format = if head.starts_with(b"PK\x03\x04") || head.first() == Some(&0x80) {
+            FileFormat::PyTorchPickle
+        } else {
+            FileFormat::Safetensors
+        };
+        let tensors = match format {
+            FileFormat::Safetensors => {
+                check_safetensors_header(path, meta.len())?;
+                let mut store = SafetensorsStore::from_file(path);
+                let all = store.get_all_tensors().map_err(|e| {
+                    Error::invalid_model(path, format!("not a valid .safetensors file ({e})"))
+                })?;
+                all.values().cloned().collect()
+            }
+            FileFormat::PyTorchPickle => open_pickle(path)?,
+        };
+        if tensors.is_empty() {
+            return Err(Error::invalid_model(path, "the file holds no tensors"));
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            format,
+            tensors,
+        })
+    }
+}
+
+/// Largest safetensors header Ember reads (the format's own limit is 100 MB).
+const MAX_HEADER_BYTES: u64 = 100_000_000;
+
+/// Validates the safetensors container (header size, JSON, offsets inside the file) with
+/// messages that say which of these is wrong.
+fn check_safetensors_header(path: &Path, file_len: u64) -> Result<()> {
+    let bad = |message: String| Error::invalid_model(path, message);
+    if file_len < 8 {
+        return Err(bad(format!(
+            "truncated: {file_len} bytes is too short for a .safetensors file"
+        )));
+    }
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut len_bytes = [0u8; 8];
+    file.read_exact(&mut len_bytes)
+        .map_err(|e| Error::io(path, e))?;
+    let header_len = u64::from_le_bytes(len_bytes);
+    if header_len > MAX_HEADER_BYTES {
+        return Err(bad(format!(
+            "not a .safetensors file (its header would be {header_len} bytes, over the 100 MB limit)"
+        )));
+    }
+    if header_len + 8 > file_len {
+        return Err(bad(format!(
+            "truncated or not a .safetensors file: the header needs {header_len} bytes but the file has {}",
+            file_len - 8
+        )));
+    }
+    let mut header = vec![0u8; header_len as usize];
+    file.read_exact(&mut header)
+        .map_err(|e| Error::io(path, e))?;
+    let header: serde_json::Value = serde_json::from_slice(&header).map_err(|e| {
+        bad(format!(
+            "not a .safetensors file (its header is not valid JSON: {e})"
+        ))
+    })?;
+    let entries = header
+        .as_object()
+        .ok_or_else(|| bad("not a .safetensors file (its header is not a JSON object)".into()))?;
+    let data_len = file_len - 8 - header_len;
+    for (name, info) in entries {
+        if name == "__metadata__" {
+            continue;
+        }
+        let end = info["data_offsets"][1]
+            .as_u64()
+            .ok_or_else(|| bad(format!("corrupt header entry for {name:?}")))?;
+        if end > data_len {
+            return Err(bad(format!(
+                "truncated: tensor {name:?} ends at byte {end} of the data but the file holds {data_len} bytes of data"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Reads a PyTorch checkpoint's tensors (the `state_dict` entry when there is one).
+fn open_pickle(path: &Path) -> Result<Vec<PackTensor>> {
+    pickle_guard::check_pickle_file(path)?;
+    let bad = |e: &dyn std::fmt::Display| {
+        Error::invalid_model(path, format!("not a readable PyTorch checkpoint ({e})"))
+    };
+    let root = PytorchReader::read_pickle_data(path, None).map_err(|e| bad(&e))?;
+    let nested = matches!(&root, PickleValue::Dict(d) if matches!(d.get("state_dict"), Some(PickleValue::Dict(_))));
+    let reader = if nested {
+        PytorchReader::with_top_level_key(path, "state_dict")
+    } else {
+        PytorchReader::new(path)
+    }
+    .map_err(|e| bad(&e))?;
+    Ok(reader
+        .into_tensors()
+        .into_values()
+        .map(bridge::from_pytorch)
+        .collect())
+}

@@ -1,0 +1,225 @@
+//! The text encoder, UNet and VAE against `sd15/golden/*`, loaded from the diffusers folder
+//! and from the single-file checkpoint (which hold the same weights).
+
+use burn::tensor::{DType, Device, Int, Tensor, TensorData};
+use ember_tests::{Fixtures, assert_close_scaled, reference};
+use inference::device::{tensor_from_vec, tensor_to_vec};
+use inference::model::Model;
+use inference::weights::{LoadOptions, load};
+
+/// The reference README's tolerance for single network calls: 1e-4 of max(1, max|ref|).
+const TOL: f64 = 1e-4;
+
+fn options(config_dir: Option<&str>) -> LoadOptions {
+    LoadOptions {
+        config_dir: config_dir.map(reference),
+        device: Device::flex(),
+        dtype: DType::F32,
+    }
+}
+
+/// The sd15 model in both layouts.
+pub fn both_layouts() -> Vec<(&'static str, Model)> {
+    vec![
+        (
+            "diffusers folder",
+            load(&reference("sd15/pipeline"), &options(None)).unwrap(),
+        ),
+        (
+            "single file",
+            load(
+                &reference("sd15/checkpoint.safetensors"),
+                &options(Some("sd15/pipeline")),
+            )
+            .unwrap(),
+        ),
+    ]
+}
+
+fn tensor<const D: usize>(f: &ember_tests::Fixture) -> Tensor<D> {
+    let dims: [usize; D] = f.shape.clone().try_into().expect("rank");
+    tensor_from_vec(f.f32(), dims, &Device::flex())
+}
+
+#[test]
+fn text_encoder_matches_every_hidden_state() {
+    let golden = Fixtures::load("sd15/golden/text_encoder.safetensors");
+    let ids = golden.get("input_ids");
+    let [batch, tokens] = [ids.shape[0], ids.shape[1]];
+    for (layout, model) in both_layouts() {
+        let ids_t =
+            Tensor::<2, Int>::from_data(TensorData::new(ids.i64(), [batch, tokens]), &model.device);
+        let out = model.text_encoder.forward(ids_t.clone());
+        let hidden = golden.get("hidden_states").f64();
+        let per = hidden.len() / out.hidden_states.len();
+        assert_eq!(
+            out.hidden_states.len(),
+            golden.get("hidden_states").shape[0],
+            "{layout}: hidden state count"
+        );
+        for (k, h) in out.hidden_states.iter().enumerate() {
+            let what = format!("{layout}: hidden_states[{k}]");
+            assert_close_scaled(
+                &what,
+                &tensor_to_vec(h.clone()),
+                &hidden[k * per..(k + 1) * per],
+                TOL,
+            );
+        }
+        let last = tensor_to_vec(out.last_hidden_state.clone());
+        assert_close_scaled(
+            &format!("{layout}: last_hidden_state"),
+            &last,
+            &golden.get("last_hidden_state").f64(),
+            TOL,
+        );
+        let n = out.hidden_states.len();
+        let penultimate = out.hidden_states[n - 2].clone();
+        let pen = tensor_to_vec(penultimate.clone());
+        assert_close_scaled(
+            &format!("{layout}: penultimate"),
+            &pen,
+            &golden.get("penultimate").f64(),
+            TOL,
+        );
+        let skip = tensor_to_vec(model.text_encoder.final_layer_norm(penultimate));
+        assert_close_scaled(
+            &format!("{layout}: penultimate_final_ln"),
+            &skip,
+            &golden.get("penultimate_final_ln").f64(),
+            TOL,
+        );
+        // pooler_output: the last hidden state at the first end-of-text token.
+        let hidden_size = last.len() / (batch * tokens);
+        let ids_v = ids.i64();
+        let mut pooled = Vec::new();
+        for b in 0..batch {
+            let eos = ids_v[b * tokens..(b + 1) * tokens]
+                .iter()
+                .position(|&t| t == 49407)
+                .expect("EOS");
+            let at = (b * tokens + eos) * hidden_size;
+            pooled.extend_from_slice(&last[at..at + hidden_size]);
+        }
+        assert_close_scaled(
+            &format!("{layout}: pooler_output"),
+            &pooled,
+            &golden.get("pooler_output").f64(),
+            TOL,
+        );
+    }
+}
+
+#[test]
+fn unet_matches_every_block_activation() {
+    let golden = Fixtures::load("sd15/golden/unet.safetensors");
+    let timesteps: Vec<f32> = golden.get("timestep").f32();
+    for (layout, model) in both_layouts() {
+        let mut trace = Vec::new();
+        let out = model.unet.forward_traced(
+            tensor(golden.get("sample")),
+            &timesteps,
+            &tensor(golden.get("encoder_hidden_states")),
+            Some(&mut trace),
+        );
+        assert_close_scaled(
+            &format!("{layout}: UNet out"),
+            &tensor_to_vec(out),
+            &golden.get("out").f64(),
+            TOL,
+        );
+        let mut compared = 0;
+        for (name, activation) in trace {
+            let key = format!("act.{name}");
+            if golden.has(&key) {
+                let what = format!("{layout}: UNet {key}");
+                assert_close_scaled(
+                    &what,
+                    &tensor_to_vec(activation),
+                    &golden.get(&key).f64(),
+                    TOL,
+                );
+                compared += 1;
+            }
+        }
+        let expected = golden
+            .tensors
+            .keys()
+            .filter(|k| k.starts_with("act."))
+            .count();
+        assert_eq!(
+            compared, expected,
+            "{layout}: every recorded activation is compared"
+        );
+
+        // A batch-1 call with an integer timestep.
+        let t = golden.get("scalar_timestep").i64()[0] as f32;
+        let out = model.unet.forward(
+            tensor(golden.get("scalar_sample")),
+            &[t],
+            &tensor(golden.get("scalar_encoder_hidden_states")),
+        );
+        assert_close_scaled(
+            &format!("{layout}: UNet scalar_out"),
+            &tensor_to_vec(out),
+            &golden.get("scalar_out").f64(),
+            TOL,
+        );
+    }
+}
+
+#[test]
+fn vae_encodes_and_decodes() {
+    let golden = Fixtures::load("sd15/golden/vae.safetensors");
+    for (layout, model) in both_layouts() {
+        let decoded = model.vae.decode(tensor(golden.get("decode_in")));
+        assert_close_scaled(
+            &format!("{layout}: VAE decode_out"),
+            &tensor_to_vec(decoded),
+            &golden.get("decode_out").f64(),
+            TOL,
+        );
+        let posterior = model.vae.encode(tensor(golden.get("encode_in")));
+        let mean = tensor_to_vec(posterior.mean.clone());
+        assert_close_scaled(
+            &format!("{layout}: VAE encode_mean"),
+            &mean,
+            &golden.get("encode_mean").f64(),
+            TOL,
+        );
+        let logvar = tensor_to_vec(posterior.logvar.clone());
+        assert_close_scaled(
+            &format!("{layout}: VAE encode_logvar"),
+            &logvar,
+            &golden.get("encode_logvar").f64(),
+            TOL,
+        );
+        let std = tensor_to_vec(posterior.std());
+        assert_close_scaled(
+            &format!("{layout}: VAE encode_std"),
+            &std,
+            &golden.get("encode_std").f64(),
+            TOL,
+        );
+    }
+}
+
+#[test]
+fn both_layouts_give_identical_outputs() {
+    let golden = Fixtures::load("sd15/golden/unet.safetensors");
+    let outs: Vec<Vec<f32>> = both_layouts()
+        .into_iter()
+        .map(|(_, m)| {
+            let o = m.unet.forward(
+                tensor(golden.get("sample")),
+                &golden.get("timestep").f32(),
+                &tensor(golden.get("encoder_hidden_states")),
+            );
+            tensor_to_vec(o)
+        })
+        .collect();
+    assert_eq!(
+        outs[0], outs[1],
+        "the two layouts hold bit-identical weights"
+    );
+}
