@@ -3,8 +3,10 @@
 //! This crate never depends on a GUI toolkit. The app talks to it through plain-data types
 //! (see ARCHITECTURE.md).
 
+pub mod api;
 pub mod device;
 pub mod error;
+pub mod imaging;
 pub mod model;
 pub mod models;
 pub mod pipeline;

@@ -97,5 +97,21 @@ pub struct Model {
     /// A diffusers folder's own scheduler (its default sampler).
     pub default_scheduler: Option<SchedulerConfig>,
     pub prediction: Prediction,
+    /// `(width, height)` in pixels the model was trained at.
+    pub native_size: (u32, u32),
+    /// Text-encoder layers (the largest valid CLIP skip).
+    pub text_layers: usize,
     pub device: Device,
+}
+
+impl Model {
+    /// Pixels per latent cell (8 for real models).
+    pub fn vae_factor(&self) -> usize {
+        self.vae_config.factor()
+    }
+
+    /// Whether the UNet takes the 9-channel inpainting input.
+    pub fn is_inpainting(&self) -> bool {
+        self.info.detected.inpainting
+    }
 }

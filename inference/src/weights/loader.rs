@@ -245,6 +245,8 @@ fn load_single_file(path: &Path, options: &LoadOptions) -> Result<Model> {
         text_encoder,
         unet,
         vae,
+        native_size: native_size(&configs),
+        text_layers: configs.clip.num_hidden_layers,
         vae_config: configs.vae,
         default_scheduler: None,
         prediction: Prediction::Epsilon,
@@ -426,11 +428,19 @@ fn load_folder(dir: &Path, options: &LoadOptions) -> Result<Model> {
         text_encoder,
         unet,
         vae,
+        native_size: native_size(&configs),
+        text_layers: configs.clip.num_hidden_layers,
         vae_config: configs.vae,
         default_scheduler,
         prediction,
         device: options.device.clone(),
     })
+}
+
+/// The size the UNet was trained at, in pixels.
+fn native_size(configs: &Configs) -> (u32, u32) {
+    let side = (configs.unet.sample_size * configs.vae.factor()) as u32;
+    (side, side)
 }
 
 /// The name A1111 shows: the file name without extension, or the folder name.

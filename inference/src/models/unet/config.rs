@@ -25,6 +25,8 @@ pub struct UNetConfig {
     pub use_linear_projection: bool,
     pub flip_sin_to_cos: bool,
     pub freq_shift: f32,
+    /// Latent size the model was trained at (diffusers' `sample_size`).
+    pub sample_size: usize,
 }
 
 impl UNetConfig {
@@ -45,6 +47,7 @@ impl UNetConfig {
             use_linear_projection: false,
             flip_sin_to_cos: true,
             freq_shift: 0.0,
+            sample_size: 64,
         }
     }
 
@@ -157,6 +160,10 @@ impl UNetConfig {
             use_linear_projection: v["use_linear_projection"].as_bool().unwrap_or(false),
             flip_sin_to_cos: v["flip_sin_to_cos"].as_bool().unwrap_or(true),
             freq_shift: v["freq_shift"].as_f64().unwrap_or(0.0) as f32,
+            sample_size: v["sample_size"]
+                .as_u64()
+                .filter(|&s| s > 0 && s < 1 << 12)
+                .unwrap_or(64) as usize,
             block_out_channels,
             down_attention,
             up_attention,

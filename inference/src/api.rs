@@ -1,0 +1,234 @@
+//! The engine's plain-data API: what to generate, what comes back, and progress.
+//!
+//! **API boundary:** nothing here names a tensor, so the app and the worker protocol can
+//! pass these values around freely. Requests are validated in one place
+//! ([`GenerateRequest::validate`]) with messages that say what to change.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::imaging::{ImageGray8, ImageRgb8};
+use crate::model::Model;
+use crate::schedule::diffusers::SchedulerConfig;
+use crate::schedule::named::{SamplerName, ScheduleName};
+
+/// Which sampler and noise schedule to run.
+#[derive(Clone, Debug)]
+pub enum SamplerChoice {
+    /// ComfyUI's names (`dpmpp_2m` + `karras`), with ComfyUI's schedules.
+    Named {
+        sampler: SamplerName,
+        schedule: ScheduleName,
+    },
+    /// A diffusers `scheduler_config.json`, reproduced as diffusers runs it.
+    Diffusers(SchedulerConfig),
+}
+
+impl SamplerChoice {
+    /// What A1111 users get by default: DPM++ 2M with the Karras schedule.
+    pub fn a1111_default() -> Self {
+        SamplerChoice::Named {
+            sampler: SamplerName::DpmPp2M,
+            schedule: ScheduleName::Karras,
+        }
+    }
+}
+
+/// Largest image side Ember generates.
+pub const MAX_SIDE: u32 = 4096;
+/// Largest number of steps.
+pub const MAX_STEPS: u32 = 1000;
+/// Largest batch.
+pub const MAX_BATCH: u32 = 64;
+/// Largest guidance scale.
+pub const MAX_CFG: f32 = 100.0;
+
+/// One generation: text-to-image, or image-to-image / inpainting when an init image is set.
+#[derive(Clone, Debug)]
+pub struct GenerateRequest {
+    pub prompt: String,
+    pub negative_prompt: String,
+    pub width: u32,
+    pub height: u32,
+    pub steps: u32,
+    /// Classifier-free guidance scale; guidance is off at 1 or below.
+    pub cfg_scale: f32,
+    /// The seed of the one torch-compatible generator all noise comes from.
+    pub seed: u64,
+    /// Images made from one noise tensor of batch `batch` (as diffusers'
+    /// `num_images_per_prompt`).
+    pub batch: u32,
+    pub sampler: SamplerChoice,
+    /// Ancestral / DDIM noise amount; `None` = the sampler's default.
+    pub eta: Option<f32>,
+    /// A1111 numbering: 1 = the last text-encoder layer, 2 = the penultimate, ...
+    pub clip_skip: u32,
+    /// img2img / inpainting source, already at the generation size.
+    pub init_image: Option<ImageRgb8>,
+    /// How much of the schedule runs on the init image (1 = all of it).
+    pub strength: f32,
+    /// Inpainting mask at the generation size (white = repaint).
+    pub mask: Option<ImageGray8>,
+}
+
+impl GenerateRequest {
+    /// A request with A1111's defaults for `model`: its native size, 20 steps, CFG 7,
+    /// DPM++ 2M Karras (or a diffusers folder's own scheduler), CLIP skip 1.
+    pub fn new(model: &Model, prompt: &str, seed: u64) -> Self {
+        let (width, height) = model.native_size;
+        Self {
+            prompt: prompt.to_string(),
+            negative_prompt: String::new(),
+            width,
+            height,
+            steps: 20,
+            cfg_scale: 7.0,
+            seed,
+            batch: 1,
+            sampler: model
+                .default_scheduler
+                .clone()
+                .map(SamplerChoice::Diffusers)
+                .unwrap_or_else(SamplerChoice::a1111_default),
+            eta: None,
+            clip_skip: 1,
+            init_image: None,
+            strength: 1.0,
+            mask: None,
+        }
+    }
+
+    /// Checks every setting against the model; the message says what to change.
+    pub fn validate(&self, model: &Model) -> Result<()> {
+        let bad = |m: String| Err(Error::settings(m));
+        for (name, v) in [("width", self.width), ("height", self.height)] {
+            if v == 0 || v > MAX_SIDE {
+                return bad(format!(
+                    "{name} must be between 8 and {MAX_SIDE} pixels, got {v}"
+                ));
+            }
+            if v % 8 != 0 {
+                let down = v / 8 * 8;
+                let up = down + 8;
+                let hint = if down == 0 {
+                    format!("try {up}")
+                } else {
+                    format!("try {down} or {up}")
+                };
+                return bad(format!("{name} must be a multiple of 8, got {v}; {hint}"));
+            }
+            let min = (model.vae_factor() << (model.unet.down_blocks.len() - 1)).max(8) as u32;
+            if v < min {
+                return bad(format!(
+                    "{name} must be at least {min} pixels for this model, got {v}"
+                ));
+            }
+        }
+        if self.steps == 0 || self.steps > MAX_STEPS {
+            return bad(format!(
+                "steps must be between 1 and {MAX_STEPS}, got {}",
+                self.steps
+            ));
+        }
+        if !self.cfg_scale.is_finite() || self.cfg_scale < 0.0 || self.cfg_scale > MAX_CFG {
+            return bad(format!(
+                "CFG scale must be a number between 0 and {MAX_CFG}, got {}",
+                self.cfg_scale
+            ));
+        }
+        if self.batch == 0 || self.batch > MAX_BATCH {
+            return bad(format!(
+                "batch must be between 1 and {MAX_BATCH}, got {}",
+                self.batch
+            ));
+        }
+        if let Some(eta) = self.eta.filter(|e| !e.is_finite() || *e < 0.0 || *e > 10.0) {
+            return bad(format!("eta must be between 0 and 10, got {eta}"));
+        }
+        if self.clip_skip == 0 || self.clip_skip as usize > model.text_layers {
+            return bad(format!(
+                "CLIP skip must be between 1 and {}, got {}",
+                model.text_layers, self.clip_skip
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.strength) {
+            return bad(format!(
+                "strength must be between 0 and 1, got {}",
+                self.strength
+            ));
+        }
+        let size_of = |w: u32, h: u32| (w, h) == (self.width, self.height);
+        match (&self.init_image, &self.mask) {
+            (None, Some(_)) => return bad("a mask needs an init image".into()),
+            (None, None) if self.strength < 1.0 => {
+                return bad("strength below 1 needs an init image".into());
+            }
+            (None, None) if model.is_inpainting() => {
+                return bad("this is an inpainting model: give an init image and a mask".into());
+            }
+            (Some(_), None) if model.is_inpainting() => {
+                return bad("this is an inpainting model: give a mask too".into());
+            }
+            (Some(img), _) if !size_of(img.width, img.height) => {
+                return bad(format!(
+                    "init image is {}x{}, not the generation size",
+                    img.width, img.height
+                ));
+            }
+            (_, Some(m)) if !size_of(m.width, m.height) => {
+                return bad(format!(
+                    "mask is {}x{}, not the generation size",
+                    m.width, m.height
+                ));
+            }
+            _ => {}
+        }
+        if self.init_image.is_some() && self.effective_steps() == 0 {
+            return bad(format!(
+                "strength {} with {} steps leaves no denoising step; raise the strength or the steps",
+                self.strength, self.steps
+            ));
+        }
+        Ok(())
+    }
+
+    /// Steps that actually run: `int(steps * strength)` with an init image (as diffusers).
+    pub fn effective_steps(&self) -> u32 {
+        if self.init_image.is_some() {
+            ((self.steps as f64 * f64::from(self.strength)) as u32).min(self.steps)
+        } else {
+            self.steps
+        }
+    }
+}
+
+/// Where a generation is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    EncodingPrompt,
+    EncodingImage,
+    Denoising,
+    Decoding,
+}
+
+/// A progress report: `step` of `total` sampler steps done (only while denoising).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Progress {
+    pub stage: Stage,
+    pub step: usize,
+    pub total: usize,
+    pub elapsed: Duration,
+}
+
+/// What a generation produced.
+#[derive(Clone, Debug)]
+pub struct Generation {
+    pub images: Vec<ImageRgb8>,
+    /// The latents the VAE decoded, `[batch, 4, h / f, w / f]` row-major.
+    pub latents: Vec<f32>,
+    pub latent_shape: [usize; 4],
+    /// Things worth telling the user (prompt truncated, ...).
+    pub warnings: Vec<String>,
+    /// The sampler as run, e.g. `dpmpp_2m karras`.
+    pub sampler_label: String,
+}

@@ -1,0 +1,252 @@
+//! Images in and out: decoding with limits, the pixel <-> [-1, 1] conversions diffusers
+//! uses, masks, and PNG files with text metadata written atomically.
+
+use std::io::Write;
+use std::path::Path;
+
+use image::ImageReader;
+use image::imageops::FilterType;
+
+use crate::error::{Error, Result};
+
+/// Largest width or height of an input image (a 16k image is already 1 GiB as float32).
+pub const MAX_INPUT_SIDE: u32 = 16_384;
+/// Largest decoding allocation for an input image.
+const MAX_DECODE_BYTES: u64 = 1 << 30;
+
+/// An 8-bit RGB image (plain data, row-major, 3 bytes per pixel).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageRgb8 {
+    pub width: u32,
+    pub height: u32,
+    pub pixels: Vec<u8>,
+}
+
+/// An 8-bit single-channel image (a mask: white = repaint).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageGray8 {
+    pub width: u32,
+    pub height: u32,
+    pub pixels: Vec<u8>,
+}
+
+fn decode(path: &Path) -> Result<image::DynamicImage> {
+    let bad = |message: String| Error::invalid_image(path, message);
+    let open = || -> Result<_> {
+        let mut reader = ImageReader::open(path)
+            .map_err(|e| Error::io(path, e))?
+            .with_guessed_format()
+            .map_err(|e| Error::io(path, e))?;
+        let mut limits = image::Limits::default();
+        limits.max_image_width = Some(MAX_INPUT_SIDE);
+        limits.max_image_height = Some(MAX_INPUT_SIDE);
+        limits.max_alloc = Some(MAX_DECODE_BYTES);
+        reader.limits(limits);
+        Ok(reader)
+    };
+    let probe = open()?;
+    if probe.format().is_none() {
+        return Err(bad(
+            "not an image Ember can read (PNG, JPEG, WebP or BMP)".into()
+        ));
+    }
+    // Refuse huge images from their header, before any pixel memory is allocated.
+    let (w, h) = probe
+        .into_dimensions()
+        .map_err(|e| bad(format!("unreadable image ({e})")))?;
+    if w == 0 || h == 0 || w > MAX_INPUT_SIDE || h > MAX_INPUT_SIDE {
+        return Err(bad(format!(
+            "image is {w}x{h}; Ember reads images up to {MAX_INPUT_SIDE} pixels a side"
+        )));
+    }
+    open()?
+        .decode()
+        .map_err(|e| bad(format!("corrupt or unsupported image ({e})")))
+}
+
+/// Reads an RGB image (any alpha is dropped), resized to `size` with Lanczos if it differs.
+pub fn load_rgb(path: &Path, size: Option<(u32, u32)>) -> Result<ImageRgb8> {
+    let mut img = decode(path)?.to_rgb8();
+    if let Some((w, h)) = size.filter(|&(w, h)| (w, h) != img.dimensions()) {
+        img = image::imageops::resize(&img, w, h, FilterType::Lanczos3);
+    }
+    let (width, height) = img.dimensions();
+    Ok(ImageRgb8 {
+        width,
+        height,
+        pixels: img.into_raw(),
+    })
+}
+
+/// Reads a mask as grayscale (PIL's `convert("L")` weights), resized to `size` if it differs.
+pub fn load_mask(path: &Path, size: Option<(u32, u32)>) -> Result<ImageGray8> {
+    let img = decode(path)?;
+    let gray = match img {
+        image::DynamicImage::ImageLuma8(g) => g,
+        other => {
+            let rgb = other.to_rgb8();
+            let (w, h) = rgb.dimensions();
+            let pixels = rgb
+                .pixels()
+                .map(|p| {
+                    ((u32::from(p[0]) * 19595
+                        + u32::from(p[1]) * 38470
+                        + u32::from(p[2]) * 7471
+                        + 0x8000)
+                        >> 16) as u8
+                })
+                .collect();
+            image::GrayImage::from_raw(w, h, pixels).expect("buffer matches dimensions")
+        }
+    };
+    let gray = match size.filter(|&(w, h)| (w, h) != gray.dimensions()) {
+        Some((w, h)) => image::imageops::resize(&gray, w, h, FilterType::Lanczos3),
+        None => gray,
+    };
+    let (width, height) = gray.dimensions();
+    Ok(ImageGray8 {
+        width,
+        height,
+        pixels: gray.into_raw(),
+    })
+}
+
+/// `[3, h, w]` planar float32 in [-1, 1]: `2 * (v / 255) - 1`, as diffusers' image processor.
+pub fn to_planar_signed(img: &ImageRgb8) -> Vec<f32> {
+    let n = (img.width * img.height) as usize;
+    let mut out = vec![0f32; 3 * n];
+    for (i, px) in img.pixels.chunks_exact(3).enumerate() {
+        for c in 0..3 {
+            out[c * n + i] = 2.0 * (f32::from(px[c]) / 255.0) - 1.0;
+        }
+    }
+    out
+}
+
+/// A mask binarised as diffusers does: `v / 255 >= 0.5` is 1 (repaint), else 0.
+pub fn binarize(mask: &ImageGray8) -> Vec<f32> {
+    mask.pixels
+        .iter()
+        .map(|&v| {
+            if f32::from(v) / 255.0 >= 0.5 {
+                1.0
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+/// Nearest-neighbour downscale of a `[h, w]` plane to `[h2, w2]` (torch `interpolate`,
+/// mode `nearest`: source index `floor(dst * in / out)`).
+pub fn resize_nearest(plane: &[f32], (w, h): (usize, usize), (w2, h2): (usize, usize)) -> Vec<f32> {
+    let mut out = Vec::with_capacity(w2 * h2);
+    for y in 0..h2 {
+        let sy = ((y as f64 * h as f64 / h2 as f64).floor() as usize).min(h - 1);
+        for x in 0..w2 {
+            let sx = ((x as f64 * w as f64 / w2 as f64).floor() as usize).min(w - 1);
+            out.push(plane[sy * w + sx]);
+        }
+    }
+    out
+}
+
+/// Decoded `[3, h, w]` planar values (roughly [-1, 1]) to 8-bit RGB:
+/// `round(clamp(x / 2 + 0.5, 0, 1) * 255)`, rounding half to even like numpy.
+pub fn from_planar_signed(planar: &[f32], width: u32, height: u32) -> ImageRgb8 {
+    let n = (width * height) as usize;
+    let mut pixels = Vec::with_capacity(3 * n);
+    for i in 0..n {
+        for c in 0..3 {
+            let v = (planar[c * n + i] / 2.0 + 0.5).clamp(0.0, 1.0);
+            pixels.push((v * 255.0).round_ties_even() as u8);
+        }
+    }
+    ImageRgb8 {
+        width,
+        height,
+        pixels,
+    }
+}
+
+/// Encodes an RGB PNG with `tEXt`/`iTXt` chunks (`iTXt` where the text is not Latin-1).
+pub fn encode_png(img: &ImageRgb8, text: &[(&str, &str)]) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    {
+        let mut encoder = png::Encoder::new(&mut bytes, img.width, img.height);
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        let to_err = |e: png::EncodingError| Error::settings(format!("PNG encoding failed: {e}"));
+        for (key, value) in text {
+            let latin1 = value.chars().all(|c| (c as u32) < 256);
+            if latin1 {
+                encoder
+                    .add_text_chunk(key.to_string(), value.to_string())
+                    .map_err(to_err)?;
+            } else {
+                encoder
+                    .add_itxt_chunk(key.to_string(), value.to_string())
+                    .map_err(to_err)?;
+            }
+        }
+        let mut writer = encoder.write_header().map_err(to_err)?;
+        writer.write_image_data(&img.pixels).map_err(to_err)?;
+        writer.finish().map_err(to_err)?;
+    }
+    Ok(bytes)
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same folder, flushed, then
+/// renamed over the target. A crash never leaves a half-written file at `path`.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::settings(format!("{} is not a file path", path.display())))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::io(path, e));
+    }
+    Ok(())
+}
+
+/// The text chunks of a PNG file (`tEXt`, `zTXt`, `iTXt`), in file order.
+pub fn read_png_text(path: &Path) -> Result<Vec<(String, String)>> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut decoder = png::Decoder::new(std::io::BufReader::new(file));
+    decoder.set_ignore_text_chunk(false);
+    let reader = decoder
+        .read_info()
+        .map_err(|e| Error::invalid_image(path, format!("not a readable PNG ({e})")))?;
+    let info = reader.info();
+    let mut out: Vec<(String, String)> = info
+        .uncompressed_latin1_text
+        .iter()
+        .map(|c| (c.keyword.clone(), c.text.clone()))
+        .collect();
+    for chunk in &info.compressed_latin1_text {
+        if let Ok(text) = chunk.get_text() {
+            out.push((chunk.keyword.clone(), text));
+        }
+    }
+    for chunk in &info.utf8_text {
+        if let Ok(text) = chunk.get_text() {
+            out.push((chunk.keyword.clone(), text));
+        }
+    }
+    Ok(out)
+}

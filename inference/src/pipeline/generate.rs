@@ -1,0 +1,266 @@
+//! One generation from a validated request: conditioning, noise, the sampler loop with the
+//! UNet as its denoiser, and decoding. Random draws follow diffusers' order exactly: init
+//! image posterior, initial noise, masked-image posterior, then sampler noise.
+
+use std::cell::Cell;
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+use burn::tensor::Tensor;
+
+use super::guidance;
+use super::image_inputs::{self, MaskInputs};
+use super::prompt::{self, check_finite};
+use crate::api::{GenerateRequest, Generation, Progress, SamplerChoice, Stage};
+use crate::device::{tensor_from_vec, tensor_to_vec};
+use crate::error::{Error, Result};
+use crate::imaging;
+use crate::model::Model;
+use crate::rng::TorchRng;
+use crate::sampling::{self, Hooks, NoiseSource, StepState};
+use crate::schedule::{
+    BetaSchedule, DiscreteSchedule, LatentScaling, Plan, TableArithmetic, named,
+};
+
+/// The sample after one sampler step (for live previews and tests).
+pub struct StepLatents<'a> {
+    /// 1-based step number.
+    pub step: usize,
+    pub total: usize,
+    /// The noise level the sample is now at.
+    pub sigma: f32,
+    /// The sample, in the sampler's scaling (`x0 + sigma * noise`).
+    pub x: &'a Tensor<4>,
+    /// The model's latest prediction of the clean latents (what previews usually show).
+    pub denoised: &'a Tensor<4>,
+    /// `x * to_diffusers_scale` is the sample as diffusers' scheduler holds it.
+    pub to_diffusers_scale: f32,
+    /// UNet evaluations so far (second-order samplers make two per step).
+    pub evaluations: usize,
+}
+
+/// Receives progress; returning `Break` cancels the generation (checked every step).
+pub trait Observer {
+    fn progress(&mut self, progress: Progress) -> ControlFlow<()>;
+
+    /// Called after each step, before `progress`. Ignored by default.
+    fn step(&mut self, _latents: &StepLatents<'_>) {}
+}
+
+impl<F: FnMut(Progress) -> ControlFlow<()>> Observer for F {
+    fn progress(&mut self, progress: Progress) -> ControlFlow<()> {
+        self(progress)
+    }
+}
+
+/// Step noise from the generation's generator.
+struct RngNoise<'a> {
+    rng: &'a mut TorchRng,
+}
+
+impl NoiseSource for RngNoise<'_> {
+    fn draw(&mut self, like: &Tensor<4>) -> Tensor<4> {
+        let dims = like.dims();
+        tensor_from_vec(self.rng.randn(dims.iter().product()), dims, &like.device())
+    }
+}
+
+/// The sampling plan for a request.
+pub fn plan_for(request: &GenerateRequest) -> Result<Plan> {
+    let steps = request.steps as usize;
+    match &request.sampler {
+        SamplerChoice::Diffusers(config) => config.plan(steps, request.eta.unwrap_or(0.0)),
+        SamplerChoice::Named { sampler, schedule } => {
+            let table = DiscreteSchedule::new(BetaSchedule::SD, 1000, TableArithmetic::ComfyF64)?;
+            Ok(named::plan(*sampler, *schedule, steps, request.eta, table))
+        }
+    }
+}
+
+/// Runs a generation. The request is validated first.
+pub fn generate(
+    model: &Model,
+    request: &GenerateRequest,
+    observer: &mut dyn Observer,
+) -> Result<Generation> {
+    request.validate(model)?;
+    let start = Instant::now();
+    let report = |observer: &mut dyn Observer, stage, step, total| {
+        let progress = Progress {
+            stage,
+            step,
+            total,
+            elapsed: start.elapsed(),
+        };
+        match observer.progress(progress) {
+            ControlFlow::Continue(()) => Ok(()),
+            ControlFlow::Break(()) => Err(Error::Cancelled),
+        }
+    };
+    report(observer, Stage::EncodingPrompt, 0, 0)?;
+    let guided = request.cfg_scale > 1.0;
+    let conditioning = prompt::encode(model, request, guided)?;
+    let mut plan = plan_for(request)?;
+    let batch = request.batch as usize;
+    let f = model.vae_factor();
+    let shape = [
+        batch,
+        4,
+        request.height as usize / f,
+        request.width as usize / f,
+    ];
+    let mut rng = TorchRng::new(request.seed);
+
+    // Image conditioning and the starting sample, drawing in diffusers' order.
+    let mut image_latents: Option<Tensor<4>> = None;
+    let mut mask: Option<MaskInputs> = None;
+    if let Some(init) = &request.init_image {
+        report(observer, Stage::EncodingImage, 0, 0)?;
+        plan.keep_last_steps(request.effective_steps() as usize);
+        let full_denoise = request.mask.is_some() && request.strength >= 1.0;
+        // The 4-channel model blends the image back in, so it needs its latents even at
+        // full strength; the 9-channel model only when starting part-way.
+        if !model.is_inpainting() || !full_denoise {
+            let encoded = image_inputs::encode_image(
+                model,
+                image_inputs::image_tensor(model, init),
+                &mut rng,
+            );
+            image_latents = Some(encoded.repeat_dim(0, batch));
+        }
+    }
+    let noise = tensor_from_vec(rng.randn(shape.iter().product()), shape, &model.device);
+    let x = match (
+        &image_latents,
+        request.mask.is_some() && request.strength >= 1.0,
+    ) {
+        (Some(latents), false) => latents.clone() + noise.clone().mul_scalar(plan.sigmas[0]),
+        _ => noise.clone().mul_scalar(plan.initial_noise_scale),
+    };
+    if let (Some(init), Some(m)) = (&request.init_image, &request.mask) {
+        mask = Some(image_inputs::mask_inputs(model, init, m, &mut rng)?);
+    }
+
+    // The denoiser: UNet with guidance, plus the 9-channel inpainting input.
+    let inpaint_input = match (&mask, model.is_inpainting()) {
+        (Some(m), true) => Some(Tensor::cat(
+            vec![
+                m.mask_latent.clone().repeat_dim(0, batch),
+                m.masked_image_latents.clone().repeat_dim(0, batch),
+            ],
+            1,
+        )),
+        _ => None,
+    };
+    let rows = if guided { 2 * batch } else { batch };
+    let evaluations = Cell::new(0usize);
+    let mut denoise = |x: &Tensor<4>, sigma: f32| -> Result<Tensor<4>> {
+        evaluations.set(evaluations.get() + 1);
+        let t = plan.timesteps.timestep(sigma) as f32;
+        let mut input = guidance::scale_model_input(x.clone(), sigma);
+        if let Some(extra) = &inpaint_input {
+            input = Tensor::cat(vec![input, extra.clone()], 1);
+        }
+        if guided {
+            input = Tensor::cat(vec![input.clone(), input], 0);
+        }
+        let out = model
+            .unet
+            .forward(input, &vec![t; rows], &conditioning.context);
+        let out = if guided {
+            guidance::guide(out, request.cfg_scale)
+        } else {
+            out
+        };
+        Ok(guidance::denoised(x, out, sigma, model.prediction))
+    };
+
+    // After each step: the 4-channel inpainting blend, the NaN check, progress.
+    let blend = match (&mask, &image_latents, model.is_inpainting()) {
+        (Some(m), Some(latents), false) => Some((m.mask_latent.clone(), latents.clone())),
+        _ => None,
+    };
+    let output_scale = plan.output_scale();
+    let scaling = plan.scaling;
+    let total = plan.steps();
+    report(observer, Stage::Denoising, 0, total)?;
+    let mut failure: Option<Error> = None;
+    let mut on_step = |state: &mut StepState| {
+        if let Some((m, latents)) = &blend {
+            // diffusers re-noises the image to the next noise level; the last step blends
+            // with the clean image latents (in the sampler's scaling).
+            let target = if state.index + 1 == state.total {
+                latents.clone().div_scalar(output_scale)
+            } else {
+                latents.clone() + noise.clone().mul_scalar(state.sigma_next)
+            };
+            let keep = m.clone().neg().add_scalar(1.0);
+            state.x = target * keep + state.x.clone() * m.clone();
+        }
+        if let Err(e) = check_finite(
+            &state.x,
+            &format!("UNet (step {} of {})", state.index + 1, state.total),
+        ) {
+            failure = Some(e);
+            return ControlFlow::Break(());
+        }
+        let to_diffusers_scale = match scaling {
+            LatentScaling::VarianceExploding => 1.0,
+            LatentScaling::VariancePreserving => {
+                1.0 / (1.0 + state.sigma_next * state.sigma_next).sqrt()
+            }
+        };
+        observer.step(&StepLatents {
+            step: state.index + 1,
+            total: state.total,
+            sigma: state.sigma_next,
+            x: &state.x,
+            denoised: &state.denoised,
+            to_diffusers_scale,
+            evaluations: evaluations.get(),
+        });
+        let progress = Progress {
+            stage: Stage::Denoising,
+            step: state.index + 1,
+            total: state.total,
+            elapsed: start.elapsed(),
+        };
+        observer.progress(progress)
+    };
+    let mut noise_source = RngNoise { rng: &mut rng };
+    let mut hooks = Hooks {
+        denoise: &mut denoise,
+        noise: &mut noise_source,
+        on_step: &mut on_step,
+    };
+    let result = sampling::run(plan.algorithm, plan.options, &mut hooks, x, &plan.sigmas);
+    let x = match (result, failure) {
+        (_, Some(e)) => return Err(e),
+        (r, None) => r?,
+    };
+    let latents = x.mul_scalar(output_scale);
+    check_finite(&latents, "sampler")?;
+    report(observer, Stage::Decoding, total, total)?;
+
+    let mut images = Vec::with_capacity(batch);
+    for b in 0..batch {
+        let one = latents
+            .clone()
+            .narrow(0, b, 1)
+            .div_scalar(model.vae_config.scaling_factor);
+        let decoded = model.vae.decode(one);
+        check_finite(&decoded, "VAE decoder")?;
+        images.push(imaging::from_planar_signed(
+            &tensor_to_vec(decoded),
+            request.width,
+            request.height,
+        ));
+    }
+    Ok(Generation {
+        images,
+        latents: tensor_to_vec(latents),
+        latent_shape: shape,
+        warnings: conditioning.warnings,
+        sampler_label: plan.label,
+    })
+}

@@ -1,0 +1,66 @@
+//! Image conditioning for img2img and inpainting: VAE-encoded init image, mask latents,
+//! masked-image latents, drawn in diffusers' order from the one generator.
+
+use burn::tensor::Tensor;
+
+use crate::device::tensor_from_vec;
+use crate::error::Result;
+use crate::imaging::{self, ImageGray8, ImageRgb8};
+use crate::model::Model;
+use crate::rng::TorchRng;
+
+/// `[1, 3, h, w]` in [-1, 1].
+pub fn image_tensor(model: &Model, img: &ImageRgb8) -> Tensor<4> {
+    let dims = [1, 3, img.height as usize, img.width as usize];
+    tensor_from_vec(imaging::to_planar_signed(img), dims, &model.device)
+}
+
+/// diffusers `_encode_vae_image`: a posterior sample (one draw) times the scaling factor.
+///
+/// # Shapes
+/// - `image`: `[1, 3, h, w]` -> `[1, 4, h / f, w / f]`
+pub fn encode_image(model: &Model, image: Tensor<4>, rng: &mut TorchRng) -> Tensor<4> {
+    let posterior = model.vae.encode(image);
+    let dims = posterior.mean.dims();
+    let noise = tensor_from_vec(rng.randn(dims.iter().product()), dims, &model.device);
+    posterior
+        .sample(noise)
+        .mul_scalar(model.vae_config.scaling_factor)
+}
+
+/// The inpainting inputs.
+pub struct MaskInputs {
+    /// Binarised mask at latent size, `[1, 1, h / f, w / f]` (1 = repaint).
+    pub mask_latent: Tensor<4>,
+    /// The VAE latents of the image with the masked area blanked, `[1, 4, h / f, w / f]`.
+    pub masked_image_latents: Tensor<4>,
+}
+
+/// diffusers `prepare_mask_latents`: the masked image (pixels where the mask is set are
+/// zeroed in [-1, 1] space) is encoded with one draw; the mask is resized by nearest.
+pub fn mask_inputs(
+    model: &Model,
+    init: &ImageRgb8,
+    mask: &ImageGray8,
+    rng: &mut TorchRng,
+) -> Result<MaskInputs> {
+    let (w, h) = (mask.width as usize, mask.height as usize);
+    let binary = imaging::binarize(mask);
+    let mut masked = imaging::to_planar_signed(init);
+    for plane in masked.chunks_exact_mut(w * h) {
+        for (v, m) in plane.iter_mut().zip(&binary) {
+            if *m >= 0.5 {
+                *v = 0.0;
+            }
+        }
+    }
+    let masked = tensor_from_vec(masked, [1, 3, h, w], &model.device);
+    let masked_image_latents = encode_image(model, masked, rng);
+    let f = model.vae_factor();
+    let small = imaging::resize_nearest(&binary, (w, h), (w / f, h / f));
+    let mask_latent = tensor_from_vec(small, [1, 1, h / f, w / f], &model.device);
+    Ok(MaskInputs {
+        mask_latent,
+        masked_image_latents,
+    })
+}
