@@ -1,2 +1,5 @@
 //! The `ember` binary.
-fn main() {}
+
+fn main() -> std::process::ExitCode {
+    ember_app::cli::main(std::env::args_os())
+}

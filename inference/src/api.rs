@@ -53,10 +53,10 @@ pub struct GenerateRequest {
     pub steps: u32,
     /// Classifier-free guidance scale; guidance is off at 1 or below.
     pub cfg_scale: f32,
-    /// The seed of the one torch-compatible generator all noise comes from.
+    /// The seed of the torch-compatible generator all noise of the first image comes from.
     pub seed: u64,
-    /// Images made from one noise tensor of batch `batch` (as diffusers'
-    /// `num_images_per_prompt`).
+    /// Images to make at once; image `i` uses seed `seed + i` with its own generator, so
+    /// each is the image a batch-1 run with that seed makes (A1111's convention).
     pub batch: u32,
     pub sampler: SamplerChoice,
     /// Ancestral / DDIM noise amount; `None` = the sampler's default.
@@ -71,25 +71,20 @@ pub struct GenerateRequest {
     pub mask: Option<ImageGray8>,
 }
 
-impl GenerateRequest {
-    /// A request with A1111's defaults for `model`: its native size, 20 steps, CFG 7,
-    /// DPM++ 2M Karras (or a diffusers folder's own scheduler), CLIP skip 1.
-    pub fn new(model: &Model, prompt: &str, seed: u64) -> Self {
-        let (width, height) = model.native_size;
+impl Default for GenerateRequest {
+    /// A1111's defaults at 512x512 with seed 0; prefer [`GenerateRequest::new`], which
+    /// takes the size and sampler from the model.
+    fn default() -> Self {
         Self {
-            prompt: prompt.to_string(),
+            prompt: String::new(),
             negative_prompt: String::new(),
-            width,
-            height,
+            width: 512,
+            height: 512,
             steps: 20,
             cfg_scale: 7.0,
-            seed,
+            seed: 0,
             batch: 1,
-            sampler: model
-                .default_scheduler
-                .clone()
-                .map(SamplerChoice::Diffusers)
-                .unwrap_or_else(SamplerChoice::a1111_default),
+            sampler: SamplerChoice::a1111_default(),
             eta: None,
             clip_skip: 1,
             init_image: None,
@@ -97,9 +92,26 @@ impl GenerateRequest {
             mask: None,
         }
     }
+}
 
-    /// Checks every setting against the model; the message says what to change.
-    pub fn validate(&self, model: &Model) -> Result<()> {
+impl GenerateRequest {
+    /// A request with A1111's defaults for `model`: its native size, 20 steps, CFG 7,
+    /// DPM++ 2M Karras (or a diffusers folder's own scheduler), CLIP skip 1.
+    pub fn new(model: &Model, prompt: &str, seed: u64) -> Self {
+        let (width, height) = model.native_size;
+        Self {
+            prompt: prompt.to_string(),
+            width,
+            height,
+            seed,
+            sampler: model.default_sampler(),
+            ..Self::default()
+        }
+    }
+
+    /// Checks the settings that do not depend on the model (so a front end can fail fast,
+    /// before loading one); [`GenerateRequest::validate`] runs these too.
+    pub fn validate_settings(&self) -> Result<()> {
         let bad = |m: String| Err(Error::settings(m));
         for (name, v) in [("width", self.width), ("height", self.height)] {
             if v == 0 || v > MAX_SIDE {
@@ -109,19 +121,12 @@ impl GenerateRequest {
             }
             if v % 8 != 0 {
                 let down = v / 8 * 8;
-                let up = down + 8;
                 let hint = if down == 0 {
-                    format!("try {up}")
+                    format!("try {}", down + 8)
                 } else {
-                    format!("try {down} or {up}")
+                    format!("try {down} or {}", down + 8)
                 };
                 return bad(format!("{name} must be a multiple of 8, got {v}; {hint}"));
-            }
-            let min = (model.vae_factor() << (model.unet.down_blocks.len() - 1)).max(8) as u32;
-            if v < min {
-                return bad(format!(
-                    "{name} must be at least {min} pixels for this model, got {v}"
-                ));
             }
         }
         if self.steps == 0 || self.steps > MAX_STEPS {
@@ -145,11 +150,8 @@ impl GenerateRequest {
         if let Some(eta) = self.eta.filter(|e| !e.is_finite() || *e < 0.0 || *e > 10.0) {
             return bad(format!("eta must be between 0 and 10, got {eta}"));
         }
-        if self.clip_skip == 0 || self.clip_skip as usize > model.text_layers {
-            return bad(format!(
-                "CLIP skip must be between 1 and {}, got {}",
-                model.text_layers, self.clip_skip
-            ));
+        if self.clip_skip == 0 {
+            return bad("CLIP skip must be at least 1".into());
         }
         if !(0.0..=1.0).contains(&self.strength) {
             return bad(format!(
@@ -157,29 +159,10 @@ impl GenerateRequest {
                 self.strength
             ));
         }
-        let size_of = |w: u32, h: u32| (w, h) == (self.width, self.height);
         match (&self.init_image, &self.mask) {
             (None, Some(_)) => return bad("a mask needs an init image".into()),
             (None, None) if self.strength < 1.0 => {
                 return bad("strength below 1 needs an init image".into());
-            }
-            (None, None) if model.is_inpainting() => {
-                return bad("this is an inpainting model: give an init image and a mask".into());
-            }
-            (Some(_), None) if model.is_inpainting() => {
-                return bad("this is an inpainting model: give a mask too".into());
-            }
-            (Some(img), _) if !size_of(img.width, img.height) => {
-                return bad(format!(
-                    "init image is {}x{}, not the generation size",
-                    img.width, img.height
-                ));
-            }
-            (_, Some(m)) if !size_of(m.width, m.height) => {
-                return bad(format!(
-                    "mask is {}x{}, not the generation size",
-                    m.width, m.height
-                ));
             }
             _ => {}
         }
@@ -190,6 +173,44 @@ impl GenerateRequest {
             ));
         }
         Ok(())
+    }
+
+    /// Checks every setting against the model; the message says what to change.
+    pub fn validate(&self, model: &Model) -> Result<()> {
+        self.validate_settings()?;
+        let bad = |m: String| Err(Error::settings(m));
+        let min = (model.vae_factor() << (model.unet.down_blocks.len() - 1)).max(8) as u32;
+        for (name, v) in [("width", self.width), ("height", self.height)] {
+            if v < min {
+                return bad(format!(
+                    "{name} must be at least {min} pixels for this model, got {v}"
+                ));
+            }
+        }
+        if self.clip_skip as usize > model.text_layers {
+            return bad(format!(
+                "CLIP skip must be between 1 and {}, got {}",
+                model.text_layers, self.clip_skip
+            ));
+        }
+        let matches_size = |w: u32, h: u32| (w, h) == (self.width, self.height);
+        match (&self.init_image, &self.mask) {
+            (None, None) if model.is_inpainting() => {
+                bad("this is an inpainting model: give an init image and a mask".into())
+            }
+            (Some(_), None) if model.is_inpainting() => {
+                bad("this is an inpainting model: give a mask too".into())
+            }
+            (Some(img), _) if !matches_size(img.width, img.height) => bad(format!(
+                "init image is {}x{}, not the generation size",
+                img.width, img.height
+            )),
+            (_, Some(m)) if !matches_size(m.width, m.height) => bad(format!(
+                "mask is {}x{}, not the generation size",
+                m.width, m.height
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Steps that actually run: `int(steps * strength)` with an init image (as diffusers).

@@ -63,6 +63,38 @@ fn cuda_device() -> Result<Device> {
     ))
 }
 
+/// The float format the networks compute in. Sampler maths always stays in f32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Precision {
+    #[default]
+    F32,
+    F16,
+    Bf16,
+}
+
+impl Precision {
+    /// Parses `f32`, `f16` or `bf16`.
+    pub fn parse(name: &str) -> Result<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "f32" | "fp32" => Ok(Precision::F32),
+            "f16" | "fp16" => Ok(Precision::F16),
+            "bf16" => Ok(Precision::Bf16),
+            other => Err(Error::settings(format!(
+                "unknown precision {other:?}; valid: f32, f16, bf16"
+            ))),
+        }
+    }
+
+    /// The Burn dtype.
+    pub fn dtype(self) -> burn::tensor::DType {
+        match self {
+            Precision::F32 => burn::tensor::DType::F32,
+            Precision::F16 => burn::tensor::DType::F16,
+            Precision::Bf16 => burn::tensor::DType::BF16,
+        }
+    }
+}
+
 /// A float32 tensor from host data.
 pub fn tensor_from_vec<const D: usize>(
     data: Vec<f32>,

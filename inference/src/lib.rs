@@ -6,7 +6,9 @@
 pub mod api;
 pub mod device;
 pub mod error;
+pub mod hashing;
 pub mod imaging;
+pub mod metadata;
 pub mod model;
 pub mod models;
 pub mod pipeline;

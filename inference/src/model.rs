@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use burn::tensor::Device;
+use burn::tensor::{Device, Tensor};
+
+use crate::device::Precision;
 
 use crate::models::clip::ClipTextModel;
 use crate::models::unet::UNet;
@@ -102,12 +104,38 @@ pub struct Model {
     /// Text-encoder layers (the largest valid CLIP skip).
     pub text_layers: usize,
     pub device: Device,
+    /// The float format the networks compute in.
+    pub precision: Precision,
 }
 
 impl Model {
+    /// `t` in the networks' float format (a no-op in f32).
+    pub fn to_network<const D: usize>(&self, t: Tensor<D>) -> Tensor<D> {
+        match self.precision {
+            Precision::F32 => t,
+            p => t.cast(p.dtype()),
+        }
+    }
+
+    /// `t` back in f32 for sampler maths and output.
+    pub fn to_f32<const D: usize>(&self, t: Tensor<D>) -> Tensor<D> {
+        match self.precision {
+            Precision::F32 => t,
+            _ => t.cast(burn::tensor::DType::F32),
+        }
+    }
+
     /// Pixels per latent cell (8 for real models).
     pub fn vae_factor(&self) -> usize {
         self.vae_config.factor()
+    }
+
+    /// The model's own sampler: a diffusers folder's scheduler, else A1111's default.
+    pub fn default_sampler(&self) -> crate::api::SamplerChoice {
+        self.default_scheduler
+            .clone()
+            .map(crate::api::SamplerChoice::Diffusers)
+            .unwrap_or_else(crate::api::SamplerChoice::a1111_default)
     }
 
     /// Whether the UNet takes the 9-channel inpainting input.

@@ -1,9 +1,9 @@
 //! The text encoder, UNet and VAE against `sd15/golden/*`, loaded from the diffusers folder
 //! and from the single-file checkpoint (which hold the same weights).
 
-use burn::tensor::{DType, Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use ember_tests::{Fixtures, assert_close_scaled, reference};
-use inference::device::{tensor_from_vec, tensor_to_vec};
+use inference::device::{Precision, tensor_from_vec, tensor_to_vec};
 use inference::model::Model;
 use inference::weights::{LoadOptions, load};
 
@@ -14,7 +14,7 @@ fn options(config_dir: Option<&str>) -> LoadOptions {
     LoadOptions {
         config_dir: config_dir.map(reference),
         device: Device::flex(),
-        dtype: DType::F32,
+        precision: Precision::F32,
     }
 }
 

@@ -5,10 +5,10 @@
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use burn::tensor::{DType, Device};
+use burn::tensor::Device;
 use ember_tests::{Fixtures, Json, assert_close, files_in, json, reference};
 use inference::api::{GenerateRequest, Progress, SamplerChoice};
-use inference::device::tensor_to_vec;
+use inference::device::{Precision, tensor_to_vec};
 use inference::imaging;
 use inference::model::Model;
 use inference::pipeline::{Observer, StepLatents, generate};
@@ -174,7 +174,7 @@ fn every_supported_run_reproduces_through_the_engine() {
     let options = |config_dir: Option<PathBuf>| LoadOptions {
         config_dir,
         device: Device::flex(),
-        dtype: DType::F32,
+        precision: Precision::F32,
     };
     let folder = load(&reference("sd15/pipeline"), &options(None)).unwrap();
     let single = load(

@@ -93,7 +93,10 @@ impl ClipConfig {
             layer_norm_eps: v["layer_norm_eps"].as_f64().unwrap_or(1e-5),
             activation,
         };
-        if config.hidden_size % config.num_attention_heads != 0 {
+        if !config
+            .hidden_size
+            .is_multiple_of(config.num_attention_heads)
+        {
             return Err(Error::settings(
                 "text encoder: hidden_size is not a multiple of num_attention_heads",
             ));

@@ -16,7 +16,7 @@ use crate::device::{tensor_from_vec, tensor_to_vec};
 use crate::error::{Error, Result};
 use crate::imaging;
 use crate::model::Model;
-use crate::rng::TorchRng;
+use crate::rng::BatchRng;
 use crate::sampling::{self, Hooks, NoiseSource, StepState};
 use crate::schedule::{
     BetaSchedule, DiscreteSchedule, LatentScaling, Plan, TableArithmetic, named,
@@ -53,15 +53,16 @@ impl<F: FnMut(Progress) -> ControlFlow<()>> Observer for F {
     }
 }
 
-/// Step noise from the generation's generator.
+/// Step noise from the generation's generators (one per image).
 struct RngNoise<'a> {
-    rng: &'a mut TorchRng,
+    rng: &'a mut BatchRng,
 }
 
 impl NoiseSource for RngNoise<'_> {
     fn draw(&mut self, like: &Tensor<4>) -> Tensor<4> {
         let dims = like.dims();
-        tensor_from_vec(self.rng.randn(dims.iter().product()), dims, &like.device())
+        let per_image = dims[1..].iter().product();
+        tensor_from_vec(self.rng.randn(per_image), dims, &like.device())
     }
 }
 
@@ -109,7 +110,7 @@ pub fn generate(
         request.height as usize / f,
         request.width as usize / f,
     ];
-    let mut rng = TorchRng::new(request.seed);
+    let mut rng = BatchRng::new(request.seed, batch);
 
     // Image conditioning and the starting sample, drawing in diffusers' order.
     let mut image_latents: Option<Tensor<4>> = None;
@@ -121,15 +122,11 @@ pub fn generate(
         // The 4-channel model blends the image back in, so it needs its latents even at
         // full strength; the 9-channel model only when starting part-way.
         if !model.is_inpainting() || !full_denoise {
-            let encoded = image_inputs::encode_image(
-                model,
-                image_inputs::image_tensor(model, init),
-                &mut rng,
-            );
-            image_latents = Some(encoded.repeat_dim(0, batch));
+            let image = image_inputs::image_tensor(model, init);
+            image_latents = Some(image_inputs::encode_image(model, image, &mut rng));
         }
     }
-    let noise = tensor_from_vec(rng.randn(shape.iter().product()), shape, &model.device);
+    let noise = tensor_from_vec(rng.randn(shape[1..].iter().product()), shape, &model.device);
     let x = match (
         &image_latents,
         request.mask.is_some() && request.strength >= 1.0,
@@ -146,7 +143,7 @@ pub fn generate(
         (Some(m), true) => Some(Tensor::cat(
             vec![
                 m.mask_latent.clone().repeat_dim(0, batch),
-                m.masked_image_latents.clone().repeat_dim(0, batch),
+                m.masked_image_latents.clone(),
             ],
             1,
         )),
@@ -164,9 +161,12 @@ pub fn generate(
         if guided {
             input = Tensor::cat(vec![input.clone(), input], 0);
         }
-        let out = model
-            .unet
-            .forward(input, &vec![t; rows], &conditioning.context);
+        let out = model.unet.forward(
+            model.to_network(input),
+            &vec![t; rows],
+            &conditioning.context,
+        );
+        let out = model.to_f32(out);
         let out = if guided {
             guidance::guide(out, request.cfg_scale)
         } else {
@@ -248,7 +248,7 @@ pub fn generate(
             .clone()
             .narrow(0, b, 1)
             .div_scalar(model.vae_config.scaling_factor);
-        let decoded = model.vae.decode(one);
+        let decoded = model.to_f32(model.vae.decode(model.to_network(one)));
         check_finite(&decoded, "VAE decoder")?;
         images.push(imaging::from_planar_signed(
             &tensor_to_vec(decoded),

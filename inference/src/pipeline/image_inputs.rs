@@ -7,7 +7,7 @@ use crate::device::tensor_from_vec;
 use crate::error::Result;
 use crate::imaging::{self, ImageGray8, ImageRgb8};
 use crate::model::Model;
-use crate::rng::TorchRng;
+use crate::rng::BatchRng;
 
 /// `[1, 3, h, w]` in [-1, 1].
 pub fn image_tensor(model: &Model, img: &ImageRgb8) -> Tensor<4> {
@@ -15,24 +15,26 @@ pub fn image_tensor(model: &Model, img: &ImageRgb8) -> Tensor<4> {
     tensor_from_vec(imaging::to_planar_signed(img), dims, &model.device)
 }
 
-/// diffusers `_encode_vae_image`: a posterior sample (one draw) times the scaling factor.
+/// diffusers `_encode_vae_image`: a posterior sample (one draw per image) times the
+/// scaling factor.
 ///
 /// # Shapes
-/// - `image`: `[1, 3, h, w]` -> `[1, 4, h / f, w / f]`
-pub fn encode_image(model: &Model, image: Tensor<4>, rng: &mut TorchRng) -> Tensor<4> {
-    let posterior = model.vae.encode(image);
-    let dims = posterior.mean.dims();
-    let noise = tensor_from_vec(rng.randn(dims.iter().product()), dims, &model.device);
-    posterior
-        .sample(noise)
-        .mul_scalar(model.vae_config.scaling_factor)
+/// - `image`: `[1, 3, h, w]` -> `[batch, 4, h / f, w / f]`
+pub fn encode_image(model: &Model, image: Tensor<4>, rng: &mut BatchRng) -> Tensor<4> {
+    let posterior = model.vae.encode(model.to_network(image));
+    let [_, c, h, w] = posterior.mean.dims();
+    let batch = rng.batch();
+    let noise = tensor_from_vec(rng.randn(c * h * w), [batch, c, h, w], &model.device);
+    let mean = model.to_f32(posterior.mean.clone()).repeat_dim(0, batch);
+    let std = model.to_f32(posterior.std()).repeat_dim(0, batch);
+    (mean + std * noise).mul_scalar(model.vae_config.scaling_factor)
 }
 
 /// The inpainting inputs.
 pub struct MaskInputs {
     /// Binarised mask at latent size, `[1, 1, h / f, w / f]` (1 = repaint).
     pub mask_latent: Tensor<4>,
-    /// The VAE latents of the image with the masked area blanked, `[1, 4, h / f, w / f]`.
+    /// The VAE latents of the image with the masked area blanked, `[batch, 4, h / f, w / f]`.
     pub masked_image_latents: Tensor<4>,
 }
 
@@ -42,7 +44,7 @@ pub fn mask_inputs(
     model: &Model,
     init: &ImageRgb8,
     mask: &ImageGray8,
-    rng: &mut TorchRng,
+    rng: &mut BatchRng,
 ) -> Result<MaskInputs> {
     let (w, h) = (mask.width as usize, mask.height as usize);
     let binary = imaging::binarize(mask);

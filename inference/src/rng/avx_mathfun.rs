@@ -9,7 +9,8 @@
 #![allow(clippy::excessive_precision)]
 
 // The constants exactly as `avx_mathfun.h` spells them (rounded to f32 by the compiler).
-const SQRTHF: f32 = 0.707106781186547524;
+// Cephes' SQRTHF, 0.707106781186547524, is 1/sqrt(2) (the same float32 value).
+const SQRTHF: f32 = std::f32::consts::FRAC_1_SQRT_2;
 const LOG_P: [f32; 9] = [
     7.0376836292E-2,
     -1.1514610310E-1,

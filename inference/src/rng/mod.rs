@@ -91,7 +91,7 @@ impl TorchRng {
         for block in data.chunks_exact_mut(16) {
             self.box_muller_16(block);
         }
-        if numel % 16 != 0 {
+        if !numel.is_multiple_of(16) {
             // torch redraws the last 16 values and transforms them as one more block,
             // overwriting the overlap with the blocks already done.
             let tail = &mut data[numel - 16..];
@@ -147,5 +147,35 @@ fn box_muller_16_scalar(block: &mut [f32]) {
         let theta = (2.0 * std::f64::consts::PI * f64::from(u2)) as f32;
         block[j] = radius * theta.cos();
         block[j + 8] = radius * theta.sin();
+    }
+}
+
+/// One generator per image of a batch, seeded `seed, seed + 1, ...` (A1111's convention):
+/// every image of a batch is the image a batch-1 run with its own seed makes.
+pub struct BatchRng {
+    rngs: Vec<TorchRng>,
+}
+
+impl BatchRng {
+    /// Generators for `batch` images starting at `seed`.
+    pub fn new(seed: u64, batch: usize) -> Self {
+        Self {
+            rngs: (0..batch as u64)
+                .map(|i| TorchRng::new(seed.wrapping_add(i)))
+                .collect(),
+        }
+    }
+
+    /// Number of images.
+    pub fn batch(&self) -> usize {
+        self.rngs.len()
+    }
+
+    /// `randn` of `per_image` elements from each generator, concatenated in image order.
+    pub fn randn(&mut self, per_image: usize) -> Vec<f32> {
+        self.rngs
+            .iter_mut()
+            .flat_map(|rng| rng.randn(per_image))
+            .collect()
     }
 }

@@ -4,13 +4,14 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use burn::store::burn_pack::Tensor as PackTensor;
-use burn::tensor::{DType, Device};
+use burn::tensor::Device;
 use serde_json::Value;
 
 use super::apply::{ComponentReport, NamedTensor, apply_strict};
 use super::detect::{Detected, Family, NotDetected, detect};
 use super::keymap::{self, KeyTarget, UNetLayout};
 use super::source::{FileFormat, TensorFile};
+use crate::device::Precision;
 use crate::error::{Error, Result};
 use crate::model::{Layout, LoadReport, Model, ModelInfo};
 use crate::models::clip::ClipConfig;
@@ -26,8 +27,8 @@ pub struct LoadOptions {
     /// the architecture of a single-file checkpoint of non-standard size.
     pub config_dir: Option<PathBuf>,
     pub device: Device,
-    /// Float type of the loaded weights (files in f16/bf16 are converted).
-    pub dtype: DType,
+    /// Float format of the loaded weights (files in other formats are converted).
+    pub precision: Precision,
 }
 
 /// Loads a diffusers folder, a `.safetensors` checkpoint or a `.ckpt` pickle.
@@ -108,7 +109,7 @@ fn assemble(
         clip_tensors,
         "text encoder",
         paths[0],
-        options.dtype,
+        options.precision.dtype(),
     )
     .map_err(hint)?;
     let (unet, r2) = apply_strict(
@@ -116,7 +117,7 @@ fn assemble(
         unet_tensors,
         "UNet",
         paths[1],
-        options.dtype,
+        options.precision.dtype(),
     )
     .map_err(hint)?;
     let (vae, r3) = apply_strict(
@@ -124,7 +125,7 @@ fn assemble(
         vae_tensors,
         "VAE",
         paths[2],
-        options.dtype,
+        options.precision.dtype(),
     )
     .map_err(hint)?;
     Ok((text_encoder, unet, vae, vec![r1, r2, r3]))
@@ -251,6 +252,7 @@ fn load_single_file(path: &Path, options: &LoadOptions) -> Result<Model> {
         default_scheduler: None,
         prediction: Prediction::Epsilon,
         device: options.device.clone(),
+        precision: options.precision,
     })
 }
 
@@ -434,6 +436,7 @@ fn load_folder(dir: &Path, options: &LoadOptions) -> Result<Model> {
         default_scheduler,
         prediction,
         device: options.device.clone(),
+        precision: options.precision,
     })
 }
 

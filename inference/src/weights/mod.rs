@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod detect;
+pub mod inspect;
 pub mod keymap;
 pub mod loader;
 pub mod pickle_guard;

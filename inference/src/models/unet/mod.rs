@@ -189,7 +189,8 @@ impl UNet {
             self.flip_sin_to_cos,
             self.freq_shift,
             &device,
-        );
+        )
+        .cast(self.conv_in.weight.val().dtype());
         record("time_proj".into(), &t_proj.clone().unsqueeze_dims(&[2, 3]));
         let emb = self.time_embedding.forward(t_proj);
         record(

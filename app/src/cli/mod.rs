@@ -1,0 +1,120 @@
+//! `ember generate | info | bench`: argument parsing and error reporting.
+//!
+//! Every failure is one line on stderr starting with `error:` and a non-zero exit status;
+//! nothing is written when a command fails.
+
+mod generate;
+mod info;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Ember: Stable Diffusion image generation.
+#[derive(Parser, Debug)]
+#[command(name = "ember", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate images from a prompt (and optionally an init image and mask).
+    Generate(Box<GenerateArgs>),
+    /// Describe a checkpoint (family, layout, dtypes) or an image's generation parameters.
+    Info {
+        /// A checkpoint file, a diffusers folder or an image.
+        file: PathBuf,
+    },
+}
+
+/// `ember generate` options; names and defaults are documented in README.md.
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    /// A diffusers folder, a single-file .safetensors or a .ckpt.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// A diffusers-style folder whose */config.json describe a non-standard single file.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[arg(long)]
+    pub prompt: String,
+    #[arg(long, default_value = "")]
+    pub negative: String,
+    /// Default: the model's native size (the init image's size for img2img).
+    #[arg(long)]
+    pub width: Option<u32>,
+    #[arg(long)]
+    pub height: Option<u32>,
+    #[arg(long, default_value_t = 20)]
+    pub steps: u32,
+    #[arg(long, default_value_t = 7.0, allow_negative_numbers = true)]
+    pub cfg: f32,
+    /// Default: a random seed (printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Images to make; image i gets seed + i and is written as <out stem>-<i>.png.
+    #[arg(long, default_value_t = 1)]
+    pub batch: u32,
+    /// ComfyUI sampler name (euler, euler_ancestral, heun, lms, dpmpp_2m, ddim).
+    #[arg(long)]
+    pub sampler: Option<String>,
+    /// ComfyUI schedule name (normal, karras, exponential, sgm_uniform, simple, ...).
+    #[arg(long)]
+    pub schedule: Option<String>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub eta: Option<f32>,
+    /// A1111 numbering: 1 = last layer, 2 = penultimate.
+    #[arg(long, default_value_t = 1)]
+    pub clip_skip: u32,
+    /// A diffusers scheduler_config.json to run as diffusers does.
+    #[arg(long)]
+    pub scheduler_config: Option<PathBuf>,
+    #[arg(long)]
+    pub init_image: Option<PathBuf>,
+    /// Denoising strength with --init-image (default 0.75).
+    #[arg(long, allow_negative_numbers = true)]
+    pub strength: Option<f32>,
+    /// Inpainting mask (white = repaint); needs --init-image.
+    #[arg(long)]
+    pub mask: Option<PathBuf>,
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    #[arg(long, default_value = "f32")]
+    pub precision: String,
+    /// Output PNG (with A1111-compatible `parameters` metadata).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Also write the final latents as a safetensors file (tensor `latents`).
+    #[arg(long)]
+    pub save_latents: Option<PathBuf>,
+}
+
+/// Runs `ember` with the given arguments; returns the process exit status.
+pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let result = match cli.command {
+        Command::Generate(args) => generate::run(&args),
+        Command::Info { file } => info::run(&file),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

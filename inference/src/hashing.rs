@@ -1,0 +1,85 @@
+//! Model hashes as A1111 and civitai compute them ("AutoV2": the first 10 hex digits of
+//! the file's SHA-256), cached per (path, size, modification time) because hashing a
+//! 4 GB checkpoint takes seconds.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::imaging::write_atomic;
+
+/// Ember's cache folder: `$EMBER_CACHE_DIR`, else the platform cache dir + `ember`.
+pub fn cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("EMBER_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    let base = if cfg!(windows) {
+        std::env::var_os("LOCALAPPDATA").map(PathBuf::from)
+    } else if cfg!(target_os = "macos") {
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join("Library/Caches"))
+    } else {
+        std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+    };
+    base.map(|b| b.join("ember"))
+}
+
+/// The full SHA-256 of a file, hex.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(|e| Error::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// A1111's "Model hash" of a single-file checkpoint, using (and updating) the cache in
+/// `cache` when given. A broken cache file is ignored and rewritten.
+pub fn model_hash(path: &Path, cache: Option<&Path>) -> Result<String> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    let modified = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let key = format!(
+        "{}|{}|{modified}",
+        std::fs::canonicalize(path)
+            .unwrap_or(path.to_path_buf())
+            .display(),
+        meta.len()
+    );
+    let cache_file = cache.map(|dir| dir.join("model-hashes.json"));
+    let mut entries: BTreeMap<String, String> = cache_file
+        .as_ref()
+        .and_then(|f| std::fs::read(f).ok())
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default();
+    if let Some(hash) = entries.get(&key) {
+        return Ok(hash.clone());
+    }
+    let hash = sha256_file(path)?[..10].to_string();
+    if let Some(file) = cache_file {
+        entries.insert(key, hash.clone());
+        // A cache that cannot be written only costs time later.
+        if std::fs::create_dir_all(file.parent().unwrap_or(Path::new("."))).is_ok() {
+            let json = serde_json::to_vec_pretty(&entries).unwrap_or_default();
+            let _ = write_atomic(&file, &json);
+        }
+    }
+    Ok(hash)
+}

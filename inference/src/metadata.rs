@@ -1,0 +1,264 @@
+//! Generation parameters in PNG text chunks, in A1111's `parameters` format so A1111,
+//! civitai and other tools read Ember's images, and readers for A1111's, ComfyUI's and
+//! Fooocus' metadata so Ember reads theirs.
+//!
+//! Format (A1111 `modules/infotext_utils.py`): the prompt, then a `Negative prompt: ...`
+//! line when there is one, then one line of `Key: value` pairs separated by `, `; a value
+//! holding `,`, `:` or a newline is written as a JSON string.
+
+use std::collections::BTreeMap;
+
+/// Parameters as written in (or read from) A1111's `parameters` text.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Parameters {
+    pub prompt: String,
+    pub negative_prompt: String,
+    /// `Key: value` pairs in file order (`Steps`, `Sampler`, `Seed`, ...).
+    pub fields: Vec<(String, String)>,
+}
+
+impl Parameters {
+    /// The value of a field, if present.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Adds a field (its value is quoted on output when it needs to be).
+    pub fn push(&mut self, key: &str, value: impl ToString) {
+        self.fields.push((key.to_string(), value.to_string()));
+    }
+
+    /// The `parameters` text.
+    pub fn to_text(&self) -> String {
+        let mut text = self.prompt.clone();
+        if !self.negative_prompt.is_empty() {
+            text.push_str("\nNegative prompt: ");
+            text.push_str(&self.negative_prompt);
+        }
+        let fields: Vec<String> = self
+            .fields
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", quote(v)))
+            .collect();
+        text.push('\n');
+        text.push_str(&fields.join(", "));
+        text
+    }
+
+    /// Parses A1111's `parameters` text (also what Ember writes).
+    pub fn parse(text: &str) -> Self {
+        let lines: Vec<&str> = text.trim_end().lines().collect();
+        let (fields, body) = match lines.split_last() {
+            Some((last, rest)) if looks_like_fields(last) => (parse_fields(last), rest),
+            _ => (Vec::new(), &lines[..]),
+        };
+        let mut prompt = Vec::new();
+        let mut negative = Vec::new();
+        let mut in_negative = false;
+        for line in body {
+            if let Some(rest) = line.strip_prefix("Negative prompt:") {
+                in_negative = true;
+                negative.push(rest.trim_start());
+            } else if in_negative {
+                negative.push(line);
+            } else {
+                prompt.push(*line);
+            }
+        }
+        Self {
+            prompt: prompt.join("\n"),
+            negative_prompt: negative.join("\n"),
+            fields,
+        }
+    }
+}
+
+/// A1111's `quote`: JSON-encode values that would break the `k: v, k: v` line.
+fn quote(value: &str) -> String {
+    if value.contains([',', ':', '\n', '"']) {
+        serde_json::to_string(value).unwrap_or_else(|_| value.to_string())
+    } else {
+        value.to_string()
+    }
+}
+
+fn looks_like_fields(line: &str) -> bool {
+    let fields = parse_fields(line);
+    fields.len() >= 3 || fields.iter().any(|(k, _)| k == "Steps")
+}
+
+/// Splits `Key: value, Key: "quoted, value", ...`.
+fn parse_fields(line: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = line.trim();
+    while !rest.is_empty() {
+        let Some(colon) = rest.find(':') else { break };
+        let key = rest[..colon].trim();
+        if key.is_empty()
+            || !key
+                .chars()
+                .all(|c| c.is_alphanumeric() || " -/_".contains(c))
+        {
+            break;
+        }
+        let after = rest[colon + 1..].trim_start();
+        let (value, remaining) = if after.starts_with('"') {
+            let mut de = serde_json::Deserializer::from_str(after).into_iter::<String>();
+            match de.next() {
+                Some(Ok(v)) => (v, &after[de.byte_offset()..]),
+                _ => break,
+            }
+        } else {
+            let end = after.find(',').unwrap_or(after.len());
+            (after[..end].trim().to_string(), &after[end..])
+        };
+        out.push((key.to_string(), value));
+        rest = remaining
+            .trim_start()
+            .strip_prefix(',')
+            .unwrap_or(remaining)
+            .trim_start();
+    }
+    out
+}
+
+/// What an image's metadata says about how it was made.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ImageMetadata {
+    /// A1111 / Forge / Ember `parameters` text.
+    A1111(Parameters),
+    /// ComfyUI's API-format `prompt` graph: the sampler nodes' settings and the texts.
+    ComfyUi {
+        samplers: Vec<BTreeMap<String, String>>,
+        texts: Vec<String>,
+    },
+    /// Fooocus' JSON `parameters`.
+    Fooocus(BTreeMap<String, String>),
+}
+
+/// Interprets an image's text chunks; `None` when none of them is generation metadata.
+pub fn from_text_chunks(chunks: &[(String, String)]) -> Option<ImageMetadata> {
+    let find = |key: &str| {
+        chunks
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    if let Some(text) = find("parameters") {
+        if let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(text)
+        {
+            return Some(ImageMetadata::Fooocus(flatten(&map)));
+        }
+        return Some(ImageMetadata::A1111(Parameters::parse(text)));
+    }
+    let graph: serde_json::Value = serde_json::from_str(find("prompt")?).ok()?;
+    let nodes = graph.as_object()?;
+    let mut samplers = Vec::new();
+    let mut texts = Vec::new();
+    for node in nodes.values() {
+        let class = node["class_type"].as_str().unwrap_or("");
+        let inputs = node["inputs"].as_object();
+        if class.starts_with("KSampler") {
+            if let Some(inputs) = inputs {
+                samplers.push(flatten(inputs));
+            }
+        } else if let Some(text) = node["inputs"]["text"]
+            .as_str()
+            .filter(|_| class.starts_with("CLIPTextEncode"))
+        {
+            texts.push(text.to_string());
+        }
+    }
+    Some(ImageMetadata::ComfyUi { samplers, texts })
+}
+
+/// Scalar entries of a JSON object as strings (links to other nodes are skipped).
+fn flatten(map: &serde_json::Map<String, serde_json::Value>) -> BTreeMap<String, String> {
+    map.iter()
+        .filter_map(|(k, v)| {
+            let s = match v {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(n) => n.to_string(),
+                serde_json::Value::Bool(b) => b.to_string(),
+                _ => return None,
+            };
+            Some((k.clone(), s))
+        })
+        .collect()
+}
+
+/// A1111's name for a diffusers scheduler class, and its "Schedule type".
+fn diffusers_names(
+    config: &crate::schedule::diffusers::SchedulerConfig,
+) -> (&'static str, &'static str) {
+    use crate::schedule::diffusers::SchedulerClass as C;
+    let sampler = match config.class {
+        C::EulerDiscrete => "Euler",
+        C::EulerAncestralDiscrete => "Euler a",
+        C::HeunDiscrete => "Heun",
+        C::LmsDiscrete => "LMS",
+        C::Ddim => "DDIM",
+        C::Pndm => "PLMS",
+        C::DpmSolverMultistep if config.solver_order == 1 => "DPM++ 1S",
+        C::DpmSolverMultistep => "DPM++ 2M",
+    };
+    (
+        sampler,
+        if config.use_karras_sigmas {
+            "Karras"
+        } else {
+            "Automatic"
+        },
+    )
+}
+
+/// The parameters of image `index` of a generation (its seed is `request.seed + index`).
+pub fn for_generation(
+    request: &crate::api::GenerateRequest,
+    model: &crate::model::ModelInfo,
+    model_hash: Option<&str>,
+    index: usize,
+) -> Parameters {
+    use crate::api::SamplerChoice;
+    let mut p = Parameters {
+        prompt: request.prompt.clone(),
+        negative_prompt: request.negative_prompt.clone(),
+        fields: Vec::new(),
+    };
+    p.push("Steps", request.steps);
+    match &request.sampler {
+        SamplerChoice::Named { sampler, schedule } => {
+            p.push("Sampler", sampler.a1111_name());
+            p.push("Schedule type", schedule.a1111_name());
+        }
+        SamplerChoice::Diffusers(config) => {
+            let (sampler, schedule) = diffusers_names(config);
+            p.push("Sampler", sampler);
+            p.push("Schedule type", schedule);
+        }
+    }
+    p.push("CFG scale", request.cfg_scale);
+    p.push("Seed", request.seed.wrapping_add(index as u64));
+    p.push("Size", format!("{}x{}", request.width, request.height));
+    if let Some(hash) = model_hash {
+        p.push("Model hash", hash);
+    }
+    p.push("Model", &model.name);
+    if request.init_image.is_some() {
+        p.push("Denoising strength", request.strength);
+    }
+    if request.clip_skip > 1 {
+        p.push("Clip skip", request.clip_skip);
+    }
+    if let Some(eta) = request.eta {
+        p.push("Eta", eta);
+    }
+    if let SamplerChoice::Diffusers(config) = &request.sampler {
+        p.push("Diffusers scheduler", config.class.class_name());
+    }
+    p.push("Version", concat!("Ember ", env!("CARGO_PKG_VERSION")));
+    p
+}
