@@ -159,19 +159,6 @@ impl GenerateRequest {
                 self.strength
             ));
         }
-        match (&self.init_image, &self.mask) {
-            (None, Some(_)) => return bad("a mask needs an init image".into()),
-            (None, None) if self.strength < 1.0 => {
-                return bad("strength below 1 needs an init image".into());
-            }
-            _ => {}
-        }
-        if self.init_image.is_some() && self.effective_steps() == 0 {
-            return bad(format!(
-                "strength {} with {} steps leaves no denoising step; raise the strength or the steps",
-                self.strength, self.steps
-            ));
-        }
         Ok(())
     }
 
@@ -195,6 +182,10 @@ impl GenerateRequest {
         }
         let matches_size = |w: u32, h: u32| (w, h) == (self.width, self.height);
         match (&self.init_image, &self.mask) {
+            (None, Some(_)) => bad("a mask needs an init image".into()),
+            (None, None) if self.strength < 1.0 => {
+                bad("strength below 1 needs an init image".into())
+            }
             (None, None) if model.is_inpainting() => {
                 bad("this is an inpainting model: give an init image and a mask".into())
             }
@@ -208,6 +199,10 @@ impl GenerateRequest {
             (_, Some(m)) if !matches_size(m.width, m.height) => bad(format!(
                 "mask is {}x{}, not the generation size",
                 m.width, m.height
+            )),
+            (Some(_), _) if self.effective_steps() == 0 => bad(format!(
+                "strength {} with {} steps leaves no denoising step; raise the strength or the steps",
+                self.strength, self.steps
             )),
             _ => Ok(()),
         }

@@ -33,33 +33,33 @@ pub struct ImageGray8 {
 fn decode(path: &Path) -> Result<image::DynamicImage> {
     let bad = |message: String| Error::invalid_image(path, message);
     let open = || -> Result<_> {
-        let mut reader = ImageReader::open(path)
+        ImageReader::open(path)
             .map_err(|e| Error::io(path, e))?
             .with_guessed_format()
-            .map_err(|e| Error::io(path, e))?;
-        let mut limits = image::Limits::default();
-        limits.max_image_width = Some(MAX_INPUT_SIDE);
-        limits.max_image_height = Some(MAX_INPUT_SIDE);
-        limits.max_alloc = Some(MAX_DECODE_BYTES);
-        reader.limits(limits);
-        Ok(reader)
+            .map_err(|e| Error::io(path, e))
     };
     let probe = open()?;
     if probe.format().is_none() {
         return Err(bad(
-            "not an image Ember can read (PNG, JPEG, WebP or BMP)".into()
+            "not a readable image (Ember reads PNG, JPEG, WebP and BMP)".into(),
         ));
     }
     // Refuse huge images from their header, before any pixel memory is allocated.
     let (w, h) = probe
         .into_dimensions()
-        .map_err(|e| bad(format!("unreadable image ({e})")))?;
+        .map_err(|e| bad(format!("not a readable image ({e})")))?;
     if w == 0 || h == 0 || w > MAX_INPUT_SIDE || h > MAX_INPUT_SIDE {
         return Err(bad(format!(
             "image is {w}x{h}; Ember reads images up to {MAX_INPUT_SIDE} pixels a side"
         )));
     }
-    open()?
+    let mut reader = open()?;
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_INPUT_SIDE);
+    limits.max_image_height = Some(MAX_INPUT_SIDE);
+    limits.max_alloc = Some(MAX_DECODE_BYTES);
+    reader.limits(limits);
+    reader
         .decode()
         .map_err(|e| bad(format!("corrupt or unsupported image ({e})")))
 }

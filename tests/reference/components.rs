@@ -2,6 +2,7 @@
 //! and from the single-file checkpoint (which hold the same weights).
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use ember_tests::torch_file::{self, TorchTensor};
 use ember_tests::{Fixtures, assert_close_scaled, reference};
 use inference::device::{Precision, tensor_from_vec, tensor_to_vec};
 use inference::model::Model;
@@ -18,8 +19,23 @@ fn options(config_dir: Option<&str>) -> LoadOptions {
     }
 }
 
-/// The sd15 model in both layouts.
-pub fn both_layouts() -> Vec<(&'static str, Model)> {
+/// The sd15 model in every layout: the diffusers folder, the single-file safetensors and
+/// the same weights as a PyTorch `.ckpt` (written here from the safetensors file).
+pub fn all_layouts() -> Vec<(&'static str, Model)> {
+    let ckpt_dir = tempfile::tempdir().unwrap();
+    let ckpt = ckpt_dir.path().join("checkpoint.ckpt");
+    let source = Fixtures::load("sd15/checkpoint.safetensors");
+    let tensors: Vec<TorchTensor> = source
+        .tensors
+        .iter()
+        .filter(|(_, t)| t.dtype == safetensors::Dtype::F32)
+        .map(|(name, t)| TorchTensor {
+            name: name.clone(),
+            shape: t.shape.clone(),
+            data: t.f32(),
+        })
+        .collect();
+    torch_file::write_checkpoint(&ckpt, &tensors);
     vec![
         (
             "diffusers folder",
@@ -32,6 +48,10 @@ pub fn both_layouts() -> Vec<(&'static str, Model)> {
                 &options(Some("sd15/pipeline")),
             )
             .unwrap(),
+        ),
+        (
+            ".ckpt pickle",
+            load(&ckpt, &options(Some("sd15/pipeline"))).unwrap(),
         ),
     ]
 }
@@ -46,7 +66,7 @@ fn text_encoder_matches_every_hidden_state() {
     let golden = Fixtures::load("sd15/golden/text_encoder.safetensors");
     let ids = golden.get("input_ids");
     let [batch, tokens] = [ids.shape[0], ids.shape[1]];
-    for (layout, model) in both_layouts() {
+    for (layout, model) in all_layouts() {
         let ids_t =
             Tensor::<2, Int>::from_data(TensorData::new(ids.i64(), [batch, tokens]), &model.device);
         let out = model.text_encoder.forward(ids_t.clone());
@@ -114,7 +134,7 @@ fn text_encoder_matches_every_hidden_state() {
 fn unet_matches_every_block_activation() {
     let golden = Fixtures::load("sd15/golden/unet.safetensors");
     let timesteps: Vec<f32> = golden.get("timestep").f32();
-    for (layout, model) in both_layouts() {
+    for (layout, model) in all_layouts() {
         let mut trace = Vec::new();
         let out = model.unet.forward_traced(
             tensor(golden.get("sample")),
@@ -171,7 +191,7 @@ fn unet_matches_every_block_activation() {
 #[test]
 fn vae_encodes_and_decodes() {
     let golden = Fixtures::load("sd15/golden/vae.safetensors");
-    for (layout, model) in both_layouts() {
+    for (layout, model) in all_layouts() {
         let decoded = model.vae.decode(tensor(golden.get("decode_in")));
         assert_close_scaled(
             &format!("{layout}: VAE decode_out"),
@@ -205,9 +225,9 @@ fn vae_encodes_and_decodes() {
 }
 
 #[test]
-fn both_layouts_give_identical_outputs() {
+fn every_layout_gives_identical_outputs() {
     let golden = Fixtures::load("sd15/golden/unet.safetensors");
-    let outs: Vec<Vec<f32>> = both_layouts()
+    let outs: Vec<Vec<f32>> = all_layouts()
         .into_iter()
         .map(|(_, m)| {
             let o = m.unet.forward(
@@ -218,8 +238,8 @@ fn both_layouts_give_identical_outputs() {
             tensor_to_vec(o)
         })
         .collect();
-    assert_eq!(
-        outs[0], outs[1],
-        "the two layouts hold bit-identical weights"
-    );
+    assert_eq!(outs.len(), 3);
+    for out in &outs[1..] {
+        assert_eq!(out, &outs[0], "every layout holds bit-identical weights");
+    }
 }

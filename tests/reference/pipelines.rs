@@ -3,10 +3,10 @@
 //! diffusers folder and from the single-file checkpoint.
 
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use burn::tensor::Device;
-use ember_tests::{Fixtures, Json, assert_close, files_in, json, reference};
+use ember_tests::{Fixtures, Json, assert_close, inpainting_folder, reference, run_input, runs};
 use inference::api::{GenerateRequest, Progress, SamplerChoice};
 use inference::device::{Precision, tensor_to_vec};
 use inference::imaging;
@@ -19,47 +19,6 @@ use inference::weights::{LoadOptions, load};
 const LATENT_TOL: f64 = 1e-4;
 /// Most pixel levels a channel may be off (the issue allows 2).
 const PIXEL_TOL: i32 = 2;
-
-/// Every run of `sd15/runs` (name, JSON).
-pub fn runs() -> Vec<(String, Json)> {
-    files_in("sd15/runs", ".json")
-        .into_iter()
-        .map(|p| {
-            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
-            let run = json(&format!("sd15/runs/{name}.json"));
-            (name, run)
-        })
-        .collect()
-}
-
-/// The run's input image file (`"input_init_image.png"` or `"input_mask.png (white = ...)"`).
-pub fn run_input(run: &Json, key: &str) -> Option<PathBuf> {
-    let text = run[key].as_str()?;
-    Some(reference("sd15/runs").join(text.split_whitespace().next()?))
-}
-
-/// A diffusers folder of the sd15 pipeline with its UNet replaced by `sd15/unet_inpaint`.
-pub fn inpainting_folder() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let copy_dir = |from: &Path, to: &Path| {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
-            let entry = entry.unwrap();
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    };
-    let pipeline = reference("sd15/pipeline");
-    for component in ["text_encoder", "tokenizer", "vae", "scheduler"] {
-        copy_dir(&pipeline.join(component), &dir.path().join(component));
-    }
-    copy_dir(&reference("sd15/unet_inpaint"), &dir.path().join("unet"));
-    std::fs::copy(
-        pipeline.join("model_index.json"),
-        dir.path().join("model_index.json"),
-    )
-    .unwrap();
-    dir
-}
 
 /// The request a run describes.
 pub fn request_for(model: &Model, run: &Json, config: SchedulerConfig) -> GenerateRequest {

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 pub use serde_json::Value as Json;
 
+pub mod torch_file;
+
 /// The reference tree: `$EMBER_REFERENCE` when set, else `../shared/reference` beside the
 /// repository. Panics with a message saying where it looked when the tree is missing.
 pub fn reference_root() -> PathBuf {
@@ -219,4 +221,62 @@ pub fn assert_close_scaled(what: &str, actual: &[f32], expected: &[f64], tol: f6
     );
     let max = expected.iter().fold(0f64, |m, v| m.max(v.abs()));
     assert_close(what, actual, expected, tol * max.max(1.0), 0.0)
+}
+
+/// Every run of `sd15/runs` (name, JSON).
+pub fn runs() -> Vec<(String, Json)> {
+    files_in("sd15/runs", ".json")
+        .into_iter()
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            let run = json(&format!("sd15/runs/{name}.json"));
+            (name, run)
+        })
+        .collect()
+}
+
+/// The run's input image file (`"input_init_image.png"` or `"input_mask.png (white = ...)"`).
+pub fn run_input(run: &Json, key: &str) -> Option<PathBuf> {
+    let text = run[key].as_str()?;
+    Some(reference("sd15/runs").join(text.split_whitespace().next()?))
+}
+
+/// Copies the sd15 pipeline into a temporary diffusers folder whose UNet is
+/// `sd15/unet_inpaint` (how a real 9-channel inpainting model is laid out).
+pub fn inpainting_folder() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let copy_dir = |from: &Path, to: &Path| {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    };
+    let pipeline = reference("sd15/pipeline");
+    for component in ["text_encoder", "tokenizer", "vae", "scheduler"] {
+        copy_dir(&pipeline.join(component), &dir.path().join(component));
+    }
+    copy_dir(&reference("sd15/unet_inpaint"), &dir.path().join("unet"));
+    std::fs::copy(
+        pipeline.join("model_index.json"),
+        dir.path().join("model_index.json"),
+    )
+    .unwrap();
+    dir
+}
+
+/// Decodes an 8-bit RGB PNG: (width, height, pixels).
+pub fn read_png_rgb(path: &Path) -> (u32, u32, Vec<u8>) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!(
+        info.color_type,
+        png::ColorType::Rgb,
+        "{} is not RGB",
+        path.display()
+    );
+    buf.truncate(info.buffer_size());
+    (info.width, info.height, buf)
 }

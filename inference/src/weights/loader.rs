@@ -33,7 +33,10 @@ pub struct LoadOptions {
 
 /// Loads a diffusers folder, a `.safetensors` checkpoint or a `.ckpt` pickle.
 pub fn load(path: &Path, options: &LoadOptions) -> Result<Model> {
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::invalid_model(path, "no such file or folder"),
+        _ => Error::io(path, e),
+    })?;
     if meta.is_dir() {
         load_folder(path, options)
     } else {

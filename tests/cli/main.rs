@@ -1,0 +1,26 @@
+//! `ember` end to end: the binary reproduces the reference runs from both layouts, and every
+//! kind of bad input fails with a one-line error, a non-zero exit and no output file.
+//!
+//! Built as a test of the `ember` package (see app/Cargo.toml) so `CARGO_BIN_EXE_ember`
+//! points at the real binary.
+
+mod bad_input;
+mod reproduce;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs `ember` with `args` in `dir`.
+pub fn ember(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ember"))
+        .args(args)
+        .current_dir(dir)
+        .env("EMBER_CACHE_DIR", dir.join("cache"))
+        .output()
+        .expect("the ember binary runs")
+}
+
+/// The path as a string argument.
+pub fn arg(path: &Path) -> String {
+    path.to_str().expect("UTF-8 path").to_string()
+}
