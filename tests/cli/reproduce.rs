@@ -12,11 +12,12 @@ use inference::schedule::diffusers::SchedulerConfig;
 
 use crate::{arg, ember};
 
-fn reproduce(name: &str, run: &ember_tests::Json, model_args: &[String], dir: &Path) {
-    let config = dir.join(format!("{name}-scheduler.json"));
+fn reproduce(name: &str, layout: &str, run: &ember_tests::Json, model_args: &[String], dir: &Path) {
+    let label = format!("{name}-{layout}");
+    let config = dir.join(format!("{label}-scheduler.json"));
     std::fs::write(&config, run["scheduler_config"].to_string()).unwrap();
-    let out = dir.join(format!("{name}.png"));
-    let latents = dir.join(format!("{name}.safetensors"));
+    let out = dir.join(format!("{label}.png"));
+    let latents = dir.join(format!("{label}.safetensors"));
     let mut args: Vec<String> = model_args.to_vec();
     let mut flag = |k: &str, v: String| {
         args.push(k.to_string());
@@ -49,7 +50,7 @@ fn reproduce(name: &str, run: &ember_tests::Json, model_args: &[String], dir: &P
     let output = ember(dir, &[&["generate"], &argv[..]].concat());
     assert!(
         output.status.success(),
-        "{name}: ember failed: {}",
+        "{label}: ember failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
 
@@ -122,10 +123,10 @@ fn cli_reproduces_every_supported_run_from_both_layouts() {
             .as_str()
             .is_some_and(|m| m.contains("unet_inpaint"))
         {
-            reproduce(&name, &run, &inpaint, dir.path());
+            reproduce(&name, "inpainting-folder", &run, &inpaint, dir.path());
         } else {
-            reproduce(&name, &run, &folder, dir.path());
-            reproduce(&format!("{name}"), &run, &single, dir.path());
+            reproduce(&name, "folder", &run, &folder, dir.path());
+            reproduce(&name, "single-file", &run, &single, dir.path());
         }
         done += 1;
     }

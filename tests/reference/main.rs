@@ -1,6 +1,7 @@
 //! Golden tests: every engine stage against `../shared/reference` (one test binary, one link).
 
 mod components;
+mod engine;
 mod pipelines;
 mod rng;
 mod sampler_runs;

@@ -1,0 +1,267 @@
+//! Engine behaviour the GUI relies on: progress, cancellation, per-image seeds, NaN
+//! detection, precision, load reports and metadata.
+
+use std::ops::ControlFlow;
+
+use burn::tensor::Device;
+use ember_tests::{Fixtures, reference};
+use inference::api::{GenerateRequest, Progress, SamplerChoice, Stage};
+use inference::device::Precision;
+use inference::metadata::{self, ImageMetadata, Parameters};
+use inference::model::Model;
+use inference::pipeline::generate;
+use inference::schedule::named::{SamplerName, ScheduleName};
+use inference::weights::{LoadOptions, load};
+use inference::{Error, imaging};
+
+fn model(precision: Precision) -> Model {
+    let options = LoadOptions {
+        config_dir: None,
+        device: Device::flex(),
+        precision,
+    };
+    load(&reference("sd15/pipeline"), &options).unwrap()
+}
+
+fn request(model: &Model, seed: u64) -> GenerateRequest {
+    let mut r = GenerateRequest::new(model, "a red ball on a table", seed);
+    r.negative_prompt = "blurry".into();
+    r.steps = 6;
+    r.sampler = SamplerChoice::Named {
+        sampler: SamplerName::EulerAncestral,
+        schedule: ScheduleName::Karras,
+    };
+    r
+}
+
+fn quiet(_: Progress) -> ControlFlow<()> {
+    ControlFlow::Continue(())
+}
+
+#[test]
+fn progress_reports_every_stage_and_step_in_order() {
+    let m = model(Precision::F32);
+    let mut seen = Vec::new();
+    let mut observer = |p: Progress| {
+        seen.push((p.stage, p.step, p.total));
+        ControlFlow::Continue(())
+    };
+    generate(&m, &request(&m, 1), &mut observer).unwrap();
+    let steps: Vec<usize> = seen
+        .iter()
+        .filter(|(s, _, _)| *s == Stage::Denoising)
+        .map(|(_, i, _)| *i)
+        .collect();
+    assert_eq!(
+        steps,
+        (0..=6).collect::<Vec<_>>(),
+        "denoising reports 0 of 6, then every step"
+    );
+    assert_eq!(seen.first().map(|s| s.0), Some(Stage::EncodingPrompt));
+    assert_eq!(seen.last().map(|s| s.0), Some(Stage::Decoding));
+}
+
+#[test]
+fn cancelling_stops_within_one_step() {
+    let m = model(Precision::F32);
+    let mut last_step = 0;
+    let mut observer = |p: Progress| {
+        if p.stage == Stage::Denoising {
+            last_step = p.step;
+        }
+        if p.step == 2 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    };
+    let result = generate(&m, &request(&m, 1), &mut observer);
+    assert!(
+        matches!(result, Err(Error::Cancelled)),
+        "cancelled generation returns Cancelled"
+    );
+    assert_eq!(last_step, 2, "no step ran after the cancel request");
+}
+
+#[test]
+fn every_image_of_a_batch_is_its_own_seeds_image() {
+    let m = model(Precision::F32);
+    let init =
+        imaging::load_rgb(&reference("sd15/runs/input_init_image.png"), Some((24, 40))).unwrap();
+    for img2img in [false, true] {
+        let mut batch = request(&m, 100);
+        batch.batch = 3;
+        if img2img {
+            batch.init_image = Some(init.clone());
+            (batch.width, batch.height, batch.strength) = (24, 40, 0.7);
+        }
+        let together = generate(&m, &batch, &mut quiet).unwrap();
+        for i in 0..3 {
+            let mut single = batch.clone();
+            single.batch = 1;
+            single.seed = 100 + i as u64;
+            let alone = generate(&m, &single, &mut quiet).unwrap();
+            let a = &together.images[i].pixels;
+            let worst = a
+                .iter()
+                .zip(&alone.images[0].pixels)
+                .map(|(x, y)| x.abs_diff(*y))
+                .max()
+                .unwrap();
+            assert!(
+                worst <= 1,
+                "img2img={img2img}: image {i} differs from its seed's run by {worst} levels"
+            );
+        }
+    }
+}
+
+#[test]
+fn non_finite_values_stop_the_generation_naming_the_stage() {
+    // Scale the UNet's output convolution so far up that its output overflows to infinity.
+    let dir = tempfile::tempdir().unwrap();
+    let src = Fixtures::load("sd15/checkpoint.safetensors");
+    let mut views = Vec::new();
+    let mut data: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (name, t) in &src.tensors {
+        let mut bytes = t.bytes.clone();
+        if name == "model.diffusion_model.out.2.weight" {
+            bytes = t
+                .f32()
+                .iter()
+                .flat_map(|v| (v * 3e38).to_le_bytes())
+                .collect();
+        }
+        data.push((name.clone(), t.shape.clone(), bytes));
+    }
+    for (name, shape, bytes) in &data {
+        let dtype = src.get(name).dtype;
+        views.push((
+            name.clone(),
+            safetensors::tensor::TensorView::new(dtype, shape.clone(), bytes).unwrap(),
+        ));
+    }
+    let path = dir.path().join("overflow.safetensors");
+    std::fs::write(&path, safetensors::serialize(views, None).unwrap()).unwrap();
+    let options = LoadOptions {
+        config_dir: Some(reference("sd15/pipeline")),
+        device: Device::flex(),
+        precision: Precision::F32,
+    };
+    let m = load(&path, &options).unwrap();
+    match generate(&m, &request(&m, 1), &mut quiet) {
+        Err(Error::NonFinite { stage }) => {
+            assert!(stage.contains("UNet (step 1 of 6)"), "stage: {stage}")
+        }
+        other => panic!("expected a non-finite error, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn half_precision_stays_close_to_f32() {
+    for precision in [Precision::F16, Precision::Bf16] {
+        let (full, half) = (model(Precision::F32), model(precision));
+        let mut r = request(&full, 3);
+        r.sampler = SamplerChoice::Named {
+            sampler: SamplerName::Euler,
+            schedule: ScheduleName::Normal,
+        };
+        let a = generate(&full, &r, &mut quiet).unwrap();
+        let b = generate(&half, &r, &mut quiet).unwrap();
+        let worst = a.images[0]
+            .pixels
+            .iter()
+            .zip(&b.images[0].pixels)
+            .map(|(x, y)| x.abs_diff(*y))
+            .max()
+            .unwrap();
+        let limit = if precision == Precision::F16 { 4 } else { 24 };
+        assert!(
+            worst <= limit,
+            "{precision:?}: differs from f32 by {worst} levels"
+        );
+    }
+}
+
+#[test]
+fn load_report_names_unused_and_ignored_tensors() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::fs::read(reference("sd15/checkpoint.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&src).unwrap();
+    let extra = [1f32, 2.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect::<Vec<u8>>();
+    let mut views: Vec<(String, safetensors::tensor::TensorView<'_>)> =
+        st.tensors().into_iter().map(|(n, v)| (n, v)).collect();
+    views.push((
+        "some_extension.weight".into(),
+        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![2], &extra).unwrap(),
+    ));
+    let path = dir.path().join("extra.safetensors");
+    std::fs::write(&path, safetensors::serialize(views, None).unwrap()).unwrap();
+    let options = LoadOptions {
+        config_dir: Some(reference("sd15/pipeline")),
+        device: Device::flex(),
+        precision: Precision::F32,
+    };
+    let m = load(&path, &options).unwrap();
+    let report = &m.info.report;
+    assert_eq!(report.unknown, vec!["some_extension.weight".to_string()]);
+    assert!(
+        report.ignored.iter().any(|k| k == "alphas_cumprod"),
+        "the DDPM buffers are recognised"
+    );
+    assert!(
+        report
+            .notes()
+            .iter()
+            .any(|n| n.contains("some_extension.weight"))
+    );
+    assert_eq!(
+        report.components.iter().map(|c| c.applied).sum::<usize>(),
+        m.info.tensor_count - report.ignored.len() - 1
+    );
+}
+
+#[test]
+fn metadata_round_trips_and_reads_other_tools() {
+    let m = model(Precision::F32);
+    let mut r = request(&m, 42);
+    r.prompt = "a cat, sitting: on a mat\nsecond line".into();
+    let params = metadata::for_generation(&r, &m.info, Some("0123456789"), 2);
+    let text = params.to_text();
+    let parsed = Parameters::parse(&text);
+    assert_eq!(parsed, params, "what Ember writes it reads back");
+    assert_eq!(
+        parsed.get("Seed"),
+        Some("44"),
+        "image 2 of the batch has seed + 2"
+    );
+    assert_eq!(parsed.get("Sampler"), Some("Euler a"));
+    assert_eq!(parsed.get("Schedule type"), Some("Karras"));
+
+    // An A1111 infotext with a quoted value containing commas.
+    let a1111 = "masterpiece, 1girl\nNegative prompt: lowres, bad hands\nSteps: 28, Sampler: DPM++ 2M, Schedule type: Karras, CFG scale: 7, Seed: 3456, Size: 512x768, Model hash: 6ce0161689, Model: v1-5-pruned-emaonly, Lora hashes: \"add_detail: 7c6bad76eb54, x: 1\", Version: v1.10.1";
+    let p = Parameters::parse(a1111);
+    assert_eq!(p.prompt, "masterpiece, 1girl");
+    assert_eq!(p.negative_prompt, "lowres, bad hands");
+    assert_eq!(p.get("Lora hashes"), Some("add_detail: 7c6bad76eb54, x: 1"));
+    assert_eq!(p.get("Version"), Some("v1.10.1"));
+
+    let comfy = r#"{"3": {"class_type": "KSampler", "inputs": {"seed": 7, "steps": 20, "cfg": 8, "sampler_name": "euler", "scheduler": "normal", "model": ["4", 0]}}, "6": {"class_type": "CLIPTextEncode", "inputs": {"text": "a fox", "clip": ["4", 1]}}}"#;
+    match metadata::from_text_chunks(&[("prompt".into(), comfy.into())]) {
+        Some(ImageMetadata::ComfyUi { samplers, texts }) => {
+            assert_eq!(texts, vec!["a fox".to_string()]);
+            assert_eq!(
+                samplers[0].get("sampler_name").map(String::as_str),
+                Some("euler")
+            );
+            assert!(
+                !samplers[0].contains_key("model"),
+                "links to other nodes are not settings"
+            );
+        }
+        other => panic!("not read as ComfyUI: {other:?}"),
+    }
+}
