@@ -4,6 +4,7 @@
 //! (see ARCHITECTURE.md).
 
 pub mod api;
+pub mod bench;
 pub mod device;
 pub mod error;
 pub mod hashing;

@@ -3,6 +3,7 @@
 //! Every failure is one line on stderr starting with `error:` and a non-zero exit status;
 //! nothing is written when a command fails.
 
+mod bench;
 mod generate;
 mod info;
 
@@ -29,6 +30,34 @@ enum Command {
         /// A checkpoint file, a diffusers folder or an image.
         file: PathBuf,
     },
+    /// Time a network of the real architecture with random weights (no file needed).
+    Bench(BenchArgs),
+}
+
+/// `ember bench` options.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// unet, vae-decode or text-encoder.
+    pub target: String,
+    #[arg(long, default_value = "sd15")]
+    pub arch: String,
+    /// Image size in pixels (the latents are size / 8).
+    #[arg(long, default_value_t = 512)]
+    pub size: usize,
+    /// Batch (2 = one image with classifier-free guidance).
+    #[arg(long, default_value_t = 2)]
+    pub batch: usize,
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    #[arg(long, default_value = "f32")]
+    pub precision: String,
+    /// Print one JSON line instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `ember generate` options; names and defaults are documented in README.md.
@@ -109,6 +138,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let result = match cli.command {
         Command::Generate(args) => generate::run(&args),
         Command::Info { file } => info::run(&file),
+        Command::Bench(args) => bench::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,53 @@
+//! `ember bench unet|vae-decode|text-encoder`: times a network and prints GFLOP/s.
+
+use inference::bench::{self, BenchConfig, Target};
+use inference::device::{DeviceKind, Precision};
+
+use super::BenchArgs;
+
+pub fn run(args: &BenchArgs) -> Result<(), String> {
+    let err = |e: inference::Error| e.to_string();
+    if args.arch != "sd15" {
+        return Err(format!("unknown architecture {:?}; valid: sd15", args.arch));
+    }
+    let config = BenchConfig {
+        target: Target::parse(&args.target).map_err(err)?,
+        size: args.size,
+        batch: args.batch,
+        warmup: args.warmup,
+        runs: args.runs,
+        device: DeviceKind::parse(&args.device)
+            .map_err(err)?
+            .device()
+            .map_err(err)?,
+        precision: Precision::parse(&args.precision).map_err(err)?,
+    };
+    let result = bench::run(&config).map_err(err)?;
+    let median = result.median().as_secs_f64();
+    let min = result.times.iter().min().map_or(0.0, |t| t.as_secs_f64());
+    if args.json {
+        let json = serde_json::json!({
+            "implementation": "ember",
+            "target": args.target, "arch": args.arch, "size": args.size, "batch": args.batch,
+            "device": args.device, "precision": args.precision,
+            "median_s": median, "min_s": min, "runs": args.runs,
+            "gflop": result.flops / 1e9, "gflops_per_s": result.gflops_per_second(),
+        });
+        println!("{json}");
+    } else {
+        println!(
+            "{} {} {}x{} batch {} ({}, {}): median {median:.3} s (min {min:.3} s, {} runs), {:.1} GFLOP, {:.1} GFLOP/s",
+            args.target,
+            args.arch,
+            args.size,
+            args.size,
+            args.batch,
+            args.precision,
+            args.device,
+            args.runs,
+            result.flops / 1e9,
+            result.gflops_per_second()
+        );
+    }
+    Ok(())
+}

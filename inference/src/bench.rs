@@ -1,0 +1,283 @@
+//! `ember bench`: times the real SD 1.5 networks with random weights (no file needed) and
+//! counts their floating-point work, to compare with PyTorch on the same machine.
+
+use std::time::{Duration, Instant};
+
+use burn::module::Module;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use crate::device::{Precision, tensor_from_vec};
+use crate::error::{Error, Result};
+use crate::models::clip::ClipConfig;
+use crate::models::unet::UNetConfig;
+use crate::models::vae::VaeConfig;
+
+/// What to time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Unet,
+    VaeDecode,
+    TextEncoder,
+}
+
+impl Target {
+    /// Parses `unet`, `vae-decode` or `text-encoder`.
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "unet" => Ok(Target::Unet),
+            "vae-decode" => Ok(Target::VaeDecode),
+            "text-encoder" => Ok(Target::TextEncoder),
+            other => Err(Error::settings(format!(
+                "unknown benchmark {other:?}; valid: unet, vae-decode, text-encoder"
+            ))),
+        }
+    }
+}
+
+/// A benchmark to run.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    pub target: Target,
+    /// Image size in pixels (square).
+    pub size: usize,
+    pub batch: usize,
+    pub warmup: usize,
+    pub runs: usize,
+    pub device: Device,
+    pub precision: Precision,
+}
+
+/// Timings of one benchmark.
+#[derive(Clone, Debug)]
+pub struct BenchResult {
+    pub times: Vec<Duration>,
+    /// Floating-point operations of one call (multiply-adds count as two).
+    pub flops: f64,
+}
+
+impl BenchResult {
+    /// The median time of the timed runs.
+    pub fn median(&self) -> Duration {
+        let mut t = self.times.clone();
+        t.sort();
+        t[t.len() / 2]
+    }
+
+    /// Achieved GFLOP/s at the median time.
+    pub fn gflops_per_second(&self) -> f64 {
+        self.flops / self.median().as_secs_f64() / 1e9
+    }
+}
+
+/// Runs a benchmark on the SD 1.5 architecture.
+pub fn run(config: &BenchConfig) -> Result<BenchResult> {
+    if config.size == 0 || config.size % 64 != 0 || config.size > 2048 {
+        return Err(Error::settings(format!(
+            "size must be a multiple of 64 up to 2048, got {}",
+            config.size
+        )));
+    }
+    if config.batch == 0 || config.batch > 16 || config.runs == 0 || config.runs > 100 {
+        return Err(Error::settings("batch must be 1..=16 and runs 1..=100"));
+    }
+    let d = &config.device;
+    let dtype = config.precision.dtype();
+    let (b, latent) = (config.batch, config.size / 8);
+    let (mut call, flops): (Box<dyn FnMut()>, f64) = match config.target {
+        Target::Unet => {
+            let cfg = UNetConfig::sd15(4);
+            let unet = cfg.init(d).map(&mut Cast(dtype));
+            let x = random([b, 4, latent, latent], d).cast(dtype);
+            let context = random([b, 77, 768, 1], d).reshape([b, 77, 768]).cast(dtype);
+            let flops = unet_flops(&cfg, b, latent, latent, 77);
+            (
+                Box::new(move || sync(unet.forward(x.clone(), &vec![500.0; b], &context))),
+                flops,
+            )
+        }
+        Target::VaeDecode => {
+            let cfg = VaeConfig::sd();
+            let vae = cfg.init(d).map(&mut Cast(dtype));
+            let z = random([b, 4, latent, latent], d).cast(dtype);
+            let flops = vae_decode_flops(&cfg, b, latent, latent);
+            (Box::new(move || sync(vae.decode(z.clone()))), flops)
+        }
+        Target::TextEncoder => {
+            let cfg = ClipConfig::vit_l14();
+            let clip = cfg.init(d).map(&mut Cast(dtype));
+            let ids =
+                Tensor::<2, Int>::from_data(TensorData::new(vec![320i64; b * 77], [b, 77]), d);
+            let flops = clip_flops(&cfg, b);
+            (
+                Box::new(move || {
+                    sync(clip.forward(ids.clone()).last_hidden_state.unsqueeze::<4>())
+                }),
+                flops,
+            )
+        }
+    };
+    for _ in 0..config.warmup {
+        call();
+    }
+    let times = (0..config.runs)
+        .map(|_| {
+            let start = Instant::now();
+            call();
+            start.elapsed()
+        })
+        .collect();
+    Ok(BenchResult { times, flops })
+}
+
+/// Waits for the device by reading one value back (GPU backends run asynchronously).
+fn sync(t: Tensor<4>) {
+    let _ = t.slice([0..1, 0..1, 0..1, 0..1]).into_data();
+}
+
+fn random(dims: [usize; 4], device: &Device) -> Tensor<4> {
+    let n: usize = dims.iter().product();
+    // A fixed pseudo-random pattern: the values do not matter for timing.
+    let data = (0..n)
+        .map(|i| ((i as f32 * 0.618_034).fract() - 0.5) * 2.0)
+        .collect();
+    tensor_from_vec(data, dims, device)
+}
+
+/// Casts every float parameter (random initialisation happens in f32).
+struct Cast(burn::tensor::DType);
+
+impl burn::module::ModuleMapper for Cast {
+    fn map_float<const D: usize>(
+        &mut self,
+        param: burn::module::Param<Tensor<D>>,
+    ) -> burn::module::Param<Tensor<D>> {
+        let dtype = self.0;
+        param.map(|t| t.cast(dtype))
+    }
+}
+
+/// Multiply-add work of a 2-D convolution.
+fn conv(c_in: usize, c_out: usize, k: usize, h: usize, w: usize) -> f64 {
+    2.0 * (c_in * c_out * k * k * h * w) as f64
+}
+
+/// One UNet call: convolutions, linear layers and attention (norms and activations are
+/// a fraction of a percent).
+pub fn unet_flops(cfg: &UNetConfig, batch: usize, h: usize, w: usize, tokens: usize) -> f64 {
+    let ch = &cfg.block_out_channels;
+    let resnet = |c_in: usize, c_out: usize, h: usize, w: usize| {
+        conv(c_in, c_out, 3, h, w)
+            + conv(c_out, c_out, 3, h, w)
+            + if c_in != c_out {
+                conv(c_in, c_out, 1, h, w)
+            } else {
+                0.0
+            }
+    };
+    let transformer = |c: usize, h: usize, w: usize| {
+        let n = (h * w) as f64;
+        let c = c as f64;
+        let ctx = cfg.cross_attention_dim as f64;
+        let t = tokens as f64;
+        let self_attn = 2.0 * 4.0 * c * c * n + 4.0 * n * n * c;
+        let cross_attn = 2.0 * 2.0 * c * c * n + 2.0 * 2.0 * c * ctx * t + 4.0 * n * t * c;
+        let ff = 2.0 * (8.0 * c * c + 4.0 * c * c) * n;
+        2.0 * 2.0 * c * c * n + self_attn + cross_attn + ff
+    };
+    let levels = cfg.levels();
+    let mut total = conv(cfg.in_channels, ch[0], 3, h, w);
+    let (mut h_l, mut w_l) = (h, w);
+    let mut sizes = Vec::new();
+    for i in 0..levels {
+        let c_in = if i == 0 { ch[0] } else { ch[i - 1] };
+        for j in 0..cfg.layers_per_block {
+            total += resnet(if j == 0 { c_in } else { ch[i] }, ch[i], h_l, w_l);
+            if cfg.down_attention[i] {
+                total += transformer(ch[i], h_l, w_l);
+            }
+        }
+        sizes.push((h_l, w_l));
+        if i + 1 < levels {
+            total += conv(ch[i], ch[i], 3, h_l.div_ceil(2), w_l.div_ceil(2));
+            (h_l, w_l) = (h_l.div_ceil(2), w_l.div_ceil(2));
+        }
+    }
+    let c_mid = ch[levels - 1];
+    total += 2.0 * resnet(c_mid, c_mid, h_l, w_l) + transformer(c_mid, h_l, w_l);
+    for i in 0..levels {
+        let level = levels - 1 - i;
+        let (hh, ww) = sizes[level];
+        let c_prev = if i == 0 { c_mid } else { ch[level + 1] };
+        for j in 0..=cfg.layers_per_block {
+            let c_skip = if j == cfg.layers_per_block {
+                ch[level.saturating_sub(1)]
+            } else {
+                ch[level]
+            };
+            total += resnet(
+                if j == 0 { c_prev } else { ch[level] } + c_skip,
+                ch[level],
+                hh,
+                ww,
+            );
+            if cfg.up_attention[i] {
+                total += transformer(ch[level], hh, ww);
+            }
+        }
+        if level > 0 {
+            let (h2, w2) = sizes[level - 1];
+            total += conv(ch[level], ch[level], 3, h2, w2);
+        }
+    }
+    total += conv(ch[0], cfg.out_channels, 3, h, w);
+    total * batch as f64
+}
+
+/// One VAE decode of `[batch, 4, h, w]` latents.
+pub fn vae_decode_flops(cfg: &VaeConfig, batch: usize, h: usize, w: usize) -> f64 {
+    let ch = &cfg.block_out_channels;
+    let n = ch.len();
+    let resnet = |c_in: usize, c_out: usize, h: usize, w: usize| {
+        conv(c_in, c_out, 3, h, w)
+            + conv(c_out, c_out, 3, h, w)
+            + if c_in != c_out {
+                conv(c_in, c_out, 1, h, w)
+            } else {
+                0.0
+            }
+    };
+    let top = ch[n - 1];
+    let attention = {
+        let tokens = (h * w) as f64;
+        let c = top as f64;
+        2.0 * 4.0 * c * c * tokens + 4.0 * tokens * tokens * c
+    };
+    let mut total = conv(cfg.latent_channels, cfg.latent_channels, 1, h, w)
+        + conv(cfg.latent_channels, top, 3, h, w);
+    total += 2.0 * resnet(top, top, h, w) + attention;
+    let (mut hh, mut ww) = (h, w);
+    for i in 0..n {
+        let level = n - 1 - i;
+        let c_in = if i == 0 { top } else { ch[level + 1] };
+        for j in 0..=cfg.layers_per_block {
+            total += resnet(if j == 0 { c_in } else { ch[level] }, ch[level], hh, ww);
+        }
+        if i + 1 < n {
+            (hh, ww) = (2 * hh, 2 * ww);
+            total += conv(ch[level], ch[level], 3, hh, ww);
+        }
+    }
+    total += conv(ch[0], cfg.out_channels, 3, hh, ww);
+    total * batch as f64
+}
+
+/// One text-encoder call on `[batch, 77]` ids.
+pub fn clip_flops(cfg: &ClipConfig, batch: usize) -> f64 {
+    let (n, c, i) = (
+        cfg.max_position_embeddings as f64,
+        cfg.hidden_size as f64,
+        cfg.intermediate_size as f64,
+    );
+    let layer = 2.0 * 4.0 * c * c * n + 4.0 * n * n * c + 2.0 * 2.0 * c * i * n;
+    layer * cfg.num_hidden_layers as f64 * batch as f64
+}

@@ -1,0 +1,89 @@
+"""PyTorch/diffusers side of `ember bench`: the same networks, sizes and batch on this machine.
+
+Usage: python3 torch_reference.py unet|vae-decode|text-encoder --size 512 --batch 2 --runs 3
+Prints one JSON line like `ember bench --json`. Needs torch and diffusers (and transformers
+for text-encoder); tests/bench/compare.sh runs both and prints the ratio.
+Random weights: timing does not depend on their values.
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+
+def sd15_unet():
+    from diffusers import UNet2DConditionModel
+
+    return UNet2DConditionModel(
+        sample_size=64,
+        in_channels=4,
+        out_channels=4,
+        block_out_channels=(320, 640, 1280, 1280),
+        layers_per_block=2,
+        down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
+        up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3,
+        cross_attention_dim=768,
+        attention_head_dim=8,
+    )
+
+
+def sd_vae():
+    from diffusers import AutoencoderKL
+
+    return AutoencoderKL(
+        block_out_channels=(128, 256, 512, 512),
+        down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4,
+        layers_per_block=2,
+        latent_channels=4,
+    )
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("target", choices=["unet", "vae-decode", "text-encoder"])
+    p.add_argument("--size", type=int, default=512)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--threads", type=int, default=0, help="0 = torch's default")
+    a = p.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    latent = a.size // 8
+    with torch.inference_mode():
+        if a.target == "unet":
+            model = sd15_unet().eval()
+            x = torch.randn(a.batch, 4, latent, latent)
+            ctx = torch.randn(a.batch, 77, 768)
+            t = torch.tensor([500.0] * a.batch)
+            call = lambda: model(x, t, ctx).sample
+        elif a.target == "vae-decode":
+            model = sd_vae().eval()
+            z = torch.randn(a.batch, 4, latent, latent)
+            call = lambda: model.decode(z).sample
+        else:
+            from transformers import CLIPTextConfig, CLIPTextModel
+
+            model = CLIPTextModel(CLIPTextConfig(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                                                 num_attention_heads=12, max_position_embeddings=77)).eval()
+            ids = torch.full((a.batch, 77), 320, dtype=torch.long)
+            call = lambda: model(ids).last_hidden_state
+        for _ in range(a.warmup):
+            call()
+        times = []
+        for _ in range(a.runs):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+    print(json.dumps({
+        "implementation": f"torch {torch.__version__}", "target": a.target, "size": a.size, "batch": a.batch,
+        "threads": torch.get_num_threads(), "median_s": statistics.median(times), "min_s": min(times), "runs": a.runs,
+    }))
+
+
+if __name__ == "__main__":
+    main()
