@@ -71,7 +71,7 @@ impl BenchResult {
 
 /// Runs a benchmark on the SD 1.5 architecture.
 pub fn run(config: &BenchConfig) -> Result<BenchResult> {
-    if config.size == 0 || config.size % 64 != 0 || config.size > 2048 {
+    if config.size == 0 || !config.size.is_multiple_of(64) || config.size > 2048 {
         return Err(Error::settings(format!(
             "size must be a multiple of 64 up to 2048, got {}",
             config.size

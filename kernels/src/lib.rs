@@ -1,1 +1,230 @@
-//! Custom compute kernels for Ember (none yet; see ARCHITECTURE.md).
+//! Ember's own compute kernels, each with a plain-Burn reference it is tested against.
+//!
+//! Today these are CPU kernels for the operations where Burn's CPU backend (burn-flex) is far
+//! behind PyTorch in an SD UNet (see README's performance section): attention, SiLU, GELU and
+//! GroupNorm. Each public function takes the fast path for contiguous float32 tensors on the
+//! CPU device and otherwise runs the plain-Burn reference (`reference` module), so GPU
+//! backends are unaffected. The fast paths work in place on the tensor's own buffer when it
+//! is not shared (burn-flex's `into_data`/`from_data` move the buffer without copying).
+
+pub mod attention;
+pub mod group_norm;
+pub mod reference;
+pub mod simd_math;
+
+use burn::nn::GroupNorm;
+use burn::tensor::{DType, Device, Tensor, TensorData};
+use rayon::prelude::*;
+
+/// Whether `t` can take a CPU fast path.
+fn on_cpu_f32<const D: usize>(t: &Tensor<D>) -> bool {
+    t.dtype() == DType::F32 && t.device() == Device::flex()
+}
+
+/// Applies `f` to the tensor's values in place (no copy when the buffer is not shared).
+fn map_in_place<const D: usize>(t: Tensor<D>, f: impl FnOnce(&mut [f32])) -> Tensor<D> {
+    let device = t.device();
+    let mut data = t.into_data();
+    f(data.as_mut_slice::<f32>().expect("float32 tensor data"));
+    Tensor::from_data(data, &device)
+}
+
+/// The tensor's values as float32 (no copy when the buffer is not shared).
+fn host_values<const D: usize>(t: Tensor<D>) -> TensorData {
+    t.into_data()
+}
+
+fn f32s(t: &TensorData) -> &[f32] {
+    t.as_slice::<f32>().expect("float32 tensor data")
+}
+
+/// Elements per parallel task of the elementwise kernels.
+const CHUNK: usize = 1 << 15;
+
+/// SiLU, `x * sigmoid(x)`.
+pub fn silu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    if !on_cpu_f32(&x) {
+        return reference::silu(x);
+    }
+    map_in_place(x, |data| {
+        data.par_chunks_mut(CHUNK)
+            .for_each(simd_math::silu_in_place)
+    })
+}
+
+/// Exact (erf) GELU.
+pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    if !on_cpu_f32(&x) {
+        return reference::gelu(x);
+    }
+    map_in_place(x, |data| {
+        data.par_chunks_mut(CHUNK)
+            .for_each(simd_math::gelu_in_place)
+    })
+}
+
+/// GEGLU gating: splits the last dimension into `[hidden, gate]` halves and returns
+/// `hidden * gelu(gate)`.
+///
+/// # Shapes
+/// - `x`: `[batch, tokens, 2 * inner]` -> `[batch, tokens, inner]`
+pub fn geglu(x: Tensor<3>) -> Tensor<3> {
+    if !on_cpu_f32(&x) {
+        return reference::geglu(x);
+    }
+    let [b, n, c2] = x.dims();
+    let device = x.device();
+    let data = host_values(x);
+    let inner = c2 / 2;
+    let mut out = vec![0f32; b * n * inner];
+    let rows = (CHUNK / c2).max(1);
+    f32s(&data)
+        .par_chunks(rows * c2)
+        .zip(out.par_chunks_mut(rows * inner))
+        .for_each(|(input, output)| simd_math::geglu(input, inner, output));
+    Tensor::from_data(TensorData::new(out, [b, n, c2 / 2]), &device)
+}
+
+/// Scaled dot-product attention (no mask), scale `1 / sqrt(head_dim)`.
+///
+/// # Shapes
+/// - `q`: `[batch, heads, n, d]`, `k`: `[batch, heads, m, d]`, `v`: `[batch, heads, m, dv]`
+/// - returns `[batch, heads, n, dv]`
+pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
+    if !(on_cpu_f32(&q) && on_cpu_f32(&k) && on_cpu_f32(&v)) {
+        return reference::attention(q, k, v);
+    }
+    let [b, h, n, d] = q.dims();
+    let [_, _, m, dv] = v.dims();
+    let device = q.device();
+    let shape = attention::AttentionShape {
+        heads: b * h,
+        n,
+        m,
+        d,
+        dv,
+    };
+    let (q, k, v) = (host_values(q), host_values(k), host_values(v));
+    let out =
+        attention::flash_attention(f32s(&q), f32s(&k), f32s(&v), shape, 1.0 / (d as f32).sqrt());
+    Tensor::from_data(TensorData::new(out, [b, h, n, dv]), &device)
+}
+
+/// GroupNorm with the module's affine parameters.
+///
+/// # Shapes
+/// - `x`: `[batch, channels, h, w]` -> same
+pub fn group_norm(x: Tensor<4>, norm: &GroupNorm) -> Tensor<4> {
+    let (Some(gamma), Some(beta)) = (&norm.gamma, &norm.beta) else {
+        return norm.forward(x);
+    };
+    if !on_cpu_f32(&x) {
+        return norm.forward(x);
+    }
+    let gamma = host_values(gamma.val());
+    let beta = host_values(beta.val());
+    let [b, c, h, w] = x.dims();
+    let (groups, eps) = (norm.num_groups, norm.epsilon as f32);
+    map_in_place(x, |data| {
+        let params = group_norm::Affine {
+            gamma: gamma.as_slice::<f32>().expect("float32 gamma"),
+            beta: beta.as_slice::<f32>().expect("float32 beta"),
+        };
+        group_norm::group_norm_in_place(data, [b, c, h * w], groups, eps, params);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::nn::GroupNormConfig;
+    use burn::tensor::Distribution;
+
+    fn random<const D: usize>(dims: [usize; D]) -> Tensor<D> {
+        Tensor::random(dims, Distribution::Normal(0.0, 1.5), &Device::flex())
+    }
+
+    /// Largest difference relative to the reference's largest magnitude.
+    fn rel_diff<const D: usize>(ours: Tensor<D>, reference: Tensor<D>) -> f32 {
+        let scale = reference.clone().abs().max().into_scalar::<f32>().max(1.0);
+        (ours - reference).abs().max().into_scalar::<f32>() / scale
+    }
+
+    #[test]
+    fn attention_matches_burn_on_odd_shapes() {
+        for (b, h, n, m, d, dv) in [
+            (1, 1, 1, 1, 8, 8),
+            (2, 3, 77, 77, 40, 40),
+            (1, 2, 130, 700, 24, 16),
+            (2, 1, 64, 1025, 64, 64),
+        ] {
+            let (q, k, v) = (
+                random([b, h, n, d]),
+                random([b, h, m, d]),
+                random([b, h, m, dv]),
+            );
+            let diff = rel_diff(
+                attention(q.clone(), k.clone(), v.clone()),
+                reference::attention(q, k, v),
+            );
+            assert!(diff < 2e-6, "attention {b}x{h}x{n}x{m}x{d}x{dv}: {diff}");
+        }
+    }
+
+    #[test]
+    fn attention_takes_strided_views() {
+        // The UNet hands over swapped-axis views; the kernel must see logical order.
+        let q = random([2, 50, 4, 8]).swap_dims(1, 2);
+        let k = random([2, 30, 4, 8]).swap_dims(1, 2);
+        let v = random([2, 30, 4, 8]).swap_dims(1, 2);
+        let diff = rel_diff(
+            attention(q.clone(), k.clone(), v.clone()),
+            reference::attention(q, k, v),
+        );
+        assert!(diff < 2e-6, "strided attention: {diff}");
+    }
+
+    #[test]
+    fn activations_match_burn() {
+        let x = random([3, 5, 7, 11]);
+        assert!(
+            rel_diff(silu(x.clone()), reference::silu(x.clone())) < 2e-6,
+            "silu"
+        );
+        assert!(rel_diff(gelu(x.clone()), reference::gelu(x)) < 2e-6, "gelu");
+        let y = random([2, 9, 2 * 37]);
+        assert!(
+            rel_diff(geglu(y.clone()), reference::geglu(y)) < 2e-6,
+            "geglu"
+        );
+    }
+
+    #[test]
+    fn activations_leave_shared_inputs_untouched() {
+        let x = random([2, 3, 4, 5]);
+        let before = x.clone().into_data();
+        let _ = silu(x.clone());
+        assert_eq!(
+            x.into_data(),
+            before,
+            "an in-place kernel must not write through a shared buffer"
+        );
+    }
+
+    #[test]
+    fn group_norm_matches_burn() {
+        let device = Device::flex();
+        for (groups, channels, side) in [(32, 64, 5), (8, 16, 9), (1, 3, 4)] {
+            let mut norm = GroupNormConfig::new(groups, channels)
+                .with_epsilon(1e-6)
+                .init(&device);
+            norm.gamma = Some(burn::module::Param::from_tensor(random([channels])));
+            norm.beta = Some(burn::module::Param::from_tensor(random([channels])));
+            let x = random([2, channels, side, side + 1])
+                .mul_scalar(3.0)
+                .add_scalar(5.0);
+            let diff = rel_diff(group_norm(x.clone(), &norm), norm.forward(x));
+            assert!(diff < 2e-6, "group norm {groups}/{channels}: {diff}");
+        }
+    }
+}

@@ -193,7 +193,7 @@ fn load_report_names_unused_and_ignored_tensors() {
         .flat_map(|v| v.to_le_bytes())
         .collect::<Vec<u8>>();
     let mut views: Vec<(String, safetensors::tensor::TensorView<'_>)> =
-        st.tensors().into_iter().map(|(n, v)| (n, v)).collect();
+        st.tensors().into_iter().collect();
     views.push((
         "some_extension.weight".into(),
         safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![2], &extra).unwrap(),

@@ -4,7 +4,7 @@
 
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::tensor::activation::{gelu, sigmoid};
+use burn::tensor::activation::sigmoid;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Device, Int, Tensor};
@@ -274,7 +274,7 @@ impl ClipMlp {
         let h = if self.quick_gelu {
             h.clone() * sigmoid(h.mul_scalar(1.702))
         } else {
-            gelu(h)
+            kernels::gelu(h)
         };
         self.fc2.forward(h)
     }

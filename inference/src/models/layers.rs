@@ -3,10 +3,10 @@
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{GroupNorm, GroupNormConfig, Linear, LinearConfig, PaddingConfig2d};
-use burn::tensor::activation::silu;
 use burn::tensor::module::interpolate;
 use burn::tensor::ops::{InterpolateMode, InterpolateOptions};
 use burn::tensor::{Device, Tensor};
+use kernels::{group_norm, silu};
 
 use crate::device::tensor_from_vec;
 
@@ -25,7 +25,7 @@ pub fn conv2d(
 }
 
 /// A GroupNorm with `groups` groups over `channels` channels.
-pub fn group_norm(groups: usize, channels: usize, eps: f64, device: &Device) -> GroupNorm {
+pub fn new_group_norm(groups: usize, channels: usize, eps: f64, device: &Device) -> GroupNorm {
     GroupNormConfig::new(groups, channels)
         .with_epsilon(eps)
         .init(device)
@@ -53,10 +53,10 @@ impl ResnetBlock {
         device: &Device,
     ) -> Self {
         Self {
-            norm1: group_norm(groups, c_in, eps, device),
+            norm1: new_group_norm(groups, c_in, eps, device),
             conv1: conv2d([c_in, c_out], 3, 1, 1, device),
             time_emb_proj: temb_channels.map(|t| LinearConfig::new(t, c_out).init(device)),
-            norm2: group_norm(groups, c_out, eps, device),
+            norm2: new_group_norm(groups, c_out, eps, device),
             conv2: conv2d([c_out, c_out], 3, 1, 1, device),
             conv_shortcut: (c_in != c_out).then(|| conv2d([c_in, c_out], 1, 1, 0, device)),
         }
@@ -67,11 +67,11 @@ impl ResnetBlock {
     /// - `temb_act`: `[batch, temb_channels]`, already passed through SiLU
     /// - returns `[batch, c_out, h, w]`
     pub fn forward(&self, x: Tensor<4>, temb_act: Option<&Tensor<2>>) -> Tensor<4> {
-        let mut h = self.conv1.forward(silu(self.norm1.forward(x.clone())));
+        let mut h = self.conv1.forward(silu(group_norm(x.clone(), &self.norm1)));
         if let (Some(proj), Some(temb)) = (&self.time_emb_proj, temb_act) {
             h = h + proj.forward(temb.clone()).unsqueeze_dims::<4>(&[2, 3]);
         }
-        let h = self.conv2.forward(silu(self.norm2.forward(h)));
+        let h = self.conv2.forward(silu(group_norm(h, &self.norm2)));
         let skip = match &self.conv_shortcut {
             Some(conv) => conv.forward(x),
             None => x,

@@ -4,11 +4,9 @@
 use burn::module::Module;
 use burn::nn::conv::Conv2d;
 use burn::nn::{GroupNorm, LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::tensor::activation::gelu;
-use burn::tensor::module::attention;
 use burn::tensor::{Device, Tensor};
 
-use super::layers::{conv2d, group_norm};
+use super::layers::{conv2d, new_group_norm};
 
 /// diffusers `Attention` with the default processor: multi-head scaled dot-product
 /// attention; `to_out` is diffusers' `to_out.0` (the module list's Dropout is dropped).
@@ -67,7 +65,7 @@ impl Attention {
             .forward(context)
             .reshape([b, m, self.heads, d])
             .swap_dims(1, 2);
-        let out = attention(q, k, v, None, None, Default::default()); // [b, heads, n, d]
+        let out = kernels::attention(q, k, v); // [b, heads, n, d]
         self.to_out.forward(out.swap_dims(1, 2).reshape([b, n, c]))
     }
 }
@@ -90,11 +88,7 @@ impl FeedForward {
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let projected = self.geglu.forward(x);
-        let inner = projected.dims()[2] / 2;
-        let hidden = projected.clone().narrow(2, 0, inner);
-        let gate = projected.narrow(2, inner, inner);
-        self.out.forward(hidden * gelu(gate))
+        self.out.forward(kernels::geglu(self.geglu.forward(x)))
     }
 }
 
@@ -171,7 +165,7 @@ impl Transformer2d {
             }
         };
         Self {
-            norm: group_norm(s.groups, channels, 1e-6, device),
+            norm: new_group_norm(s.groups, channels, 1e-6, device),
             proj_in: projection(),
             transformer_blocks: (0..s.depth)
                 .map(|_| TransformerBlock::new(channels, s.context_dim, s.heads, device))
@@ -187,7 +181,7 @@ impl Transformer2d {
         let [b, c, h, w] = x.dims();
         let to_tokens = |t: Tensor<4>| t.permute([0, 2, 3, 1]).reshape([b, h * w, c]);
         let to_image = |t: Tensor<3>| t.reshape([b, h, w, c]).permute([0, 3, 1, 2]);
-        let normed = self.norm.forward(x.clone());
+        let normed = kernels::group_norm(x.clone(), &self.norm);
         let mut tokens = match &self.proj_in {
             Projection::Conv(conv) => to_tokens(conv.forward(normed)),
             Projection::Linear(linear) => linear.forward(to_tokens(normed)),

@@ -3,12 +3,11 @@
 use burn::module::Module;
 use burn::nn::conv::Conv2d;
 use burn::nn::{GroupNorm, Linear, LinearConfig};
-use burn::tensor::activation::silu;
-use burn::tensor::module::attention;
 use burn::tensor::{Device, Tensor};
+use kernels::{group_norm, silu};
 use serde_json::Value;
 
-use super::layers::{Downsample, ResnetBlock, Upsample, conv2d, group_norm};
+use super::layers::{Downsample, ResnetBlock, Upsample, conv2d, new_group_norm};
 use crate::error::{Error, Result};
 
 /// Autoencoder hyper-parameters.
@@ -126,7 +125,7 @@ impl VaeConfig {
                 })
                 .collect(),
             mid_block: mid(ch[n - 1]),
-            conv_norm_out: group_norm(g, ch[n - 1], 1e-6, device),
+            conv_norm_out: new_group_norm(g, ch[n - 1], 1e-6, device),
             conv_out: conv2d([ch[n - 1], 2 * self.latent_channels], 3, 1, 1, device),
         };
         let decoder = Decoder {
@@ -148,7 +147,7 @@ impl VaeConfig {
                     }
                 })
                 .collect(),
-            conv_norm_out: group_norm(g, ch[0], 1e-6, device),
+            conv_norm_out: new_group_norm(g, ch[0], 1e-6, device),
             conv_out: conv2d([ch[0], self.out_channels], 3, 1, 1, device),
         };
         let lc = self.latent_channels;
@@ -175,7 +174,7 @@ impl VaeAttention {
     fn new(c: usize, groups: usize, device: &Device) -> Self {
         let linear = || LinearConfig::new(c, c).init(device);
         Self {
-            group_norm: group_norm(groups, c, 1e-6, device),
+            group_norm: new_group_norm(groups, c, 1e-6, device),
             to_q: linear(),
             to_k: linear(),
             to_v: linear(),
@@ -185,16 +184,14 @@ impl VaeAttention {
 
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         let [b, c, h, w] = x.dims();
-        let tokens = self
-            .group_norm
-            .forward(x.clone())
+        let tokens = group_norm(x.clone(), &self.group_norm)
             .reshape([b, c, h * w])
             .swap_dims(1, 2);
         let head = |t: Tensor<3>| t.unsqueeze_dim::<4>(1); // one head: [b, 1, hw, c]
         let q = head(self.to_q.forward(tokens.clone()));
         let k = head(self.to_k.forward(tokens.clone()));
         let v = head(self.to_v.forward(tokens));
-        let out = attention(q, k, v, None, None, Default::default()).squeeze_dim::<3>(1);
+        let out = kernels::attention(q, k, v).squeeze_dim::<3>(1);
         let out = self
             .to_out
             .forward(out)
@@ -295,7 +292,7 @@ impl Vae {
             }
         }
         x = e.mid_block.forward(x);
-        x = e.conv_out.forward(silu(e.conv_norm_out.forward(x)));
+        x = e.conv_out.forward(silu(group_norm(x, &e.conv_norm_out)));
         let moments = self.quant_conv.forward(x);
         let c = moments.dims()[1] / 2;
         Posterior {
@@ -321,6 +318,6 @@ impl Vae {
                 x = up.forward(x, [2 * h, 2 * w]);
             }
         }
-        d.conv_out.forward(silu(d.conv_norm_out.forward(x)))
+        d.conv_out.forward(silu(group_norm(x, &d.conv_norm_out)))
     }
 }

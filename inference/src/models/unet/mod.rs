@@ -8,11 +8,11 @@ pub use config::UNetConfig;
 use burn::module::Module;
 use burn::nn::GroupNorm;
 use burn::nn::conv::Conv2d;
-use burn::tensor::activation::silu;
 use burn::tensor::{Device, Tensor};
+use kernels::silu;
 
 use super::layers::{
-    Downsample, ResnetBlock, TimestepMlp, Upsample, conv2d, group_norm, timestep_embedding,
+    Downsample, ResnetBlock, TimestepMlp, Upsample, conv2d, new_group_norm, timestep_embedding,
 };
 use super::transformer::{Transformer2d, TransformerSettings};
 
@@ -146,7 +146,7 @@ impl UNetConfig {
             down_blocks,
             mid_block,
             up_blocks,
-            conv_norm_out: group_norm(groups, ch[0], eps, device),
+            conv_norm_out: new_group_norm(groups, ch[0], eps, device),
             conv_out: conv2d([ch[0], self.out_channels], 3, 1, 1, device),
             flip_sin_to_cos: self.flip_sin_to_cos,
             freq_shift: self.freq_shift,
@@ -241,7 +241,7 @@ impl UNet {
             record(format!("up_blocks.{i}"), &x);
         }
 
-        let x = self.conv_norm_out.forward(x);
+        let x = kernels::group_norm(x, &self.conv_norm_out);
         record("conv_norm_out".into(), &x);
         let x = self.conv_out.forward(silu(x));
         record("conv_out".into(), &x);

@@ -1,0 +1,28 @@
+//! The plain-Burn definitions the kernels must match (and the path every non-CPU device takes).
+
+use burn::tensor::Tensor;
+use burn::tensor::activation;
+use burn::tensor::module;
+
+/// SiLU.
+pub fn silu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    activation::silu(x)
+}
+
+/// Exact GELU.
+pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    activation::gelu(x)
+}
+
+/// `hidden * gelu(gate)` over the two halves of the last dimension.
+pub fn geglu(x: Tensor<3>) -> Tensor<3> {
+    let inner = x.dims()[2] / 2;
+    let hidden = x.clone().narrow(2, 0, inner);
+    let gate = x.narrow(2, inner, inner);
+    hidden * activation::gelu(gate)
+}
+
+/// Burn's scaled dot-product attention without a mask.
+pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
+    module::attention(q, k, v, None, None, Default::default())
+}
