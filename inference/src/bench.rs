@@ -161,19 +161,20 @@ fn conv(c_in: usize, c_out: usize, k: usize, h: usize, w: usize) -> f64 {
     2.0 * (c_in * c_out * k * k * h * w) as f64
 }
 
+/// A resnet block: two 3x3 convolutions and a 1x1 shortcut when the width changes.
+fn resnet(c_in: usize, c_out: usize, h: usize, w: usize) -> f64 {
+    let shortcut = if c_in != c_out {
+        conv(c_in, c_out, 1, h, w)
+    } else {
+        0.0
+    };
+    conv(c_in, c_out, 3, h, w) + conv(c_out, c_out, 3, h, w) + shortcut
+}
+
 /// One UNet call: convolutions, linear layers and attention (norms and activations are
 /// a fraction of a percent).
 pub fn unet_flops(cfg: &UNetConfig, batch: usize, h: usize, w: usize, tokens: usize) -> f64 {
     let ch = &cfg.block_out_channels;
-    let resnet = |c_in: usize, c_out: usize, h: usize, w: usize| {
-        conv(c_in, c_out, 3, h, w)
-            + conv(c_out, c_out, 3, h, w)
-            + if c_in != c_out {
-                conv(c_in, c_out, 1, h, w)
-            } else {
-                0.0
-            }
-    };
     let transformer = |c: usize, h: usize, w: usize| {
         let n = (h * w) as f64;
         let c = c as f64;
@@ -237,15 +238,6 @@ pub fn unet_flops(cfg: &UNetConfig, batch: usize, h: usize, w: usize, tokens: us
 pub fn vae_decode_flops(cfg: &VaeConfig, batch: usize, h: usize, w: usize) -> f64 {
     let ch = &cfg.block_out_channels;
     let n = ch.len();
-    let resnet = |c_in: usize, c_out: usize, h: usize, w: usize| {
-        conv(c_in, c_out, 3, h, w)
-            + conv(c_out, c_out, 3, h, w)
-            + if c_in != c_out {
-                conv(c_in, c_out, 1, h, w)
-            } else {
-                0.0
-            }
-    };
     let top = ch[n - 1];
     let attention = {
         let tokens = (h * w) as f64;

@@ -3,32 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use ember_tests::{Fixture, Fixtures, reference, torch_file};
+use ember_tests::{reference, torch_file, write_edited_checkpoint};
 
 use crate::{arg, ember};
-
-/// Writes the sd15 single-file checkpoint with `edit` applied to each tensor; `edit`
-/// returns false to drop the tensor.
-fn edited_checkpoint(dst: &Path, mut edit: impl FnMut(&str, &mut Fixture) -> bool) {
-    let src = Fixtures::load("sd15/checkpoint.safetensors");
-    let mut kept: Vec<(String, Fixture)> = Vec::new();
-    for (name, tensor) in src.tensors {
-        let mut tensor = tensor;
-        if edit(&name, &mut tensor) {
-            kept.push((name, tensor));
-        }
-    }
-    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = kept
-        .iter()
-        .map(|(n, t)| {
-            (
-                n.clone(),
-                safetensors::tensor::TensorView::new(t.dtype, t.shape.clone(), &t.bytes).unwrap(),
-            )
-        })
-        .collect();
-    std::fs::write(dst, safetensors::serialize(views, None).unwrap()).unwrap();
-}
 
 /// CRC-32 as PNG chunks use it.
 fn crc32(bytes: &[u8]) -> u32 {
@@ -142,25 +119,26 @@ fn every_bad_input_is_a_one_line_error() {
         "not a stable diffusion checkpoint",
     );
     let missing = dir.join("missing.safetensors");
-    edited_checkpoint(&missing, |name, _| {
-        !name.ends_with("middle_block.0.in_layers.2.weight")
-    });
+    let drop_one = |name: &str, _: &mut _| !name.ends_with("middle_block.0.in_layers.2.weight");
+    write_edited_checkpoint(&missing, drop_one, Vec::new());
     model_case("a missing tensor", missing, "lacks");
     let misshaped = dir.join("misshaped.safetensors");
-    edited_checkpoint(&misshaped, |name, t| {
+    let flatten = |name: &str, t: &mut ember_tests::Fixture| {
         if name == CONV_IN {
             t.shape = vec![t.shape.iter().product()];
         }
         true
-    });
+    };
+    write_edited_checkpoint(&misshaped, flatten, Vec::new());
     model_case("a misshaped tensor", misshaped, "has shape");
     let nan = dir.join("nan.safetensors");
-    edited_checkpoint(&nan, |name, t| {
+    let poison = |name: &str, t: &mut ember_tests::Fixture| {
         if name == CONV_IN {
             t.bytes[..4].copy_from_slice(&f32::NAN.to_le_bytes());
         }
         true
-    });
+    };
+    write_edited_checkpoint(&nan, poison, Vec::new());
     model_case("NaN weights", nan, "nan");
     let evil = dir.join("evil.ckpt");
     torch_file::write_malicious_checkpoint(&evil);

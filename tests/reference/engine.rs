@@ -4,7 +4,7 @@
 use std::ops::ControlFlow;
 
 use burn::tensor::Device;
-use ember_tests::{Fixtures, reference};
+use ember_tests::{Fixture, reference, write_edited_checkpoint};
 use inference::api::{GenerateRequest, Progress, SamplerChoice, Stage};
 use inference::device::Precision;
 use inference::metadata::{self, ImageMetadata, Parameters};
@@ -32,6 +32,15 @@ fn request(model: &Model, seed: u64) -> GenerateRequest {
         schedule: ScheduleName::Karras,
     };
     r
+}
+
+/// Options for the sd15 single-file checkpoint (its architecture from `--config`).
+fn single_file_options() -> LoadOptions {
+    LoadOptions {
+        config_dir: Some(reference("sd15/pipeline")),
+        device: Device::flex(),
+        precision: Precision::F32,
+    }
 }
 
 fn quiet(_: Progress) -> ControlFlow<()> {
@@ -120,34 +129,18 @@ fn every_image_of_a_batch_is_its_own_seeds_image() {
 fn non_finite_values_stop_the_generation_naming_the_stage() {
     // Scale the UNet's output convolution so far up that its output overflows to infinity.
     let dir = tempfile::tempdir().unwrap();
-    let src = Fixtures::load("sd15/checkpoint.safetensors");
-    let mut views = Vec::new();
-    let mut data: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
-    for (name, t) in &src.tensors {
-        let mut bytes = t.bytes.clone();
-        if name == "model.diffusion_model.out.2.weight" {
-            bytes = t
-                .f32()
-                .iter()
-                .flat_map(|v| (v * 3e38).to_le_bytes())
-                .collect();
-        }
-        data.push((name.clone(), t.shape.clone(), bytes));
-    }
-    for (name, shape, bytes) in &data {
-        let dtype = src.get(name).dtype;
-        views.push((
-            name.clone(),
-            safetensors::tensor::TensorView::new(dtype, shape.clone(), bytes).unwrap(),
-        ));
-    }
     let path = dir.path().join("overflow.safetensors");
-    std::fs::write(&path, safetensors::serialize(views, None).unwrap()).unwrap();
-    let options = LoadOptions {
-        config_dir: Some(reference("sd15/pipeline")),
-        device: Device::flex(),
-        precision: Precision::F32,
+    let scale_up = |name: &str, t: &mut Fixture| {
+        if name == "model.diffusion_model.out.2.weight" {
+            *t = Fixture::from_f32(
+                t.shape.clone(),
+                &t.f32().iter().map(|v| v * 3e38).collect::<Vec<_>>(),
+            );
+        }
+        true
     };
+    write_edited_checkpoint(&path, scale_up, Vec::new());
+    let options = single_file_options();
     let m = load(&path, &options).unwrap();
     match generate(&m, &request(&m, 1), &mut quiet) {
         Err(Error::NonFinite { stage }) => {
@@ -186,25 +179,13 @@ fn half_precision_stays_close_to_f32() {
 #[test]
 fn load_report_names_unused_and_ignored_tensors() {
     let dir = tempfile::tempdir().unwrap();
-    let src = std::fs::read(reference("sd15/checkpoint.safetensors")).unwrap();
-    let st = safetensors::SafeTensors::deserialize(&src).unwrap();
-    let extra = [1f32, 2.0]
-        .iter()
-        .flat_map(|v| v.to_le_bytes())
-        .collect::<Vec<u8>>();
-    let mut views: Vec<(String, safetensors::tensor::TensorView<'_>)> =
-        st.tensors().into_iter().collect();
-    views.push((
-        "some_extension.weight".into(),
-        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![2], &extra).unwrap(),
-    ));
     let path = dir.path().join("extra.safetensors");
-    std::fs::write(&path, safetensors::serialize(views, None).unwrap()).unwrap();
-    let options = LoadOptions {
-        config_dir: Some(reference("sd15/pipeline")),
-        device: Device::flex(),
-        precision: Precision::F32,
-    };
+    let extra = vec![(
+        "some_extension.weight".to_string(),
+        Fixture::from_f32(vec![2], &[1.0, 2.0]),
+    )];
+    write_edited_checkpoint(&path, |_, _| true, extra);
+    let options = single_file_options();
     let m = load(&path, &options).unwrap();
     let report = &m.info.report;
     assert_eq!(report.unknown, vec!["some_extension.weight".to_string()]);

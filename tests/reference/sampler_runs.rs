@@ -13,7 +13,7 @@ use inference::pipeline::guidance;
 use inference::rng::TorchRng;
 use inference::sampling::{self, Hooks, NoiseSource, StepState};
 use inference::schedule::LatentScaling;
-use inference::schedule::diffusers::{SchedulerClass, SchedulerConfig};
+use inference::schedule::diffusers::SchedulerConfig;
 
 /// Relative (to the largest reference value) tolerance for replayed sampler maths: the
 /// reference README expects ~1e-6 for a float32 port. Observed: at most 5.5e-7 (DDIM and
@@ -147,14 +147,7 @@ fn every_supported_run_replays_step_by_step() {
         eprintln!("{name}: replayed, worst step error {worst:.2e} of the reference maximum");
         replayed.push(config.class);
     }
-    for required in [
-        SchedulerClass::EulerDiscrete,
-        SchedulerClass::EulerAncestralDiscrete,
-        SchedulerClass::Ddim,
-        SchedulerClass::DpmSolverMultistep,
-        SchedulerClass::HeunDiscrete,
-        SchedulerClass::LmsDiscrete,
-    ] {
+    for required in ember_tests::required_scheduler_classes() {
         assert!(
             replayed.contains(&required),
             "no run of {required:?} was replayed"

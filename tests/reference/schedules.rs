@@ -195,14 +195,7 @@ fn diffusers_tables_match_set_timesteps() {
 
     let samplers = supported_diffusers_samplers();
     let classes: Vec<SchedulerClass> = samplers.iter().map(|(_, _, c)| c.class).collect();
-    for required in [
-        SchedulerClass::EulerDiscrete,
-        SchedulerClass::EulerAncestralDiscrete,
-        SchedulerClass::Ddim,
-        SchedulerClass::DpmSolverMultistep,
-        SchedulerClass::HeunDiscrete,
-        SchedulerClass::LmsDiscrete,
-    ] {
+    for required in ember_tests::required_scheduler_classes() {
         assert!(
             classes.contains(&required),
             "{required:?} is required but not reproduced"

@@ -64,6 +64,16 @@ pub struct Fixture {
 }
 
 impl Fixture {
+    /// A float32 tensor.
+    pub fn from_f32(shape: Vec<usize>, values: &[f32]) -> Self {
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Self {
+            shape,
+            dtype: safetensors::Dtype::F32,
+            bytes,
+        }
+    }
+
     /// The values as f32 (float32 tensors only).
     pub fn f32(&self) -> Vec<f32> {
         assert_eq!(
@@ -279,4 +289,46 @@ pub fn read_png_rgb(path: &Path) -> (u32, u32, Vec<u8>) {
     );
     buf.truncate(info.buffer_size());
     (info.width, info.height, buf)
+}
+
+/// Writes the sd15 single-file checkpoint to `dst` with `edit` applied to every tensor
+/// (returning false drops it) and `extra` tensors added: damaged or extended checkpoints
+/// for tests.
+pub fn write_edited_checkpoint(
+    dst: &Path,
+    mut edit: impl FnMut(&str, &mut Fixture) -> bool,
+    extra: Vec<(String, Fixture)>,
+) {
+    let src = Fixtures::load("sd15/checkpoint.safetensors");
+    let mut kept: Vec<(String, Fixture)> = Vec::new();
+    for (name, mut tensor) in src.tensors {
+        if edit(&name, &mut tensor) {
+            kept.push((name, tensor));
+        }
+    }
+    kept.extend(extra);
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = kept
+        .iter()
+        .map(|(n, t)| {
+            (
+                n.clone(),
+                safetensors::tensor::TensorView::new(t.dtype, t.shape.clone(), &t.bytes).unwrap(),
+            )
+        })
+        .collect();
+    std::fs::write(dst, safetensors::serialize(views, None).unwrap()).unwrap();
+}
+
+/// The diffusers scheduler classes the engine issue requires; tests check that a run of
+/// each was reproduced.
+pub fn required_scheduler_classes() -> [inference::schedule::diffusers::SchedulerClass; 6] {
+    use inference::schedule::diffusers::SchedulerClass as C;
+    [
+        C::EulerDiscrete,
+        C::EulerAncestralDiscrete,
+        C::Ddim,
+        C::DpmSolverMultistep,
+        C::HeunDiscrete,
+        C::LmsDiscrete,
+    ]
 }

@@ -57,17 +57,12 @@ impl SamplerName {
 
     /// Parses a ComfyUI or A1111 name (case-insensitive).
     pub fn parse(name: &str) -> Result<Self> {
-        let lower = name.trim().to_ascii_lowercase();
-        Self::ALL
-            .into_iter()
-            .find(|s| s.comfy_name() == lower || s.a1111_name().to_ascii_lowercase() == lower)
-            .ok_or_else(|| {
-                let valid: Vec<&str> = Self::ALL.iter().map(|s| s.comfy_name()).collect();
-                Error::settings(format!(
-                    "unknown sampler {name:?}; valid samplers: {}",
-                    valid.join(", ")
-                ))
-            })
+        find_by_name(
+            &Self::ALL,
+            name,
+            |s| [s.comfy_name(), s.a1111_name()],
+            "sampler",
+        )
     }
 
     fn algorithm(self) -> Algorithm {
@@ -158,17 +153,12 @@ impl ScheduleName {
 
     /// Parses a ComfyUI or A1111 name (case-insensitive).
     pub fn parse(name: &str) -> Result<Self> {
-        let lower = name.trim().to_ascii_lowercase();
-        Self::ALL
-            .into_iter()
-            .find(|s| s.comfy_name() == lower || s.a1111_name().to_ascii_lowercase() == lower)
-            .ok_or_else(|| {
-                let valid: Vec<&str> = Self::ALL.iter().map(|s| s.comfy_name()).collect();
-                Error::settings(format!(
-                    "unknown schedule {name:?}; valid schedules: {}",
-                    valid.join(", ")
-                ))
-            })
+        find_by_name(
+            &Self::ALL,
+            name,
+            |s| [s.comfy_name(), s.a1111_name()],
+            "schedule",
+        )
     }
 
     /// The sigma list for `steps` steps (`steps + 1` values, the last one 0), or more for
@@ -199,6 +189,27 @@ impl FromStr for ScheduleName {
     fn from_str(s: &str) -> Result<Self> {
         Self::parse(s)
     }
+}
+
+/// The entry of `all` whose ComfyUI or A1111 name is `name` (case-insensitive); the error
+/// lists the valid ComfyUI names.
+fn find_by_name<T: Copy>(
+    all: &[T],
+    name: &str,
+    names: impl Fn(T) -> [&'static str; 2],
+    what: &str,
+) -> Result<T> {
+    let wanted = name.trim().to_ascii_lowercase();
+    all.iter()
+        .copied()
+        .find(|&v| names(v).iter().any(|n| n.to_ascii_lowercase() == wanted))
+        .ok_or_else(|| {
+            let valid: Vec<&str> = all.iter().map(|&v| names(v)[0]).collect();
+            Error::settings(format!(
+                "unknown {what} {name:?}; valid {what}s: {}",
+                valid.join(", ")
+            ))
+        })
 }
 
 /// A ComfyUI-style plan: ComfyUI's sigma list and timesteps, and a pure-noise start of

@@ -3,10 +3,12 @@
 
 pub mod apply;
 pub mod detect;
+mod folder;
 pub mod inspect;
 pub mod keymap;
 pub mod loader;
 pub mod pickle_guard;
+mod single_file;
 pub mod source;
 
 pub use apply::{ComponentReport, NamedTensor, apply_strict};

@@ -1,0 +1,194 @@
+//! diffusers' `set_timesteps` arithmetic for each scheduler family: timestep spacing,
+//! sigma interpolation or Karras sigmas, the final sigma, and the timesteps the UNet gets.
+
+use super::{SchedulerClass, SchedulerConfig, Spacing};
+use crate::schedule::{DiscreteSchedule, Plan, linspace_f64};
+
+impl SchedulerConfig {
+    /// DDIM and PNDM: integer timesteps, each step transferring to `t - N / steps` (to
+    /// `final_alpha_cumprod` past the start).
+    pub(super) fn alpha_transfer_schedule(
+        &self,
+        table: &DiscreteSchedule,
+        steps: usize,
+    ) -> (Vec<f32>, Vec<f64>) {
+        let n = self.num_train_timesteps;
+        let timesteps: Vec<i64> = match self.spacing {
+            Spacing::Leading => (0..steps)
+                .rev()
+                .map(|i| (i * (n / steps) + self.steps_offset) as i64)
+                .collect(),
+            Spacing::Trailing => trailing(n, steps),
+            Spacing::Linspace => linspace_f64(0.0, (n - 1) as f64, steps)
+                .iter()
+                .rev()
+                .map(|t| t.round_ties_even() as i64)
+                .collect(),
+        };
+        let sigma_of_t = |t: i64| -> f32 {
+            let alpha = if t >= 0 {
+                table.alphas_cumprod[t as usize]
+            } else if self.set_alpha_to_one {
+                1.0
+            } else {
+                table.alphas_cumprod[0]
+            };
+            DiscreteSchedule::sigma_of_alpha_cumprod(alpha) as f32
+        };
+        let mut sigmas: Vec<f32> = timesteps.iter().map(|&t| sigma_of_t(t)).collect();
+        // diffusers transfers the last step to `t - N // steps`; every earlier step lands on
+        // the next timestep (exactly so for leading spacing and for step counts dividing N).
+        sigmas.push(sigma_of_t(timesteps[steps - 1] - (n / steps) as i64));
+        (sigmas, timesteps.into_iter().map(|t| t as f64).collect())
+    }
+
+    /// Euler, Euler ancestral, Heun, LMS: float32 timesteps, sigmas interpolated linearly in
+    /// the table (or Karras sigmas with `_sigma_to_t` timesteps), then a final 0.
+    pub(super) fn euler_family_schedule(
+        &self,
+        table: &DiscreteSchedule,
+        steps: usize,
+    ) -> (Vec<f32>, Vec<f64>) {
+        let n = self.num_train_timesteps;
+        let timesteps: Vec<f64> = match self.spacing {
+            Spacing::Linspace => linspace_f64(0.0, (n - 1) as f64, steps)
+                .iter()
+                .rev()
+                .map(|&t| f64::from(t as f32))
+                .collect(),
+            Spacing::Leading => (0..steps)
+                .rev()
+                .map(|i| (i * (n / steps) + self.steps_offset) as f64)
+                .collect(),
+            Spacing::Trailing => trailing(n, steps).into_iter().map(|t| t as f64).collect(),
+        };
+        let (sigmas, timesteps) = if self.use_karras_sigmas {
+            let sigmas = karras_f64(table, steps);
+            let timesteps = sigmas
+                .iter()
+                .map(|&s| f64::from(table.sigma_to_t(s) as f32))
+                .collect();
+            (sigmas, timesteps)
+        } else {
+            (
+                timesteps.iter().map(|&t| table.sigma_interp(t)).collect(),
+                timesteps,
+            )
+        };
+        let mut sigmas: Vec<f32> = sigmas.into_iter().map(|s| s as f32).collect();
+        sigmas.push(0.0);
+        (sigmas, timesteps)
+    }
+
+    /// DPM-Solver multistep: integer timesteps from `steps + 1` points, interpolated sigmas
+    /// (or Karras sigmas with rounded `_sigma_to_t` timesteps), then a final 0.
+    pub(super) fn dpm_solver_schedule(
+        &self,
+        table: &DiscreteSchedule,
+        steps: usize,
+    ) -> (Vec<f32>, Vec<f64>) {
+        let n = self.num_train_timesteps;
+        let timesteps: Vec<i64> = match self.spacing {
+            Spacing::Linspace => {
+                let mut t: Vec<i64> = linspace_f64(0.0, (n - 1) as f64, steps + 1)
+                    .iter()
+                    .rev()
+                    .map(|t| t.round_ties_even() as i64)
+                    .collect();
+                t.pop();
+                t
+            }
+            Spacing::Leading => (1..=steps)
+                .rev()
+                .map(|i| (i * (n / (steps + 1)) + self.steps_offset) as i64)
+                .collect(),
+            Spacing::Trailing => trailing(n, steps),
+        };
+        let (sigmas, timesteps): (Vec<f64>, Vec<f64>) = if self.use_karras_sigmas {
+            let sigmas = karras_f64(table, steps);
+            let timesteps = sigmas
+                .iter()
+                .map(|&s| table.sigma_to_t(s).round_ties_even())
+                .collect();
+            (sigmas, timesteps)
+        } else {
+            let sigmas = timesteps
+                .iter()
+                .map(|&t| table.sigma_interp(t as f64))
+                .collect();
+            (sigmas, timesteps.into_iter().map(|t| t as f64).collect())
+        };
+        let mut sigmas: Vec<f32> = sigmas.into_iter().map(|s| s as f32).collect();
+        sigmas.push(0.0);
+        (sigmas, timesteps)
+    }
+
+    /// The timesteps diffusers exposes as `scheduler.timesteps` (the UNet calls in loop
+    /// order), for comparison with diffusers' tables.
+    pub fn loop_timesteps(&self, plan: &Plan) -> Vec<f64> {
+        let n = plan.steps();
+        let t: Vec<f64> = plan.sigmas[..n]
+            .iter()
+            .map(|&s| plan.timesteps.timestep(s))
+            .collect();
+        match self.class {
+            SchedulerClass::HeunDiscrete => {
+                let mut out = vec![t[0]];
+                for &ti in &t[1..] {
+                    out.extend([ti, ti]);
+                }
+                out
+            }
+            SchedulerClass::Pndm => {
+                let mut out = vec![t[0]];
+                if n > 1 {
+                    out.push(t[1]);
+                }
+                out.extend_from_slice(&t[1..]);
+                out
+            }
+            _ => t,
+        }
+    }
+}
+
+impl SchedulerConfig {
+    /// The sigmas diffusers exposes as `scheduler.sigmas` (Heun repeats the inner ones).
+    pub fn loop_sigmas(&self, plan: &Plan) -> Vec<f32> {
+        let s = &plan.sigmas;
+        match self.class {
+            SchedulerClass::HeunDiscrete if s.len() > 2 => {
+                let mut out = vec![s[0]];
+                for &si in &s[1..s.len() - 1] {
+                    out.extend([si, si]);
+                }
+                out.push(s[s.len() - 1]);
+                out
+            }
+            _ => s.clone(),
+        }
+    }
+}
+
+/// `round(arange(N, 0, -N / steps)) - 1` (trailing spacing).
+fn trailing(n: usize, steps: usize) -> Vec<i64> {
+    let ratio = n as f64 / steps as f64;
+    let mut out = Vec::with_capacity(steps);
+    let mut t = n as f64;
+    while t > 0.0 && out.len() < steps {
+        out.push(t.round_ties_even() as i64 - 1);
+        t = n as f64 - ratio * out.len() as f64;
+    }
+    out
+}
+
+/// diffusers `_convert_to_karras` (float64 numpy) over the table's range, rho 7.
+fn karras_f64(table: &DiscreteSchedule, steps: usize) -> Vec<f64> {
+    let rho = 7.0;
+    let (sigma_min, sigma_max) = (f64::from(table.sigma_min()), f64::from(table.sigma_max()));
+    let (min_inv, max_inv) = (sigma_min.powf(1.0 / rho), sigma_max.powf(1.0 / rho));
+    linspace_f64(0.0, 1.0, steps)
+        .into_iter()
+        .map(|ramp| (max_inv + ramp * (min_inv - max_inv)).powf(rho))
+        .collect()
+}
