@@ -218,7 +218,9 @@ mod tests {
             let ours = error_vs(&exact, attention(q.clone(), k.clone(), v.clone()));
             let burns = error_vs(&exact, reference::attention(q, k, v));
             if std::env::var_os("EMBER_TEST_VERBOSE").is_some() {
-                eprintln!("attention {b}x{h}x{n}x{m}x{d}x{dv}: ours {ours:.2e}, Burn {burns:.2e} (vs float64)");
+                eprintln!(
+                    "attention {b}x{h}x{n}x{m}x{d}x{dv}: ours {ours:.2e}, Burn {burns:.2e} (vs float64)"
+                );
             }
             // Float32 rounding in a different summation order: no worse than Burn's own.
             assert!(

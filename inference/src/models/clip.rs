@@ -11,6 +11,7 @@ use burn::tensor::{Device, Int, Tensor};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::models::config_json;
 
 /// The MLP activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,15 +66,7 @@ impl ClipConfig {
     pub fn from_json(text: &str) -> Result<Self> {
         let v: Value = serde_json::from_str(text)
             .map_err(|e| Error::settings(format!("text encoder config is not valid JSON: {e}")))?;
-        let size = |key: &str| {
-            v[key]
-                .as_u64()
-                .filter(|&n| n > 0 && n < 1 << 20)
-                .map(|n| n as usize)
-                .ok_or_else(|| {
-                    Error::settings(format!("text encoder config: missing or invalid {key:?}"))
-                })
-        };
+        let size = |key: &str| config_json::size(&v, key, "text encoder");
         let activation = match v["hidden_act"].as_str().unwrap_or("quick_gelu") {
             "quick_gelu" => ClipActivation::QuickGelu,
             "gelu" => ClipActivation::Gelu,

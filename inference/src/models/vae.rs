@@ -7,6 +7,7 @@ use burn::tensor::{Device, Tensor};
 use kernels::{group_norm, silu};
 use serde_json::Value;
 
+use super::config_json;
 use super::layers::{Downsample, ResnetBlock, Upsample, conv2d, new_group_norm};
 use crate::error::{Error, Result};
 
@@ -46,16 +47,8 @@ impl VaeConfig {
     pub fn from_json(text: &str) -> Result<Self> {
         let v: Value = serde_json::from_str(text)
             .map_err(|e| Error::settings(format!("VAE config is not valid JSON: {e}")))?;
-        let uint = |key: &str| -> Result<usize> {
-            v[key]
-                .as_u64()
-                .filter(|&n| n > 0 && n < 1 << 16)
-                .map(|n| n as usize)
-                .ok_or_else(|| Error::settings(format!("VAE config: missing or invalid {key:?}")))
-        };
-        let block_out_channels: Vec<usize> = v["block_out_channels"]
-            .as_array()
-            .map(|a| a.iter().map(|x| x.as_u64().unwrap_or(0) as usize).collect())
+        let uint = |key: &str| config_json::size(&v, key, "VAE");
+        let block_out_channels = config_json::sizes(&v, "block_out_channels")
             .ok_or_else(|| Error::settings("VAE config: missing \"block_out_channels\""))?;
         if block_out_channels.is_empty()
             || block_out_channels.len() > 6

@@ -18,9 +18,7 @@ use crate::imaging;
 use crate::model::Model;
 use crate::rng::BatchRng;
 use crate::sampling::{self, Hooks, NoiseSource, StepState};
-use crate::schedule::{
-    BetaSchedule, DiscreteSchedule, LatentScaling, Plan, TableArithmetic, named,
-};
+use crate::schedule::{BetaSchedule, DiscreteSchedule, Plan, TableArithmetic, named};
 
 /// The sample after one sampler step (for live previews and tests).
 pub struct StepLatents<'a> {
@@ -63,6 +61,55 @@ impl NoiseSource for RngNoise<'_> {
         let dims = like.dims();
         let per_image = dims[1..].iter().product();
         tensor_from_vec(self.rng.randn(per_image), dims, &like.device())
+    }
+}
+
+/// The starting sample and the image conditioning, drawn in diffusers' order.
+struct Start {
+    x: Tensor<4>,
+    /// The initial noise (the inpainting blend re-noises the image with it).
+    noise: Tensor<4>,
+    /// The init image's VAE latents, when the pipeline needs them.
+    image_latents: Option<Tensor<4>>,
+    mask: Option<MaskInputs>,
+}
+
+impl Start {
+    fn prepare(
+        model: &Model,
+        request: &GenerateRequest,
+        plan: &Plan,
+        shape: [usize; 4],
+        rng: &mut BatchRng,
+    ) -> Result<Self> {
+        // diffusers' inpainting at full strength starts from pure noise; img2img and
+        // partial-strength inpainting from the noised image.
+        let from_noise =
+            request.init_image.is_none() || (request.mask.is_some() && request.strength >= 1.0);
+        // The 4-channel model blends the image back in, so it needs its latents even when
+        // starting from noise; the 9-channel model only when starting part-way.
+        let image_latents = match &request.init_image {
+            Some(init) if !model.is_inpainting() || !from_noise => {
+                let image = image_inputs::image_tensor(model, init);
+                Some(image_inputs::encode_image(model, image, rng))
+            }
+            _ => None,
+        };
+        let noise = tensor_from_vec(rng.randn(shape[1..].iter().product()), shape, &model.device);
+        let x = match (&image_latents, from_noise) {
+            (Some(latents), false) => latents.clone() + noise.clone().mul_scalar(plan.sigmas[0]),
+            _ => noise.clone().mul_scalar(plan.initial_noise_scale),
+        };
+        let mask = match (&request.init_image, &request.mask) {
+            (Some(init), Some(m)) => Some(image_inputs::mask_inputs(model, init, m, rng)?),
+            _ => None,
+        };
+        Ok(Self {
+            x,
+            noise,
+            image_latents,
+            mask,
+        })
     }
 }
 
@@ -111,32 +158,16 @@ pub fn generate(
         request.width as usize / f,
     ];
     let mut rng = BatchRng::new(request.seed, batch);
-
-    // Image conditioning and the starting sample, drawing in diffusers' order.
-    let mut image_latents: Option<Tensor<4>> = None;
-    let mut mask: Option<MaskInputs> = None;
-    if let Some(init) = &request.init_image {
+    if request.init_image.is_some() {
         report(observer, Stage::EncodingImage, 0, 0)?;
         plan.keep_last_steps(request.effective_steps() as usize);
-        let full_denoise = request.mask.is_some() && request.strength >= 1.0;
-        // The 4-channel model blends the image back in, so it needs its latents even at
-        // full strength; the 9-channel model only when starting part-way.
-        if !model.is_inpainting() || !full_denoise {
-            let image = image_inputs::image_tensor(model, init);
-            image_latents = Some(image_inputs::encode_image(model, image, &mut rng));
-        }
     }
-    let noise = tensor_from_vec(rng.randn(shape[1..].iter().product()), shape, &model.device);
-    let x = match (
-        &image_latents,
-        request.mask.is_some() && request.strength >= 1.0,
-    ) {
-        (Some(latents), false) => latents.clone() + noise.clone().mul_scalar(plan.sigmas[0]),
-        _ => noise.clone().mul_scalar(plan.initial_noise_scale),
-    };
-    if let (Some(init), Some(m)) = (&request.init_image, &request.mask) {
-        mask = Some(image_inputs::mask_inputs(model, init, m, &mut rng)?);
-    }
+    let Start {
+        x,
+        noise,
+        image_latents,
+        mask,
+    } = Start::prepare(model, request, &plan, shape, &mut rng)?;
 
     // The denoiser: UNet with guidance, plus the 9-channel inpainting input.
     let inpaint_input = match (&mask, model.is_inpainting()) {
@@ -177,16 +208,18 @@ pub fn generate(
 
     // After each step: the 4-channel inpainting blend, the NaN check, progress.
     let blend = match (&mask, &image_latents, model.is_inpainting()) {
-        (Some(m), Some(latents), false) => Some((m.mask_latent.clone(), latents.clone())),
+        (Some(m), Some(latents), false) => {
+            let keep = m.mask_latent.clone().neg().add_scalar(1.0);
+            Some((m.mask_latent.clone(), keep, latents.clone()))
+        }
         _ => None,
     };
     let output_scale = plan.output_scale();
-    let scaling = plan.scaling;
     let total = plan.steps();
     report(observer, Stage::Denoising, 0, total)?;
     let mut failure: Option<Error> = None;
     let mut on_step = |state: &mut StepState| {
-        if let Some((m, latents)) = &blend {
+        if let Some((m, keep, latents)) = &blend {
             // diffusers re-noises the image to the next noise level; the last step blends
             // with the clean image latents (in the sampler's scaling).
             let target = if state.index + 1 == state.total {
@@ -194,8 +227,7 @@ pub fn generate(
             } else {
                 latents.clone() + noise.clone().mul_scalar(state.sigma_next)
             };
-            let keep = m.clone().neg().add_scalar(1.0);
-            state.x = target * keep + state.x.clone() * m.clone();
+            state.x = target * keep.clone() + state.x.clone() * m.clone();
         }
         if let Err(e) = check_finite(
             &state.x,
@@ -204,19 +236,13 @@ pub fn generate(
             failure = Some(e);
             return ControlFlow::Break(());
         }
-        let to_diffusers_scale = match scaling {
-            LatentScaling::VarianceExploding => 1.0,
-            LatentScaling::VariancePreserving => {
-                1.0 / (1.0 + state.sigma_next * state.sigma_next).sqrt()
-            }
-        };
         observer.step(&StepLatents {
             step: state.index + 1,
             total: state.total,
             sigma: state.sigma_next,
             x: &state.x,
             denoised: &state.denoised,
-            to_diffusers_scale,
+            to_diffusers_scale: plan.scale_at(state.sigma_next),
             evaluations: evaluations.get(),
         });
         let progress = Progress {

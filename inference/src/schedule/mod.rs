@@ -90,14 +90,20 @@ impl Plan {
         self.sigmas.drain(..drop);
     }
 
-    /// The factor that turns the sampler's final sample into the latents the VAE decodes.
-    pub fn output_scale(&self) -> f32 {
+    /// The factor that turns a sample at noise level `sigma` (sampler scaling) into the
+    /// latents diffusers' scheduler would hold: `1 / sqrt(1 + sigma^2)` for schedulers that
+    /// keep `x * sqrt(alpha_cumprod)`, else 1.
+    pub fn scale_at(&self, sigma: f32) -> f32 {
         match self.scaling {
             LatentScaling::VarianceExploding => 1.0,
             LatentScaling::VariancePreserving => {
-                let last = f64::from(*self.sigmas.last().expect("non-empty sigma list"));
-                (1.0 / (1.0 + last * last).sqrt()) as f32
+                (1.0 / (1.0 + f64::from(sigma).powi(2)).sqrt()) as f32
             }
         }
+    }
+
+    /// The factor that turns the sampler's final sample into the latents the VAE decodes.
+    pub fn output_scale(&self) -> f32 {
+        self.scale_at(*self.sigmas.last().expect("non-empty sigma list"))
     }
 }

@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::models::config_json;
 
 /// `UNet2DConditionModel` settings Ember supports.
 #[derive(Clone, Debug, PartialEq)]
@@ -65,18 +66,8 @@ impl UNetConfig {
                 "UNet config: {what} is not supported"
             )))
         };
-        let uint = |key: &str| -> Result<usize> {
-            v[key]
-                .as_u64()
-                .filter(|&n| n > 0 && n < 1 << 16)
-                .map(|n| n as usize)
-                .ok_or_else(|| Error::settings(format!("UNet config: missing or invalid {key:?}")))
-        };
-        let uints = |key: &str| -> Option<Vec<usize>> {
-            v[key]
-                .as_array()
-                .map(|a| a.iter().map(|x| x.as_u64().unwrap_or(0) as usize).collect())
-        };
+        let uint = |key: &str| config_json::size(&v, key, "UNet");
+        let uints = |key: &str| config_json::sizes(&v, key);
         let block_out_channels = uints("block_out_channels")
             .ok_or_else(|| Error::settings("UNet config: missing \"block_out_channels\""))?;
         let levels = block_out_channels.len();
