@@ -114,6 +114,21 @@ fn every_bad_input_is_a_one_line_error() {
         "embedding",
     );
     model_case(
+        "an SDXL checkpoint",
+        reference("sdxl/checkpoint.safetensors"),
+        "sdxl checkpoint",
+    );
+    model_case(
+        "an SDXL folder",
+        reference("sdxl/pipeline"),
+        "sdxl pipeline",
+    );
+    model_case(
+        "an SD 2.x folder",
+        reference("sd2v/pipeline"),
+        "sd 2.x pipeline",
+    );
+    model_case(
         "random tensors",
         reference("sd15/golden/unet.safetensors"),
         "not a stable diffusion checkpoint",

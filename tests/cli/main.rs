@@ -5,6 +5,7 @@
 //! points at the real binary.
 
 mod bad_input;
+mod info;
 mod reproduce;
 
 use std::path::Path;

@@ -243,3 +243,70 @@ fn every_layout_gives_identical_outputs() {
         assert_eq!(out, &outs[0], "every layout holds bit-identical weights");
     }
 }
+
+#[test]
+fn half_precision_files_load_into_f32() {
+    // The same checkpoint stored as F16 and BF16 must load to exactly the f32 values of its
+    // rounded weights: compare against an F32 file holding those rounded values.
+    use ember_tests::{Fixture, write_edited_checkpoint};
+    let dir = tempfile::tempdir().unwrap();
+    let golden = Fixtures::load("sd15/golden/unet.safetensors");
+    let run = |path: &std::path::Path| {
+        let m = load(path, &options(Some("sd15/pipeline"))).unwrap();
+        let out = m.unet.forward(
+            tensor(golden.get("sample")),
+            &golden.get("timestep").f32(),
+            &tensor(golden.get("encoder_hidden_states")),
+        );
+        (tensor_to_vec(out), m.info.report.notes())
+    };
+    for (dtype, to_bits, from_bits) in [
+        (
+            safetensors::Dtype::F16,
+            (|v: f32| half::f16::from_f32(v).to_bits()) as fn(f32) -> u16,
+            (|b: u16| half::f16::from_bits(b).to_f32()) as fn(u16) -> f32,
+        ),
+        (
+            safetensors::Dtype::BF16,
+            |v: f32| half::bf16::from_f32(v).to_bits(),
+            |b: u16| half::bf16::from_bits(b).to_f32(),
+        ),
+    ] {
+        let half_path = dir.path().join(format!("{dtype:?}.safetensors"));
+        let rounded_path = dir.path().join(format!("{dtype:?}-rounded.safetensors"));
+        let to_half = |_: &str, t: &mut Fixture| {
+            if t.dtype == safetensors::Dtype::F32 {
+                t.bytes = t
+                    .f32()
+                    .into_iter()
+                    .flat_map(|v| to_bits(v).to_le_bytes())
+                    .collect();
+                t.dtype = dtype;
+            }
+            true
+        };
+        write_edited_checkpoint(&half_path, to_half, Vec::new());
+        let round = |_: &str, t: &mut Fixture| {
+            if t.dtype == safetensors::Dtype::F32 {
+                *t = Fixture::from_f32(
+                    t.shape.clone(),
+                    &t.f32()
+                        .into_iter()
+                        .map(|v| from_bits(to_bits(v)))
+                        .collect::<Vec<_>>(),
+                );
+            }
+            true
+        };
+        write_edited_checkpoint(&rounded_path, round, Vec::new());
+        let ((from_half, notes), (from_rounded, _)) = (run(&half_path), run(&rounded_path));
+        assert_eq!(
+            from_half, from_rounded,
+            "{dtype:?} weights load to their exact f32 values"
+        );
+        assert!(
+            notes.iter().any(|n| n.contains("converted on load")),
+            "{dtype:?}: the report mentions the conversion"
+        );
+    }
+}

@@ -1,0 +1,108 @@
+//! `ember info`: model families and layouts of every reference model, and image metadata.
+
+use ember_tests::{inpainting_folder, reference};
+
+use crate::{arg, ember};
+
+fn info(path: &std::path::Path) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ember(dir.path(), &["info", &arg(path)]);
+    assert!(
+        out.status.success(),
+        "ember info {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn info_names_the_family_and_layout_of_every_model() {
+    let inpaint = inpainting_folder();
+    for (path, family, layout) in [
+        (
+            reference("sd15/checkpoint.safetensors"),
+            "SD 1.x",
+            "single file (safetensors)",
+        ),
+        (
+            reference("sd15/pipeline"),
+            "SD 1.x",
+            "diffusers folder (StableDiffusionPipeline)",
+        ),
+        (
+            inpaint.path().to_path_buf(),
+            "SD 1.x inpainting",
+            "diffusers folder",
+        ),
+        (reference("sd2v/pipeline"), "SD 2.x", "diffusers folder"),
+        (
+            reference("sdxl/checkpoint.safetensors"),
+            "SDXL",
+            "single file",
+        ),
+        (
+            reference("sdxl/pipeline"),
+            "SDXL",
+            "diffusers folder (StableDiffusionXLPipeline)",
+        ),
+        (
+            reference("sd15/lora/lora_kohya.safetensors"),
+            "not a full model: a LoRA",
+            "single file",
+        ),
+    ] {
+        let text = info(&path);
+        let line = |key: &str| {
+            text.lines()
+                .find(|l| l.starts_with(key))
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert!(
+            line("family:").contains(family),
+            "{}: {text}",
+            path.display()
+        );
+        assert!(
+            line("layout:").contains(layout),
+            "{}: {text}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn info_reads_generation_parameters_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.png");
+    let model = arg(&reference("sd15/pipeline"));
+    let made = ember(
+        dir.path(),
+        &[
+            "generate",
+            "--model",
+            &model,
+            "--prompt",
+            "a test, with: punctuation",
+            "--seed",
+            "7",
+            "--steps",
+            "2",
+            "--out",
+            &arg(&out),
+        ],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let text = info(&out);
+    assert!(
+        text.contains("prompt:   a test, with: punctuation"),
+        "{text}"
+    );
+    assert!(text.contains("Seed: 7"), "{text}");
+    assert!(text.contains("Steps: 2"), "{text}");
+}
