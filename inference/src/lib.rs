@@ -13,10 +13,12 @@ pub mod metadata;
 pub mod model;
 pub mod models;
 pub mod pipeline;
+pub mod preview;
 pub mod rng;
 pub mod sampling;
 pub mod schedule;
 pub mod text;
 pub mod weights;
+pub mod worker;
 
 pub use error::{Error, Result};

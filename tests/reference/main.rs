@@ -7,3 +7,4 @@ mod rng;
 mod sampler_runs;
 mod schedules;
 mod tokenizer;
+mod worker;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::apply::NamedTensor;
 use super::detect::{Detected, Family};
 use super::keymap::{self, KeyTarget};
-use super::loader::{Configs, LoadOptions, Networks, Sources, display_name};
+use super::loader::{Configs, LoadOptions, Networks, Sources, Stages, display_name};
 use super::source::{FileFormat, TensorFile};
 use crate::error::{Error, Result};
 use crate::model::{Layout, LoadReport, Model, ModelInfo};
@@ -81,7 +81,7 @@ fn check_pipeline(dir: &Path) -> Result<()> {
 }
 
 /// Loads an SD 1.x diffusers folder.
-pub(super) fn load(dir: &Path, options: &LoadOptions) -> Result<Model> {
+pub(super) fn load(dir: &Path, options: &LoadOptions, stages: &mut Stages<'_>) -> Result<Model> {
     check_pipeline(dir)?;
     let tokenizer = ClipTokenizer::from_folder(&dir.join("tokenizer"))?;
     if tokenizer.pad_token() == PadToken::Exclamation {
@@ -146,6 +146,7 @@ pub(super) fn load(dir: &Path, options: &LoadOptions) -> Result<Model> {
             from_preset: false,
         },
         options,
+        stages,
     )?;
     report.components = networks.reports.clone();
     let in_channels = configs.unet.in_channels;

@@ -2,6 +2,7 @@
 //! loading of the three networks, assembling the `Model`).
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use burn::store::burn_pack::Tensor as PackTensor;
@@ -30,14 +31,46 @@ pub struct LoadOptions {
 
 /// Loads a diffusers folder, a `.safetensors` checkpoint or a `.ckpt` pickle.
 pub fn load(path: &Path, options: &LoadOptions) -> Result<Model> {
+    load_observed(path, options, &mut |_, _| ControlFlow::Continue(()))
+}
+
+/// [`load`], reporting `progress(done, total)` between stages (reading the file, then each
+/// network); `Break` cancels with [`Error::Cancelled`].
+pub fn load_observed(
+    path: &Path,
+    options: &LoadOptions,
+    progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
+) -> Result<Model> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => Error::invalid_model(path, "no such file or folder"),
         _ => Error::io(path, e),
     })?;
+    let mut stage = Stages { progress, done: 0 };
+    stage.next()?;
     if meta.is_dir() {
-        super::folder::load(path, options)
+        super::folder::load(path, options, &mut stage)
     } else {
-        super::single_file::load(path, options)
+        super::single_file::load(path, options, &mut stage)
+    }
+}
+
+/// Loading stages for progress reports: the file, then the three networks.
+pub(super) struct Stages<'a> {
+    progress: &'a mut dyn FnMut(usize, usize) -> ControlFlow<()>,
+    done: usize,
+}
+
+impl Stages<'_> {
+    const TOTAL: usize = 4;
+
+    /// Reports the stage about to start; `Err(Cancelled)` when the caller asked to stop.
+    pub fn next(&mut self) -> Result<()> {
+        let flow = (self.progress)(self.done, Self::TOTAL);
+        self.done += 1;
+        match flow {
+            ControlFlow::Continue(()) => Ok(()),
+            ControlFlow::Break(()) => Err(Error::Cancelled),
+        }
     }
 }
 
@@ -109,7 +142,12 @@ pub(super) struct Sources<'a> {
 
 impl Networks {
     /// Loads every network strictly (see [`apply_strict`]).
-    pub fn load(configs: &Configs, sources: Sources<'_>, options: &LoadOptions) -> Result<Self> {
+    pub fn load(
+        configs: &Configs,
+        sources: Sources<'_>,
+        options: &LoadOptions,
+        stages: &mut Stages<'_>,
+    ) -> Result<Self> {
         let hint = |e: Error| match e {
             Error::Weights { path, message }
                 if sources.from_preset && message.contains("has shape") =>
@@ -127,11 +165,14 @@ impl Networks {
         let (d, dtype) = (&options.device, options.precision.dtype());
         let [clip, unet, vae] = sources.tensors;
         let [clip_path, unet_path, vae_path] = sources.paths;
+        stages.next()?;
         let (text_encoder, r1) =
             apply_strict(configs.clip.init(d), clip, "text encoder", clip_path, dtype)
                 .map_err(hint)?;
+        stages.next()?;
         let (unet, r2) =
             apply_strict(configs.unet.init(d), unet, "UNet", unet_path, dtype).map_err(hint)?;
+        stages.next()?;
         let (vae, r3) =
             apply_strict(configs.vae.init(d), vae, "VAE", vae_path, dtype).map_err(hint)?;
         Ok(Self {

@@ -5,7 +5,7 @@ use std::path::Path;
 use super::apply::NamedTensor;
 use super::detect::{Family, NotDetected, detect};
 use super::keymap::{self, KeyTarget, UNetLayout};
-use super::loader::{Configs, LoadOptions, Networks, Sources, display_name, tensor_shapes};
+use super::loader::{Configs, LoadOptions, Networks, Sources, Stages, display_name, tensor_shapes};
 use super::source::TensorFile;
 use crate::error::{Error, Result};
 use crate::model::{Layout, LoadReport, Model, ModelInfo};
@@ -41,7 +41,7 @@ fn is_known_extra(key: &str) -> bool {
 }
 
 /// Loads an SD 1.x single-file checkpoint.
-pub(super) fn load(path: &Path, options: &LoadOptions) -> Result<Model> {
+pub(super) fn load(path: &Path, options: &LoadOptions, stages: &mut Stages<'_>) -> Result<Model> {
     let file = TensorFile::open(path)?;
     let detected = detect(&tensor_shapes(&file.tensors)).map_err(|e| match e {
         NotDetected::Known(what) => Error::invalid_model(path, format!("this is {what}")),
@@ -119,6 +119,7 @@ pub(super) fn load(path: &Path, options: &LoadOptions) -> Result<Model> {
             from_preset,
         },
         options,
+        stages,
     )?;
     report.components = networks.reports.clone();
     report.unknown.sort();

@@ -1,0 +1,231 @@
+//! The inference worker: one named thread that owns the engine (model and device) and
+//! serves plain-data [`Command`]s, answering with [`Event`]s and latest-only [`Preview`]s.
+//!
+//! **Invariants:** all model and device work happens on this thread; every command runs under
+//! `catch_unwind`, so a panic becomes a failed event (the model is freed, as its state is
+//! unknown) and the worker keeps serving; the UI is woken with the callback it gave after
+//! every event or preview, and never blocks on the worker.
+
+mod engine;
+mod protocol;
+
+pub use engine::{BurnEngine, Engine, EngineProgress};
+pub use protocol::{CancelToken, Command, Event, JobId, ModelSummary, Preview};
+
+use std::ops::ControlFlow;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
+
+/// The newest preview, overwritten by the worker, taken by the UI.
+#[derive(Clone, Default)]
+struct PreviewSlot(Arc<Mutex<Option<Preview>>>);
+
+impl PreviewSlot {
+    fn put(&self, preview: Preview) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(preview);
+    }
+
+    fn take(&self) -> Option<Preview> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+/// The UI's handle on the worker thread. Dropping it shuts the worker down and joins it.
+pub struct WorkerHandle {
+    commands: Sender<Command>,
+    events: Receiver<Event>,
+    preview: PreviewSlot,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl WorkerHandle {
+    /// Starts the worker thread (named `inference`) around `engine`; `wake` is called after
+    /// every event or preview (eframe: `ctx.request_repaint()`).
+    pub fn spawn(
+        engine: impl Engine + 'static,
+        wake: impl Fn() + Send + 'static,
+    ) -> std::io::Result<Self> {
+        let (commands, command_rx) = unbounded();
+        let (event_tx, events) = unbounded();
+        let preview = PreviewSlot::default();
+        let slot = preview.clone();
+        let thread = std::thread::Builder::new()
+            .name("inference".into())
+            .spawn(move || serve(engine, &command_rx, &event_tx, &slot, &wake))?;
+        Ok(Self {
+            commands,
+            events,
+            preview,
+            thread: Some(thread),
+        })
+    }
+
+    /// Sends a command (never blocks).
+    pub fn send(&self, command: Command) {
+        // The worker only stops on Shutdown or Drop, so a send error cannot happen while
+        // the handle lives.
+        let _ = self.commands.send(command);
+    }
+
+    /// The next event, if one is waiting.
+    pub fn try_event(&self) -> Option<Event> {
+        self.events.try_recv().ok()
+    }
+
+    /// The newest preview since the last call, if any.
+    pub fn take_preview(&self) -> Option<Preview> {
+        self.preview.take()
+    }
+}
+
+impl Drop for WorkerHandle {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Shutdown);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A panic payload as text.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+fn serve(
+    mut engine: impl Engine,
+    commands: &Receiver<Command>,
+    events: &Sender<Event>,
+    preview: &PreviewSlot,
+    wake: &dyn Fn(),
+) {
+    let emit = |event: Event| {
+        let _ = events.send(event);
+        wake();
+    };
+    while let Ok(command) = commands.recv() {
+        match command {
+            Command::Shutdown => break,
+            Command::Unload => {
+                engine.unload();
+                emit(Event::ModelUnloaded);
+            }
+            Command::LoadModel {
+                path,
+                config_dir,
+                cancel,
+            } => {
+                let start = Instant::now();
+                let mut progress = |step, total| {
+                    emit(Event::ModelLoading {
+                        path: path.clone(),
+                        step,
+                        total,
+                    });
+                    if cancel.is_cancelled() {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                };
+                let outcome = catch_unwind(AssertUnwindSafe(|| {
+                    engine.load(&path, config_dir.as_deref(), &mut progress)
+                }));
+                match outcome {
+                    Ok(Ok(summary)) => emit(Event::ModelLoaded {
+                        summary,
+                        elapsed: start.elapsed(),
+                    }),
+                    Ok(Err(crate::Error::Cancelled)) => emit(Event::ModelFailed {
+                        path,
+                        error: "loading was cancelled".into(),
+                    }),
+                    Ok(Err(e)) => emit(Event::ModelFailed {
+                        path,
+                        error: e.to_string(),
+                    }),
+                    Err(payload) => {
+                        engine.unload();
+                        emit(Event::ModelFailed {
+                            path,
+                            error: format!(
+                                "internal error while loading: {}",
+                                panic_message(&*payload)
+                            ),
+                        });
+                    }
+                }
+            }
+            Command::Generate {
+                job,
+                request,
+                cancel,
+            } => {
+                emit(Event::JobStarted { job });
+                let start = Instant::now();
+                let mut progress = |p: EngineProgress| {
+                    if let Some(image) = p.preview {
+                        preview.put(Preview {
+                            job,
+                            step: p.step,
+                            image,
+                        });
+                    }
+                    emit(Event::Progress {
+                        job,
+                        stage: p.stage,
+                        step: p.step,
+                        total: p.total,
+                        elapsed: p.elapsed,
+                    });
+                    if cancel.is_cancelled() {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                };
+                let outcome = if cancel.is_cancelled() {
+                    Ok(Err(crate::Error::Cancelled))
+                } else {
+                    catch_unwind(AssertUnwindSafe(|| {
+                        engine.generate(&request, &mut progress)
+                    }))
+                };
+                match outcome {
+                    Ok(Ok(generation)) => emit(Event::Finished {
+                        job,
+                        images: generation.images,
+                        request,
+                        elapsed: start.elapsed(),
+                        warnings: generation.warnings,
+                    }),
+                    Ok(Err(crate::Error::Cancelled)) => emit(Event::Cancelled { job }),
+                    Ok(Err(e)) => emit(Event::Failed {
+                        job,
+                        error: e.to_string(),
+                    }),
+                    Err(payload) => {
+                        // The model's state is unknown after a panic: free it.
+                        engine.unload();
+                        emit(Event::ModelUnloaded);
+                        emit(Event::Failed {
+                            job,
+                            error: format!(
+                                "internal error (the model was unloaded; load it again): {}",
+                                panic_message(&*payload)
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The worker's plain-data protocol: what the UI asks, what the worker answers.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::api::{GenerateRequest, Stage};
+use crate::imaging::ImageRgb8;
+
+/// Identifies one generation job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(pub u64);
+
+/// A shared flag the UI sets to stop a job; the worker checks it every step.
+#[derive(Clone, Debug, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// A fresh token.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks the job to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a stop was asked for.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// What the UI asks of the worker.
+#[derive(Debug)]
+pub enum Command {
+    /// Load a model (replacing the current one, which is freed first).
+    LoadModel {
+        path: PathBuf,
+        config_dir: Option<PathBuf>,
+        cancel: CancelToken,
+    },
+    /// Generate; `cancel` stops it within one step.
+    Generate {
+        job: JobId,
+        request: Box<GenerateRequest>,
+        cancel: CancelToken,
+    },
+    /// Free the model.
+    Unload,
+    /// Finish the current command and end the thread.
+    Shutdown,
+}
+
+/// What loading found, for the model panel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelSummary {
+    pub path: PathBuf,
+    pub name: String,
+    /// `SD 1.x`, `SD 1.x inpainting`, ...
+    pub family: String,
+    /// `diffusers folder (safetensors)`, `single file (safetensors)`, ...
+    pub layout: String,
+    pub native_size: (u32, u32),
+    pub inpainting: bool,
+    /// Load warnings (unused tensors, conversions, ...).
+    pub notes: Vec<String>,
+    /// The model's own default sampler, for the UI to show (A1111 name).
+    pub default_sampler: Option<String>,
+}
+
+/// What the worker reports.
+#[derive(Clone, Debug)]
+pub enum Event {
+    ModelLoading {
+        path: PathBuf,
+        step: usize,
+        total: usize,
+    },
+    ModelLoaded {
+        summary: ModelSummary,
+        elapsed: Duration,
+    },
+    ModelFailed {
+        path: PathBuf,
+        error: String,
+    },
+    ModelUnloaded,
+    JobStarted {
+        job: JobId,
+    },
+    Progress {
+        job: JobId,
+        stage: Stage,
+        step: usize,
+        total: usize,
+        elapsed: Duration,
+    },
+    Finished {
+        job: JobId,
+        images: Vec<ImageRgb8>,
+        request: Box<GenerateRequest>,
+        elapsed: Duration,
+        warnings: Vec<String>,
+    },
+    Cancelled {
+        job: JobId,
+    },
+    Failed {
+        job: JobId,
+        error: String,
+    },
+}
+
+impl Event {
+    /// The job an event is about, if any.
+    pub fn job(&self) -> Option<JobId> {
+        match self {
+            Event::JobStarted { job }
+            | Event::Progress { job, .. }
+            | Event::Finished { job, .. }
+            | Event::Cancelled { job }
+            | Event::Failed { job, .. } => Some(*job),
+            _ => None,
+        }
+    }
+}
+
+/// A live preview: the newest one replaces any the UI has not shown yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preview {
+    pub job: JobId,
+    pub step: usize,
+    pub image: ImageRgb8,
+}
