@@ -3,8 +3,8 @@
 
 use std::ops::ControlFlow;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use burn::tensor::Device;
@@ -14,7 +14,10 @@ use inference::device::Precision;
 use inference::imaging::ImageRgb8;
 use inference::pipeline::generate;
 use inference::weights::{LoadOptions, load};
-use inference::worker::{BurnEngine, CancelToken, Command, Engine, EngineProgress, Event, JobId, ModelSummary, WorkerHandle};
+use inference::worker::{
+    BurnEngine, CancelToken, Command, Engine, EngineProgress, Event, JobId, ModelSummary,
+    WorkerHandle,
+};
 use inference::{Error, Result};
 
 /// Steps through `request.steps` with a pause each; panics on the prompt "panic".
@@ -24,7 +27,12 @@ struct FakeEngine {
 }
 
 impl Engine for FakeEngine {
-    fn load(&mut self, path: &Path, _: Option<&Path>, progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>) -> Result<ModelSummary> {
+    fn load(
+        &mut self,
+        path: &Path,
+        _: Option<&Path>,
+        progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
+    ) -> Result<ModelSummary> {
         if progress(0, 1).is_break() {
             return Err(Error::Cancelled);
         }
@@ -42,20 +50,41 @@ impl Engine for FakeEngine {
 
     fn unload(&mut self) {}
 
-    fn generate(&mut self, request: &GenerateRequest, progress: &mut dyn FnMut(EngineProgress) -> ControlFlow<()>) -> Result<Generation> {
-        assert!(request.prompt != "panic", "the fake engine was told to panic");
+    fn generate(
+        &mut self,
+        request: &GenerateRequest,
+        progress: &mut dyn FnMut(EngineProgress) -> ControlFlow<()>,
+    ) -> Result<Generation> {
+        assert!(
+            request.prompt != "panic",
+            "the fake engine was told to panic"
+        );
         let total = request.steps as usize;
         for step in 1..=total {
             std::thread::sleep(self.step_time);
             self.steps_run.fetch_add(1, Ordering::SeqCst);
-            let preview = Some(ImageRgb8 { width: 1, height: 1, pixels: vec![step as u8; 3] });
-            let report = EngineProgress { stage: Stage::Denoising, step, total, elapsed: Duration::ZERO, preview };
+            let preview = Some(ImageRgb8 {
+                width: 1,
+                height: 1,
+                pixels: vec![step as u8; 3],
+            });
+            let report = EngineProgress {
+                stage: Stage::Denoising,
+                step,
+                total,
+                elapsed: Duration::ZERO,
+                preview,
+            };
             if progress(report).is_break() {
                 return Err(Error::Cancelled);
             }
         }
         Ok(Generation {
-            images: vec![ImageRgb8 { width: 1, height: 1, pixels: vec![0; 3] }],
+            images: vec![ImageRgb8 {
+                width: 1,
+                height: 1,
+                pixels: vec![0; 3],
+            }],
             latents: Vec::new(),
             latent_shape: [1, 4, 1, 1],
             warnings: Vec::new(),
@@ -68,7 +97,10 @@ fn fake_worker(step_ms: u64) -> (WorkerHandle, Arc<AtomicUsize>, Arc<AtomicUsize
     let steps = Arc::new(AtomicUsize::new(0));
     let wakes = Arc::new(AtomicUsize::new(0));
     let w = wakes.clone();
-    let engine = FakeEngine { step_time: Duration::from_millis(step_ms), steps_run: steps.clone() };
+    let engine = FakeEngine {
+        step_time: Duration::from_millis(step_ms),
+        steps_run: steps.clone(),
+    };
     let handle = WorkerHandle::spawn(engine, move || {
         w.fetch_add(1, Ordering::SeqCst);
     })
@@ -77,7 +109,11 @@ fn fake_worker(step_ms: u64) -> (WorkerHandle, Arc<AtomicUsize>, Arc<AtomicUsize
 }
 
 fn request(prompt: &str, steps: u32) -> Box<GenerateRequest> {
-    Box::new(GenerateRequest { prompt: prompt.into(), steps, ..GenerateRequest::default() })
+    Box::new(GenerateRequest {
+        prompt: prompt.into(),
+        steps,
+        ..GenerateRequest::default()
+    })
 }
 
 /// Collects events until `done` says stop (or 10 s pass).
@@ -103,22 +139,44 @@ fn events_until(handle: &WorkerHandle, mut done: impl FnMut(&Event) -> bool) -> 
 fn cancelling_mid_job_stops_within_a_step() {
     let (worker, steps, wakes) = fake_worker(20);
     let cancel = CancelToken::new();
-    worker.send(Command::Generate { job: JobId(1), request: request("a cat", 50), cancel: cancel.clone() });
+    worker.send(Command::Generate {
+        job: JobId(1),
+        request: request("a cat", 50),
+        cancel: cancel.clone(),
+    });
     events_until(&worker, |e| matches!(e, Event::Progress { step: 3, .. }));
     cancel.cancel();
     let at_cancel = steps.load(Ordering::SeqCst);
-    let events = events_until(&worker, |e| matches!(e, Event::Cancelled { .. } | Event::Finished { .. }));
-    assert!(matches!(events.last(), Some(Event::Cancelled { job: JobId(1) })), "{events:?}");
-    assert!(steps.load(Ordering::SeqCst) <= at_cancel + 1, "the job ran on after the cancel");
+    let events = events_until(&worker, |e| {
+        matches!(e, Event::Cancelled { .. } | Event::Finished { .. })
+    });
+    assert!(
+        matches!(events.last(), Some(Event::Cancelled { job: JobId(1) })),
+        "{events:?}"
+    );
+    assert!(
+        steps.load(Ordering::SeqCst) <= at_cancel + 1,
+        "the job ran on after the cancel"
+    );
     assert!(wakes.load(Ordering::SeqCst) > 0, "the UI was woken");
 }
 
 #[test]
 fn a_job_sent_while_one_runs_starts_after_it_finishes() {
     let (worker, _, _) = fake_worker(5);
-    worker.send(Command::Generate { job: JobId(1), request: request("first", 5), cancel: CancelToken::new() });
-    worker.send(Command::Generate { job: JobId(2), request: request("second", 5), cancel: CancelToken::new() });
-    let events = events_until(&worker, |e| matches!(e, Event::Finished { job: JobId(2), .. }));
+    worker.send(Command::Generate {
+        job: JobId(1),
+        request: request("first", 5),
+        cancel: CancelToken::new(),
+    });
+    worker.send(Command::Generate {
+        job: JobId(2),
+        request: request("second", 5),
+        cancel: CancelToken::new(),
+    });
+    let events = events_until(&worker, |e| {
+        matches!(e, Event::Finished { job: JobId(2), .. })
+    });
     let order: Vec<String> = events
         .iter()
         .filter_map(|e| match e {
@@ -133,42 +191,77 @@ fn a_job_sent_while_one_runs_starts_after_it_finishes() {
 #[test]
 fn a_panicking_job_fails_and_the_worker_keeps_serving() {
     let (worker, _, _) = fake_worker(1);
-    worker.send(Command::Generate { job: JobId(1), request: request("panic", 3), cancel: CancelToken::new() });
+    worker.send(Command::Generate {
+        job: JobId(1),
+        request: request("panic", 3),
+        cancel: CancelToken::new(),
+    });
     let events = events_until(&worker, |e| matches!(e, Event::Failed { .. }));
     match events.last() {
-        Some(Event::Failed { job: JobId(1), error }) => assert!(error.contains("told to panic"), "{error}"),
+        Some(Event::Failed {
+            job: JobId(1),
+            error,
+        }) => assert!(error.contains("told to panic"), "{error}"),
         other => panic!("expected a failure, got {other:?}"),
     }
-    worker.send(Command::Generate { job: JobId(2), request: request("fine", 3), cancel: CancelToken::new() });
-    events_until(&worker, |e| matches!(e, Event::Finished { job: JobId(2), .. }));
+    worker.send(Command::Generate {
+        job: JobId(2),
+        request: request("fine", 3),
+        cancel: CancelToken::new(),
+    });
+    events_until(&worker, |e| {
+        matches!(e, Event::Finished { job: JobId(2), .. })
+    });
 }
 
 #[test]
 fn previews_are_latest_only() {
     let (worker, _, _) = fake_worker(2);
-    worker.send(Command::Generate { job: JobId(7), request: request("a cat", 30), cancel: CancelToken::new() });
+    worker.send(Command::Generate {
+        job: JobId(7),
+        request: request("a cat", 30),
+        cancel: CancelToken::new(),
+    });
     events_until(&worker, |e| matches!(e, Event::Finished { .. }));
     let preview = worker.take_preview().expect("a preview");
-    assert_eq!((preview.job, preview.step), (JobId(7), 30), "only the newest preview is kept");
-    assert!(worker.take_preview().is_none(), "a preview is handed out once");
+    assert_eq!(
+        (preview.job, preview.step),
+        (JobId(7), 30),
+        "only the newest preview is kept"
+    );
+    assert!(
+        worker.take_preview().is_none(),
+        "a preview is handed out once"
+    );
 }
 
 #[test]
 fn shutdown_joins_promptly_even_mid_job() {
     let (worker, _, _) = fake_worker(5);
     let cancel = CancelToken::new();
-    worker.send(Command::Generate { job: JobId(1), request: request("a cat", 20), cancel: cancel.clone() });
+    worker.send(Command::Generate {
+        job: JobId(1),
+        request: request("a cat", 20),
+        cancel: cancel.clone(),
+    });
     events_until(&worker, |e| matches!(e, Event::Progress { .. }));
     let start = Instant::now();
     cancel.cancel(); // what the app does on exit: cancel the running job, then drop the handle
     drop(worker);
-    assert!(start.elapsed() < Duration::from_secs(2), "dropping the handle joined the thread");
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "dropping the handle joined the thread"
+    );
 }
 
 #[test]
 fn the_real_engine_through_the_worker_makes_the_engines_image() {
     let device = Device::flex();
-    let options = LoadOptions { config_dir: None, device: device.clone(), precision: Precision::F32 };
+    let options = LoadOptions {
+        config_dir: None,
+        device: device.clone(),
+        precision: Precision::F32,
+    };
     let model = load(&reference("sd15/pipeline"), &options).unwrap();
     let mut req = GenerateRequest::new(&model, "a lighthouse", 11);
     req.steps = 5;
@@ -176,25 +269,68 @@ fn the_real_engine_through_the_worker_makes_the_engines_image() {
     drop(model);
 
     let worker = WorkerHandle::spawn(BurnEngine::new(device, Precision::F32), || {}).unwrap();
-    worker.send(Command::LoadModel { path: reference("sd15/pipeline"), config_dir: None, cancel: CancelToken::new() });
-    let events = events_until(&worker, |e| matches!(e, Event::ModelLoaded { .. } | Event::ModelFailed { .. }));
-    let Some(Event::ModelLoaded { summary, .. }) = events.last() else { panic!("{events:?}") };
+    worker.send(Command::LoadModel {
+        path: reference("sd15/pipeline"),
+        config_dir: None,
+        cancel: CancelToken::new(),
+    });
+    let events = events_until(&worker, |e| {
+        matches!(e, Event::ModelLoaded { .. } | Event::ModelFailed { .. })
+    });
+    let Some(Event::ModelLoaded { summary, .. }) = events.last() else {
+        panic!("{events:?}")
+    };
     assert_eq!(summary.family, "SD 1.x");
-    assert!(events.iter().any(|e| matches!(e, Event::ModelLoading { step: 2, total: 4, .. })), "loading reports its stages");
-    worker.send(Command::Generate { job: JobId(1), request: Box::new(req), cancel: CancelToken::new() });
-    let events = events_until(&worker, |e| matches!(e, Event::Finished { .. } | Event::Failed { .. }));
-    let Some(Event::Finished { images, .. }) = events.last() else { panic!("{events:?}") };
-    assert_eq!(images, &direct.images, "the worker makes the same image as the engine called directly");
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            Event::ModelLoading {
+                step: 2,
+                total: 4,
+                ..
+            }
+        )),
+        "loading reports its stages"
+    );
+    worker.send(Command::Generate {
+        job: JobId(1),
+        request: Box::new(req),
+        cancel: CancelToken::new(),
+    });
+    let events = events_until(&worker, |e| {
+        matches!(e, Event::Finished { .. } | Event::Failed { .. })
+    });
+    let Some(Event::Finished { images, .. }) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        images, &direct.images,
+        "the worker makes the same image as the engine called directly"
+    );
     let preview = worker.take_preview().expect("a live preview");
-    assert_eq!((preview.image.width, preview.image.height), (16, 16), "previews are at latent size");
+    assert_eq!(
+        (preview.image.width, preview.image.height),
+        (16, 16),
+        "previews are at latent size"
+    );
 }
 
 #[test]
 fn loading_can_be_cancelled() {
-    let worker = WorkerHandle::spawn(BurnEngine::new(Device::flex(), Precision::F32), || {}).unwrap();
+    let worker =
+        WorkerHandle::spawn(BurnEngine::new(Device::flex(), Precision::F32), || {}).unwrap();
     let cancel = CancelToken::new();
     cancel.cancel();
-    worker.send(Command::LoadModel { path: reference("sd15/pipeline"), config_dir: None, cancel });
-    let events = events_until(&worker, |e| matches!(e, Event::ModelLoaded { .. } | Event::ModelFailed { .. }));
-    assert!(matches!(events.last(), Some(Event::ModelFailed { error, .. }) if error.contains("cancelled")), "{events:?}");
+    worker.send(Command::LoadModel {
+        path: reference("sd15/pipeline"),
+        config_dir: None,
+        cancel,
+    });
+    let events = events_until(&worker, |e| {
+        matches!(e, Event::ModelLoaded { .. } | Event::ModelFailed { .. })
+    });
+    assert!(
+        matches!(events.last(), Some(Event::ModelFailed { error, .. }) if error.contains("cancelled")),
+        "{events:?}"
+    );
 }
