@@ -44,6 +44,41 @@ fn wgpu_device() -> Result<Device> {
     Ok(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice))
 }
 
+/// The wgpu crate Burn is built against; a window sharing its device must use the same one.
+#[cfg(feature = "wgpu")]
+pub use burn::tensor::wgpu::wgpu;
+
+/// The handles of a wgpu device another component created (the window's), for Burn to run on
+/// too: previews and images then never leave the GPU between the engine and the screen.
+#[cfg(feature = "wgpu")]
+pub struct SharedWgpu {
+    pub instance: wgpu::Instance,
+    pub adapter: wgpu::Adapter,
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+}
+
+/// Registers `shared` with Burn's wgpu runtime.
+///
+/// The device must have been created with the adapter's features and limits (see the
+/// app's `shared_device`); Burn does not check all of them.
+#[cfg(feature = "wgpu")]
+pub fn shared_wgpu_device(shared: SharedWgpu) -> Result<Device> {
+    let backend = shared.adapter.get_info().backend;
+    let setup = burn::tensor::wgpu::WgpuSetup {
+        instance: shared.instance,
+        adapter: shared.adapter,
+        device: shared.device,
+        queue: shared.queue,
+        backend,
+    };
+    Device::wgpu_options().setup(setup).init().map_err(|e| {
+        Error::Device(format!(
+            "could not run Burn on the window's GPU device: {e}"
+        ))
+    })
+}
+
 #[cfg(not(feature = "wgpu"))]
 fn wgpu_device() -> Result<Device> {
     Err(Error::Device(

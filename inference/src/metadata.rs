@@ -131,6 +131,8 @@ pub enum ImageMetadata {
     /// A1111 / Forge / Ember `parameters` text.
     A1111(Parameters),
     /// ComfyUI's API-format `prompt` graph: the sampler nodes' settings and the texts.
+    /// A sampler's links are followed: `positive` / `negative` hold the prompt texts and
+    /// `width` / `height` the empty latent's size, when the graph has them.
     ComfyUi {
         samplers: Vec<BTreeMap<String, String>>,
         texts: Vec<String>,
@@ -163,7 +165,9 @@ pub fn from_text_chunks(chunks: &[(String, String)]) -> Option<ImageMetadata> {
         let inputs = node["inputs"].as_object();
         if class.starts_with("KSampler") {
             if let Some(inputs) = inputs {
-                samplers.push(flatten(inputs));
+                let mut settings = flatten(inputs);
+                settings.extend(follow_sampler_links(nodes, inputs));
+                samplers.push(settings);
             }
         } else if let Some(text) = node["inputs"]["text"]
             .as_str()
@@ -173,6 +177,35 @@ pub fn from_text_chunks(chunks: &[(String, String)]) -> Option<ImageMetadata> {
         }
     }
     Some(ImageMetadata::ComfyUi { samplers, texts })
+}
+
+/// The texts and latent size a ComfyUI sampler node links to.
+fn follow_sampler_links(
+    nodes: &serde_json::Map<String, serde_json::Value>,
+    inputs: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<(String, String)> {
+    let linked = |key: &str| {
+        let id = inputs.get(key)?.as_array()?.first()?;
+        let id = id
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| id.as_u64().map(|n| n.to_string()))?;
+        nodes.get(&id)?.get("inputs")?.as_object()
+    };
+    let mut out = Vec::new();
+    for key in ["positive", "negative"] {
+        if let Some(text) = linked(key).and_then(|i| i.get("text")?.as_str()) {
+            out.push((key.to_string(), text.to_string()));
+        }
+    }
+    if let Some(latent) = linked("latent_image") {
+        for key in ["width", "height"] {
+            if let Some(v) = latent.get(key).and_then(serde_json::Value::as_u64) {
+                out.push((key.to_string(), v.to_string()));
+            }
+        }
+    }
+    out
 }
 
 /// Scalar entries of a JSON object as strings (links to other nodes are skipped).

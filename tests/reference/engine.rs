@@ -230,10 +230,21 @@ fn metadata_round_trips_and_reads_other_tools() {
     assert_eq!(p.get("Lora hashes"), Some("add_detail: 7c6bad76eb54, x: 1"));
     assert_eq!(p.get("Version"), Some("v1.10.1"));
 
-    let comfy = r#"{"3": {"class_type": "KSampler", "inputs": {"seed": 7, "steps": 20, "cfg": 8, "sampler_name": "euler", "scheduler": "normal", "model": ["4", 0]}}, "6": {"class_type": "CLIPTextEncode", "inputs": {"text": "a fox", "clip": ["4", 1]}}}"#;
+    let comfy = r#"{"3": {"class_type": "KSampler", "inputs": {"seed": 7, "steps": 20, "cfg": 8, "sampler_name": "euler", "scheduler": "normal", "model": ["4", 0], "positive": ["6", 0], "negative": ["7", 0], "latent_image": ["5", 0]}}, "5": {"class_type": "EmptyLatentImage", "inputs": {"width": 512, "height": 768, "batch_size": 1}}, "6": {"class_type": "CLIPTextEncode", "inputs": {"text": "a fox", "clip": ["4", 1]}}, "7": {"class_type": "CLIPTextEncode", "inputs": {"text": "blurry", "clip": ["4", 1]}}}"#;
     match metadata::from_text_chunks(&[("prompt".into(), comfy.into())]) {
         Some(ImageMetadata::ComfyUi { samplers, texts }) => {
-            assert_eq!(texts, vec!["a fox".to_string()]);
+            assert_eq!(texts, vec!["a fox".to_string(), "blurry".to_string()]);
+            let linked = |k: &str| samplers[0].get(k).map(String::as_str);
+            assert_eq!(
+                linked("positive"),
+                Some("a fox"),
+                "the sampler's prompt links are followed"
+            );
+            assert_eq!(linked("negative"), Some("blurry"));
+            assert_eq!(
+                (linked("width"), linked("height")),
+                (Some("512"), Some("768"))
+            );
             assert_eq!(
                 samplers[0].get("sampler_name").map(String::as_str),
                 Some("euler")

@@ -2,96 +2,18 @@
 //! shutdown) and with the real engine on the reference model.
 
 use std::ops::ControlFlow;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use burn::tensor::Device;
+use ember_tests::fake_engine::FakeEngine;
 use ember_tests::reference;
-use inference::api::{GenerateRequest, Generation, Stage};
+use inference::api::GenerateRequest;
 use inference::device::Precision;
-use inference::imaging::ImageRgb8;
 use inference::pipeline::generate;
 use inference::weights::{LoadOptions, load};
-use inference::worker::{
-    BurnEngine, CancelToken, Command, Engine, EngineProgress, Event, JobId, ModelSummary,
-    WorkerHandle,
-};
-use inference::{Error, Result};
-
-/// Steps through `request.steps` with a pause each; panics on the prompt "panic".
-struct FakeEngine {
-    step_time: Duration,
-    steps_run: Arc<AtomicUsize>,
-}
-
-impl Engine for FakeEngine {
-    fn load(
-        &mut self,
-        path: &Path,
-        _: Option<&Path>,
-        progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
-    ) -> Result<ModelSummary> {
-        if progress(0, 1).is_break() {
-            return Err(Error::Cancelled);
-        }
-        Ok(ModelSummary {
-            path: path.to_path_buf(),
-            name: "fake".into(),
-            family: "SD 1.x".into(),
-            layout: "fake".into(),
-            native_size: (8, 8),
-            inpainting: false,
-            notes: Vec::new(),
-            default_sampler: None,
-        })
-    }
-
-    fn unload(&mut self) {}
-
-    fn generate(
-        &mut self,
-        request: &GenerateRequest,
-        progress: &mut dyn FnMut(EngineProgress) -> ControlFlow<()>,
-    ) -> Result<Generation> {
-        assert!(
-            request.prompt != "panic",
-            "the fake engine was told to panic"
-        );
-        let total = request.steps as usize;
-        for step in 1..=total {
-            std::thread::sleep(self.step_time);
-            self.steps_run.fetch_add(1, Ordering::SeqCst);
-            let preview = Some(ImageRgb8 {
-                width: 1,
-                height: 1,
-                pixels: vec![step as u8; 3],
-            });
-            let report = EngineProgress {
-                stage: Stage::Denoising,
-                step,
-                total,
-                elapsed: Duration::ZERO,
-                preview,
-            };
-            if progress(report).is_break() {
-                return Err(Error::Cancelled);
-            }
-        }
-        Ok(Generation {
-            images: vec![ImageRgb8 {
-                width: 1,
-                height: 1,
-                pixels: vec![0; 3],
-            }],
-            latents: Vec::new(),
-            latent_shape: [1, 4, 1, 1],
-            warnings: Vec::new(),
-            sampler_label: "fake".into(),
-        })
-    }
-}
+use inference::worker::{BurnEngine, CancelToken, Command, Event, JobId, WorkerHandle};
 
 fn fake_worker(step_ms: u64) -> (WorkerHandle, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let steps = Arc::new(AtomicUsize::new(0));
@@ -300,11 +222,22 @@ fn the_real_engine_through_the_worker_makes_the_engines_image() {
     let events = events_until(&worker, |e| {
         matches!(e, Event::Finished { .. } | Event::Failed { .. })
     });
-    let Some(Event::Finished { images, .. }) = events.last() else {
+    let Some(Event::Finished {
+        images: results, ..
+    }) = events.last()
+    else {
         panic!("{events:?}")
     };
+    assert_eq!(results[0].seed, 11);
+    let parameters = &results[0].parameters;
+    assert!(parameters.starts_with("a lighthouse\n"), "{parameters}");
+    assert!(
+        parameters.contains("Steps: 5,") && parameters.contains("Seed: 11,"),
+        "{parameters}"
+    );
+    let images: Vec<_> = results.iter().map(|r| r.image.clone()).collect();
     assert_eq!(
-        images, &direct.images,
+        images, direct.images,
         "the worker makes the same image as the engine called directly"
     );
     let preview = worker.take_preview().expect("a live preview");

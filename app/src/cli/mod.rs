@@ -13,12 +13,12 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-/// Ember: Stable Diffusion image generation.
+/// Ember: Stable Diffusion image generation. Without a command, opens the desktop app.
 #[derive(Parser, Debug)]
 #[command(name = "ember", version, about)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -136,9 +136,10 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Generate(args) => generate::run(&args),
-        Command::Info { file } => info::run(&file),
-        Command::Bench(args) => bench::run(&args),
+        None => return crate::gui::run(),
+        Some(Command::Generate(args)) => generate::run(&args),
+        Some(Command::Info { file }) => info::run(&file),
+        Some(Command::Bench(args)) => bench::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

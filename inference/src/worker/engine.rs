@@ -47,11 +47,16 @@ pub trait Engine: Send {
         request: &GenerateRequest,
         progress: &mut dyn FnMut(EngineProgress) -> ControlFlow<()>,
     ) -> Result<Generation>;
+
+    /// A1111's `parameters` text for image `index` of `request` on the loaded model.
+    fn parameters(&mut self, request: &GenerateRequest, index: usize) -> String;
 }
 
 /// The real engine: Burn models on one device.
 pub struct BurnEngine {
     model: Option<Model>,
+    /// The loaded single file's A1111 hash, computed on first use (hashing takes seconds).
+    model_hash: Option<String>,
     device: Device,
     precision: Precision,
 }
@@ -61,6 +66,7 @@ impl BurnEngine {
     pub fn new(device: Device, precision: Precision) -> Self {
         Self {
             model: None,
+            model_hash: None,
             device,
             precision,
         }
@@ -99,7 +105,7 @@ impl Engine for BurnEngine {
         progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
     ) -> Result<ModelSummary> {
         // Free the old model first so two never share memory.
-        self.model = None;
+        self.unload();
         let options = LoadOptions {
             config_dir: config_dir.map(Path::to_path_buf),
             device: self.device.clone(),
@@ -131,6 +137,7 @@ impl Engine for BurnEngine {
 
     fn unload(&mut self) {
         self.model = None;
+        self.model_hash = None;
     }
 
     fn generate(
@@ -150,5 +157,21 @@ impl Engine for BurnEngine {
                 pending: None,
             },
         )
+    }
+
+    fn parameters(&mut self, request: &GenerateRequest, index: usize) -> String {
+        let Some(model) = &self.model else {
+            return String::new();
+        };
+        if self.model_hash.is_none() && matches!(model.info.layout, Layout::SingleFile(_)) {
+            // A hash that cannot be computed is left out of the metadata, as A1111 does.
+            self.model_hash = crate::hashing::model_hash(
+                &model.info.path,
+                crate::hashing::cache_dir().as_deref(),
+            )
+            .ok();
+        }
+        crate::metadata::for_generation(request, &model.info, self.model_hash.as_deref(), index)
+            .to_text()
     }
 }

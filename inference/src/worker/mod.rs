@@ -10,7 +10,7 @@ mod engine;
 mod protocol;
 
 pub use engine::{BurnEngine, Engine, EngineProgress};
-pub use protocol::{CancelToken, Command, Event, JobId, ModelSummary, Preview};
+pub use protocol::{CancelToken, Command, Event, JobId, ModelSummary, Preview, ResultImage};
 
 use std::ops::ControlFlow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -202,7 +202,16 @@ fn serve(
                 match outcome {
                     Ok(Ok(generation)) => emit(Event::Finished {
                         job,
-                        images: generation.images,
+                        images: generation
+                            .images
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, image)| ResultImage {
+                                image,
+                                seed: request.seed.wrapping_add(i as u64),
+                                parameters: engine.parameters(&request, i),
+                            })
+                            .collect(),
                         request,
                         elapsed: start.elapsed(),
                         warnings: generation.warnings,

@@ -100,7 +100,7 @@ pub enum Event {
     },
     Finished {
         job: JobId,
-        images: Vec<ImageRgb8>,
+        images: Vec<ResultImage>,
         request: Box<GenerateRequest>,
         elapsed: Duration,
         warnings: Vec<String>,
@@ -126,6 +126,15 @@ impl Event {
             _ => None,
         }
     }
+}
+
+/// One finished image with what makes it reproducible.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResultImage {
+    pub image: ImageRgb8,
+    pub seed: u64,
+    /// A1111's `parameters` text for the PNG (model name and hash included).
+    pub parameters: String,
 }
 
 /// A live preview: the newest one replaces any the UI has not shown yet.

@@ -1,0 +1,43 @@
+//! What the user asked for this frame: panels return [`Action`]s and the app performs them
+//! after drawing, so panels only read state and stay easy to test.
+
+use std::path::PathBuf;
+
+/// The app's two main views.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum View {
+    #[default]
+    Generate,
+    Gallery,
+}
+
+/// One thing the user asked for.
+#[must_use]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    Generate,
+    Cancel,
+    ClearQueue,
+    /// Pick a checkpoint file with the system dialog.
+    OpenModelDialog,
+    /// Pick a diffusers folder with the system dialog.
+    OpenModelFolderDialog,
+    ChooseModelsFolder,
+    ChooseOutputFolder,
+    LoadModel(PathBuf),
+    SetModelsFolder(PathBuf),
+    SetOutputFolder(PathBuf),
+    CancelLoad,
+    RescanModels,
+    Show(View),
+    SelectImage(PathBuf),
+    /// Copy the selected image's settings (and seed) into the generate panel.
+    ReuseSettings {
+        with_seed: bool,
+    },
+    CopyParameters,
+    OpenOutputFolder,
+    DeleteSelected,
+    DismissNotices,
+    RollSeed,
+}

@@ -1,0 +1,474 @@
+//! [`EmberApp`]: the UI thread's state and its frame: drain the worker and file threads
+//! within a time budget, draw the panels, then perform what they asked for.
+//!
+//! **Invariants:** nothing here blocks (file work, dialogs and inference run on their own
+//! threads); every result is sent to be saved the moment it arrives; errors become notices.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use egui::{ColorImage, TextureHandle, TextureOptions};
+use inference::api::{GenerateRequest, SamplerChoice};
+use inference::imaging::ImageRgb8;
+use inference::metadata::ImageMetadata;
+use inference::schedule::named::{SamplerName, ScheduleName};
+use inference::worker::{Engine, WorkerHandle};
+
+use super::action::{Action, View};
+use super::dialogs::Dialogs;
+use super::gallery::Gallery;
+use super::models::{self, ModelEntry};
+use super::paths::Paths;
+use super::service::{Order, Service};
+use super::session::{Level, ModelState, Session};
+use super::settings::{Settings, SettingsFile};
+use super::{gallery, panels, restore};
+
+/// How long one frame may spend taking in events before drawing.
+const DRAIN_BUDGET: Duration = Duration::from_millis(10);
+
+/// What the central area shows in the Generate view.
+#[derive(Default)]
+pub struct Display {
+    /// The newest live preview (latent size, upscaled by the texture sampler).
+    pub preview: Option<TextureHandle>,
+    pub preview_step: usize,
+    /// The last finished images, with their saved paths once known.
+    pub results: Vec<(TextureHandle, Option<PathBuf>)>,
+}
+
+/// The whole app; `frame` is one UI frame.
+pub struct EmberApp {
+    pub settings: Settings,
+    settings_file: SettingsFile,
+    pub session: Session,
+    pub view: View,
+    pub display: Display,
+    pub gallery: Gallery,
+    pub models: Vec<ModelEntry>,
+    pub paths: Paths,
+    /// Images dropped on the window whose settings should be restored when read.
+    restoring: Vec<PathBuf>,
+    worker: WorkerHandle,
+    files: Service<gallery::store::Request, gallery::store::Reply>,
+    models_service: Service<models::Request, models::Reply>,
+    dialogs: Dialogs,
+    ctx: egui::Context,
+}
+
+impl EmberApp {
+    /// Starts the worker around `engine` and the file threads; loads the settings and the
+    /// last model.
+    pub fn new(ctx: &egui::Context, engine: impl Engine + 'static, paths: Paths) -> Self {
+        let wake = |ctx: &egui::Context| {
+            let ctx = ctx.clone();
+            move || ctx.request_repaint()
+        };
+        let settings_file = SettingsFile::in_dir(&paths.config_dir);
+        let loaded = settings_file.load();
+        let mut session = Session::default();
+        if let Some(problem) = loaded.problem {
+            session.notify(Level::Warning, problem);
+        }
+        let worker = WorkerHandle::spawn(engine, wake(ctx)).unwrap_or_else(|e| spawn_failed(e));
+        let files = Service::spawn("files", Order::Fifo, wake(ctx), gallery::store::serve)
+            .unwrap_or_else(|e| spawn_failed(e));
+        let models_service = Service::spawn("models", Order::Fifo, wake(ctx), models::serve)
+            .unwrap_or_else(|e| spawn_failed(e));
+        let mut app = Self {
+            gallery: Gallery::new(wake(ctx)),
+            settings: loaded.settings,
+            settings_file,
+            session,
+            view: View::Generate,
+            display: Display::default(),
+            models: Vec::new(),
+            restoring: Vec::new(),
+            worker,
+            files,
+            models_service,
+            dialogs: Dialogs::new(wake(ctx)),
+            ctx: ctx.clone(),
+            paths,
+        };
+        if let Some(dir) = app.settings.models_dir.clone() {
+            app.models_service.send(models::Request::Scan { dir });
+        }
+        if let Some(path) = app.settings.last_model.clone().filter(|p| p.exists()) {
+            app.perform(Action::LoadModel(path));
+        }
+        app
+    }
+
+    /// The folder results are saved in.
+    pub fn output_dir(&self) -> PathBuf {
+        self.settings
+            .output_dir
+            .clone()
+            .unwrap_or_else(|| self.paths.default_output.clone())
+    }
+
+    /// Writes the settings file (eframe calls this periodically and on exit).
+    pub fn save_settings(&mut self) {
+        if let Err(e) = self.settings_file.save(&self.settings) {
+            self.session
+                .notify(Level::Error, format!("could not save settings: {e}"));
+        }
+    }
+
+    /// One frame: take in what arrived, handle input, draw, act.
+    pub fn frame(&mut self, ui: &mut egui::Ui) {
+        self.drain();
+        let mut actions = self.handle_input(ui.ctx());
+        actions.extend(panels::draw(ui, self));
+        for action in actions {
+            self.perform(action);
+        }
+        if let Some(command) = self.session.next_command() {
+            self.worker.send(command);
+        }
+    }
+
+    /// Takes in worker events, the newest preview and file replies, for at most
+    /// [`DRAIN_BUDGET`]; what is left waits for the next frame (which is requested).
+    fn drain(&mut self) {
+        let start = Instant::now();
+        while start.elapsed() < DRAIN_BUDGET {
+            let Some(event) = self.worker.try_event() else {
+                break;
+            };
+            if let Some(finished) = self.session.apply(event, Instant::now()) {
+                self.show_results(finished.images);
+            }
+        }
+        if start.elapsed() >= DRAIN_BUDGET {
+            self.ctx.request_repaint();
+        }
+        if let Some(preview) = self.worker.take_preview()
+            && self
+                .session
+                .running
+                .as_ref()
+                .is_some_and(|r| r.id == preview.job)
+        {
+            self.display.preview_step = preview.step;
+            let image = color_image(&preview.image);
+            match &mut self.display.preview {
+                Some(texture) => texture.set(image, TextureOptions::LINEAR),
+                None => {
+                    self.display.preview = Some(self.ctx.load_texture(
+                        "preview",
+                        image,
+                        TextureOptions::LINEAR,
+                    ));
+                }
+            }
+        }
+        while let Some(reply) = self.files.try_recv() {
+            self.on_file_reply(reply);
+        }
+        while let Some(reply) = self.models_service.try_recv() {
+            self.on_models_reply(reply);
+        }
+        self.gallery.drain(&self.ctx);
+        for picked in self.dialogs.drain() {
+            self.perform(picked);
+        }
+    }
+
+    fn show_results(&mut self, images: Vec<inference::worker::ResultImage>) {
+        self.display.preview = None;
+        self.display.results.clear();
+        for (i, result) in images.into_iter().enumerate() {
+            let texture = self.ctx.load_texture(
+                format!("result-{i}"),
+                color_image(&result.image),
+                TextureOptions::LINEAR,
+            );
+            self.display.results.push((texture, None));
+            self.files.send(gallery::store::Request::Save {
+                dir: self.output_dir(),
+                fallback_dir: self.paths.fallback_output.clone(),
+                image: result.image,
+                parameters: result.parameters,
+                seed: result.seed,
+            });
+        }
+    }
+
+    fn on_file_reply(&mut self, reply: gallery::store::Reply) {
+        use gallery::store::Reply;
+        match reply {
+            Reply::Saved { path, problem } => {
+                if let Some(problem) = problem {
+                    self.session.notify(Level::Warning, problem);
+                }
+                if let Some(slot) = self.display.results.iter_mut().find(|(_, p)| p.is_none()) {
+                    slot.1 = Some(path.clone());
+                }
+                self.gallery.added(&path);
+            }
+            Reply::SaveFailed { error } => self.session.notify(Level::Error, error),
+            Reply::Scanned { dir, entries } => self.gallery.listed(&dir, entries),
+            Reply::Opened {
+                path,
+                image,
+                metadata,
+            } => {
+                if let Some(i) = self.restoring.iter().position(|p| *p == path) {
+                    self.restoring.remove(i);
+                    self.restore_from(&path, metadata.as_ref(), true);
+                } else {
+                    self.gallery.opened(&self.ctx, &path, image, metadata);
+                }
+            }
+            Reply::Deleted { path, result } => match result {
+                Ok(()) => {
+                    self.gallery.removed(&path);
+                    self.session.notify(
+                        Level::Info,
+                        format!("moved {} to the trash", path.display()),
+                    );
+                }
+                Err(e) => self.session.notify(Level::Error, e),
+            },
+        }
+    }
+
+    fn on_models_reply(&mut self, reply: models::Reply) {
+        match reply {
+            models::Reply::Listed { dir, entries } => {
+                if self.settings.models_dir.as_deref() == Some(dir.as_path()) {
+                    self.models = entries;
+                }
+            }
+            models::Reply::Hashed { path, hash } => {
+                if let Some(entry) = self.models.iter_mut().find(|e| e.path == path) {
+                    entry.hash = Some(hash.unwrap_or_else(|e| format!("(no hash: {e})")));
+                }
+            }
+        }
+    }
+
+    fn restore_from(&mut self, path: &Path, metadata: Option<&ImageMetadata>, with_seed: bool) {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        match metadata {
+            Some(meta) => {
+                let restored = restore::apply(meta, &mut self.settings, with_seed);
+                self.session
+                    .notify(Level::Info, format!("{name}: {}", restored.summary()));
+                self.view = View::Generate;
+            }
+            None => self.session.notify(
+                Level::Warning,
+                format!("{name} has no generation settings Ember can read"),
+            ),
+        }
+    }
+
+    /// Dropped files, Ctrl+Enter and Esc.
+    fn handle_input(&mut self, ctx: &egui::Context) -> Vec<Action> {
+        let mut actions = Vec::new();
+        let (dropped, generate, cancel) = ctx.input_mut(|i| {
+            let dropped: Vec<PathBuf> = i
+                .raw
+                .dropped_files
+                .iter()
+                .map(|f| f.path().to_path_buf())
+                .collect();
+            let generate = i.consume_key(egui::Modifiers::COMMAND, egui::Key::Enter);
+            let cancel = i.consume_key(egui::Modifiers::NONE, egui::Key::Escape);
+            (dropped, generate, cancel)
+        });
+        for path in dropped {
+            if models::is_model_path(&path) {
+                actions.push(Action::LoadModel(path));
+            } else if gallery::is_image_path(&path) {
+                self.restoring.push(path.clone());
+                self.files.send(gallery::store::Request::Open { path });
+            } else {
+                self.session.notify(
+                    Level::Warning,
+                    format!(
+                        "{} is neither a model (.safetensors, .ckpt, diffusers folder) nor an image",
+                        path.display()
+                    ),
+                );
+            }
+        }
+        if generate {
+            actions.push(Action::Generate);
+        }
+        if cancel {
+            actions.push(Action::Cancel);
+        }
+        actions
+    }
+
+    /// Does what an action asks.
+    pub fn perform(&mut self, action: Action) {
+        match action {
+            Action::Generate => self.generate(),
+            Action::Cancel => {
+                if self.session.running.is_some() {
+                    self.session.cancel_running();
+                } else {
+                    self.session.cancel_loading();
+                }
+            }
+            Action::SetModelsFolder(dir) => {
+                self.settings.models_dir = Some(dir.clone());
+                self.models.clear();
+                self.models_service.send(models::Request::Scan { dir });
+            }
+            Action::SetOutputFolder(dir) => {
+                self.settings.output_dir = Some(dir);
+                self.gallery.show_dir(&self.output_dir(), &self.files);
+            }
+            Action::ClearQueue => self.session.clear_queue(),
+            Action::OpenModelDialog => self.dialogs.pick_model_file(),
+            Action::OpenModelFolderDialog => self.dialogs.pick_model_folder(),
+            Action::ChooseModelsFolder => self.dialogs.pick_models_folder(),
+            Action::ChooseOutputFolder => self.dialogs.pick_output_folder(),
+            Action::LoadModel(path) => {
+                self.settings.remember_model(&path);
+                let command = self.session.load_model(&path);
+                self.worker.send(command);
+            }
+            Action::CancelLoad => self.session.cancel_loading(),
+            Action::RescanModels => {
+                if let Some(dir) = self.settings.models_dir.clone() {
+                    self.models_service.send(models::Request::Scan { dir });
+                }
+            }
+            Action::Show(view) => {
+                self.view = view;
+                if view == View::Gallery {
+                    self.gallery.show_dir(&self.output_dir(), &self.files);
+                }
+            }
+            Action::SelectImage(path) => {
+                self.gallery.select(&path);
+                self.files.send(gallery::store::Request::Open { path });
+            }
+            Action::ReuseSettings { with_seed } => {
+                if let Some(selected) = self.gallery.selected.clone() {
+                    let metadata = selected.metadata.clone();
+                    self.restore_from(&selected.path, metadata.as_ref(), with_seed);
+                }
+            }
+            Action::CopyParameters => {
+                if let Some(text) = self
+                    .gallery
+                    .selected
+                    .as_ref()
+                    .and_then(|s| s.parameters_text())
+                {
+                    self.ctx.copy_text(text);
+                    self.session.notify(Level::Info, "parameters copied");
+                }
+            }
+            Action::OpenOutputFolder => {
+                if let Err(e) = open_folder(&self.output_dir()) {
+                    self.session.notify(Level::Error, e);
+                }
+            }
+            Action::DeleteSelected => {
+                if let Some(selected) = self.gallery.selected.take() {
+                    self.files.send(gallery::store::Request::Delete {
+                        path: selected.path,
+                    });
+                }
+            }
+            Action::DismissNotices => self.session.notices.clear(),
+            Action::RollSeed => self.settings.seed = random_seed(),
+        }
+    }
+
+    /// Queues `batch_count` jobs from the settings (seeds `seed`, `seed + 1`, ...).
+    fn generate(&mut self) {
+        if matches!(self.session.model, ModelState::Empty) {
+            self.session.notify(
+                Level::Warning,
+                "load a model first: drop a checkpoint on the window or choose one",
+            );
+            return;
+        }
+        let request = match self.request() {
+            Ok(r) => r,
+            Err(e) => {
+                self.session.notify(Level::Error, e);
+                return;
+            }
+        };
+        if !self.settings.seed_locked {
+            self.settings.seed = random_seed();
+        }
+        for i in 0..self.settings.batch_count.max(1) {
+            let mut job = request.clone();
+            job.seed = self.settings.seed.wrapping_add(u64::from(i));
+            let _ = self.session.enqueue(job);
+        }
+    }
+
+    /// The request the settings describe (seed set by the caller).
+    pub fn request(&self) -> Result<GenerateRequest, String> {
+        let s = &self.settings;
+        let sampler = SamplerName::parse(&s.sampler).map_err(|e| e.to_string())?;
+        let schedule = ScheduleName::parse(&s.schedule).map_err(|e| e.to_string())?;
+        let request = GenerateRequest {
+            prompt: s.prompt.clone(),
+            negative_prompt: s.negative_prompt.clone(),
+            width: s.width,
+            height: s.height,
+            steps: s.steps,
+            cfg_scale: s.cfg_scale,
+            seed: s.seed,
+            batch: 1,
+            sampler: SamplerChoice::Named { sampler, schedule },
+            clip_skip: s.clip_skip,
+            ..GenerateRequest::default()
+        };
+        request.validate_settings().map_err(|e| e.to_string())?;
+        Ok(request)
+    }
+}
+
+/// An RGB image as an egui image.
+pub fn color_image(image: &ImageRgb8) -> ColorImage {
+    ColorImage::from_rgb([image.width as usize, image.height as usize], &image.pixels)
+}
+
+/// A seed as A1111 draws them (fits in 32 bits, so every tool can type it back in).
+pub fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.finish() & 0xFFFF_FFFF
+}
+
+/// Opens a folder in the platform's file manager (without waiting for it).
+fn open_folder(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let program = if cfg!(windows) {
+        "explorer"
+    } else if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    std::process::Command::new(program)
+        .arg(dir)
+        .spawn()
+        .map(drop)
+        .map_err(|e| format!("could not open {}: {e}", dir.display()))
+}
+
+/// Without its threads the app cannot work at all; the OS refusing a thread is fatal.
+fn spawn_failed(e: std::io::Error) -> ! {
+    panic!("could not start a thread: {e}")
+}

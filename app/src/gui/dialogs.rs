@@ -1,0 +1,97 @@
+//! Native file dialogs (rfd), each on a short-lived thread so the window keeps drawing while
+//! a dialog is open; what the user picked comes back as an [`Action`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
+
+use super::action::Action;
+
+/// Opens dialogs and collects their answers.
+pub struct Dialogs {
+    tx: Sender<Action>,
+    rx: Receiver<Action>,
+    wake: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl Dialogs {
+    pub fn new(wake: impl Fn() + Send + Sync + 'static) -> Self {
+        let (tx, rx) = unbounded();
+        Self {
+            tx,
+            rx,
+            wake: Arc::new(wake),
+        }
+    }
+
+    /// Actions from dialogs that closed since the last call.
+    pub fn drain(&self) -> Vec<Action> {
+        self.rx.try_iter().collect()
+    }
+
+    fn open(
+        &self,
+        dialog: impl FnOnce() -> Option<PathBuf> + Send + 'static,
+        then: fn(PathBuf) -> Action,
+    ) {
+        let tx = self.tx.clone();
+        let wake = self.wake.clone();
+        let spawned = std::thread::Builder::new()
+            .name("file-dialog".into())
+            .spawn(move || {
+                if let Some(path) = dialog() {
+                    let _ = tx.send(then(path));
+                    wake();
+                }
+            });
+        if spawned.is_err() {
+            // Without a thread there is no dialog; the drop target and models folder remain.
+        }
+    }
+
+    pub fn pick_model_file(&self) {
+        self.open(
+            || {
+                rfd::FileDialog::new()
+                    .set_title("Open a Stable Diffusion checkpoint")
+                    .add_filter("Checkpoints", &["safetensors", "ckpt"])
+                    .pick_file()
+            },
+            Action::LoadModel,
+        );
+    }
+
+    pub fn pick_model_folder(&self) {
+        self.open(
+            || {
+                rfd::FileDialog::new()
+                    .set_title("Open a diffusers model folder")
+                    .pick_folder()
+            },
+            Action::LoadModel,
+        );
+    }
+
+    pub fn pick_models_folder(&self) {
+        self.open(
+            || {
+                rfd::FileDialog::new()
+                    .set_title("Choose the folder your checkpoints are in")
+                    .pick_folder()
+            },
+            Action::SetModelsFolder,
+        );
+    }
+
+    pub fn pick_output_folder(&self) {
+        self.open(
+            || {
+                rfd::FileDialog::new()
+                    .set_title("Choose where Ember saves images")
+                    .pick_folder()
+            },
+            Action::SetOutputFolder,
+        );
+    }
+}

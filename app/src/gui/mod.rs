@@ -1,0 +1,74 @@
+//! The desktop app: an eframe window (wgpu renderer) around [`app::EmberApp`], with one
+//! inference worker thread and background threads for files, thumbnails and model scans.
+//!
+//! **Invariant:** this module never names a Burn type: the engine is built by `inference`
+//! (on the CPU, or on egui's own wgpu device with the `gpu` feature).
+
+pub mod action;
+pub mod app;
+mod dialogs;
+pub mod gallery;
+pub mod models;
+mod panels;
+pub mod paths;
+pub mod restore;
+pub mod service;
+pub mod session;
+pub mod settings;
+mod shared_device;
+
+use std::process::ExitCode;
+
+use app::EmberApp;
+use paths::Paths;
+
+/// The eframe glue: egui memory and window geometry persist in eframe's storage; Ember's own
+/// settings in `settings.json` (see [`settings`]).
+struct EframeApp(EmberApp);
+
+impl eframe::App for EframeApp {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.0.frame(ui);
+    }
+
+    fn save(&mut self, _storage: &mut dyn eframe::Storage) {
+        self.0.save_settings();
+    }
+}
+
+/// Opens the window; returns when it is closed (after the worker has been joined).
+pub fn run() -> ExitCode {
+    let paths = Paths::from_env();
+    let mut options = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_title("Ember")
+            .with_app_id("ember")
+            .with_inner_size([1280.0, 820.0])
+            .with_min_inner_size([720.0, 480.0])
+            .with_drag_and_drop(true),
+        persist_window: true,
+        ..Default::default()
+    };
+    shared_device::prepare(&mut options);
+    let result = eframe::run_native(
+        "Ember",
+        options,
+        Box::new(move |cc| {
+            let (engine, note) = shared_device::engine(cc);
+            let mut app = EmberApp::new(&cc.egui_ctx, engine, paths);
+            app.session.notify(session::Level::Info, note);
+            Ok(Box::new(EframeApp(app)))
+        }),
+    );
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "error: could not open the window: {e}\n\
+                 Ember needs a display and a Vulkan, Metal, DirectX 12 or OpenGL driver; \
+                 the command line (`ember generate --help`) works without one."
+            );
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The generate form: prompts, seed, steps, CFG, size, sampler and schedule, batch count,
+//! and the Generate / Cancel buttons.
+
+use egui::{DragValue, RichText, Slider};
+use inference::api::{MAX_BATCH, MAX_SIDE, MAX_STEPS};
+use inference::schedule::named::{SamplerName, ScheduleName};
+
+use crate::gui::action::Action;
+use crate::gui::app::EmberApp;
+
+/// Size presets for a model whose native side is `native`: the short side stays native, the
+/// long side follows the ratio, rounded to a multiple of 8.
+pub fn size_presets(native: u32) -> Vec<(String, (u32, u32))> {
+    let round8 = |v: f64| ((v / 8.0).round() as u32 * 8).clamp(8, MAX_SIDE);
+    let mut presets = Vec::new();
+    for (a, b) in [(1, 1), (2, 3), (3, 2), (3, 4), (4, 3), (9, 16), (16, 9)] {
+        let (w, h) = if a <= b {
+            (
+                native,
+                round8(f64::from(native) * f64::from(b) / f64::from(a)),
+            )
+        } else {
+            (
+                round8(f64::from(native) * f64::from(a) / f64::from(b)),
+                native,
+            )
+        };
+        presets.push((format!("{a}:{b}  {w}×{h}"), (w, h)));
+    }
+    presets
+}
+
+/// A short description of each sampler for its tooltip.
+fn sampler_hint(sampler: SamplerName) -> &'static str {
+    match sampler {
+        SamplerName::Euler => "Deterministic, first order. Simple and predictable; 20–30 steps.",
+        SamplerName::EulerAncestral => {
+            "Ancestral (adds noise each step): varied, never fully converges; 20–40 steps."
+        }
+        SamplerName::Heun => "Deterministic, second order (two model calls a step); 10–20 steps.",
+        SamplerName::Lms => "Deterministic, linear multistep; 20–30 steps.",
+        SamplerName::DpmPp2M => "Deterministic, second-order multistep; 20–30 steps with Karras.",
+        SamplerName::Ddim => "Deterministic (eta 0); the original SD sampler; 20–50 steps.",
+    }
+}
+
+fn schedule_hint(schedule: ScheduleName) -> &'static str {
+    match schedule {
+        ScheduleName::Normal => "Evenly spaced timesteps (the model's own schedule).",
+        ScheduleName::Karras => "More steps at low noise (Karras et al.); good with DPM++.",
+        ScheduleName::Exponential => "Sigmas evenly spaced in log space.",
+        ScheduleName::SgmUniform => "Evenly spaced timesteps, as SGM/SDXL Turbo use.",
+        ScheduleName::Simple => "ComfyUI's simple: every n-th sigma of the model's table.",
+        ScheduleName::DdimUniform => "DDIM's uniform timestep spacing.",
+        ScheduleName::KlOptimal => "KL-optimal spacing (Align Your Steps paper).",
+        ScheduleName::LinearQuadratic => "Linear, then quadratic (from Mochi / Genmo).",
+    }
+}
+
+pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
+    let running = app.session.running.is_some();
+    let s = &mut app.settings;
+
+    let label = ui.label("Prompt");
+    ui.add(
+        egui::TextEdit::multiline(&mut s.prompt)
+            .desired_rows(4)
+            .desired_width(f32::INFINITY)
+            .hint_text("what to paint"),
+    )
+    .labelled_by(label.id);
+    let label = ui.label("Negative prompt");
+    ui.add(
+        egui::TextEdit::multiline(&mut s.negative_prompt)
+            .desired_rows(2)
+            .desired_width(f32::INFINITY)
+            .hint_text("what to avoid"),
+    )
+    .labelled_by(label.id);
+
+    ui.horizontal(|ui| {
+        let generate = ui
+            .add_sized(
+                [120.0, 32.0],
+                egui::Button::new(RichText::new("Generate").strong()),
+            )
+            .on_hover_text("Ctrl+Enter. While a job runs, this queues another.");
+        if generate.clicked() {
+            actions.push(Action::Generate);
+        }
+        if ui
+            .add_enabled(running, egui::Button::new("Cancel"))
+            .on_hover_text("Esc: stop the running job within one step")
+            .clicked()
+        {
+            actions.push(Action::Cancel);
+        }
+    });
+    ui.separator();
+
+    ui.horizontal(|ui| {
+        let label = ui.label("Seed");
+        let typed = ui
+            .add(DragValue::new(&mut s.seed).speed(1.0))
+            .labelled_by(label.id);
+        if typed.changed() {
+            s.seed_locked = true;
+        }
+        if ui
+            .button("New seed")
+            .on_hover_text("Roll a random seed and lock it")
+            .clicked()
+        {
+            actions.push(Action::RollSeed);
+            s.seed_locked = true;
+        }
+        ui.checkbox(&mut s.seed_locked, "Lock")
+            .on_hover_text("Off: every generation draws a new random seed");
+    });
+
+    ui.add(Slider::new(&mut s.steps, 1..=150.min(MAX_STEPS)).text("Steps"));
+    ui.add(
+        Slider::new(&mut s.cfg_scale, 1.0..=30.0)
+            .step_by(0.5)
+            .text("CFG scale"),
+    );
+
+    let native = app
+        .session
+        .model()
+        .map_or(512, |m| m.native_size.0.min(m.native_size.1));
+    let current = (s.width, s.height);
+    egui::ComboBox::from_label("Size")
+        .selected_text(format!("{}×{}", s.width, s.height))
+        .show_ui(ui, |ui| {
+            for (name, size) in size_presets(native) {
+                if ui.selectable_label(current == size, name).clicked() {
+                    (s.width, s.height) = size;
+                }
+            }
+        });
+    ui.horizontal(|ui| {
+        for (name, side) in [("Width", &mut s.width), ("Height", &mut s.height)] {
+            let label = ui.label(name);
+            let response = ui
+                .add(DragValue::new(side).speed(8.0).range(64..=MAX_SIDE))
+                .labelled_by(label.id);
+            if !response.dragged() && !response.has_focus() {
+                // Sizes are multiples of 8 (the VAE's factor): round what was typed.
+                *side = (*side).div_ceil(8) * 8;
+            }
+        }
+    });
+
+    let sampler = SamplerName::parse(&s.sampler).ok();
+    egui::ComboBox::from_label("Sampler")
+        .selected_text(sampler.map_or(s.sampler.clone(), |n| n.a1111_name().to_owned()))
+        .show_ui(ui, |ui| {
+            for option in SamplerName::ALL {
+                let picked = ui
+                    .selectable_label(sampler == Some(option), option.a1111_name())
+                    .on_hover_text(sampler_hint(option));
+                if picked.clicked() {
+                    s.sampler = option.comfy_name().into();
+                }
+            }
+        });
+    let schedule = ScheduleName::parse(&s.schedule).ok();
+    egui::ComboBox::from_label("Schedule")
+        .selected_text(schedule.map_or(s.schedule.clone(), |n| n.a1111_name().to_owned()))
+        .show_ui(ui, |ui| {
+            for option in ScheduleName::ALL {
+                let picked = ui
+                    .selectable_label(schedule == Some(option), option.a1111_name())
+                    .on_hover_text(schedule_hint(option));
+                if picked.clicked() {
+                    s.schedule = option.comfy_name().into();
+                }
+            }
+        });
+
+    ui.horizontal(|ui| {
+        let label = ui.label("Batch count");
+        ui.add(DragValue::new(&mut s.batch_count).range(1..=MAX_BATCH))
+            .labelled_by(label.id)
+            .on_hover_text("Images per click, one after another, seeds seed, seed+1, …");
+    });
+    ui.collapsing("Advanced", |ui| {
+        ui.horizontal(|ui| {
+            let label = ui.label("CLIP skip");
+            ui.add(DragValue::new(&mut s.clip_skip).range(1..=12))
+                .labelled_by(label.id)
+                .on_hover_text("1 = last text-encoder layer (A1111's numbering)");
+        });
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_keep_the_native_short_side_and_multiples_of_8() {
+        let presets = size_presets(512);
+        assert_eq!(presets[0].1, (512, 512));
+        assert_eq!(presets[1].1, (512, 768));
+        assert_eq!(presets[2].1, (768, 512));
+        for (name, (w, h)) in presets {
+            assert!(w % 8 == 0 && h % 8 == 0, "{name}");
+            assert_eq!(w.min(h), 512, "{name}");
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! The Gallery view: a grid of thumbnails of the output folder (only visible rows are
+//! drawn and thumbnailed) and the selected image large with its parameters and actions.
+
+use std::path::PathBuf;
+
+use egui::RichText;
+
+use crate::gui::action::Action;
+use crate::gui::app::EmberApp;
+use crate::gui::gallery::{THUMB_SIDE, ThumbState};
+
+pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
+    egui::Panel::right("details")
+        .resizable(true)
+        .default_size(420.0)
+        .show(ui, |ui| details(ui, app, actions));
+    egui::CentralPanel::default().show(ui, |ui| grid(ui, app, actions));
+}
+
+fn details(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
+    let Some(selected) = &app.gallery.selected else {
+        ui.label("Select an image to see it large with its settings.");
+        return;
+    };
+    ui.label(
+        RichText::new(
+            selected
+                .path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy(),
+        )
+        .strong(),
+    );
+    ui.horizontal_wrapped(|ui| {
+        let has_settings = selected.metadata.is_some();
+        if ui
+            .add_enabled(has_settings, egui::Button::new("Reuse settings"))
+            .on_hover_text("Prompt, steps, CFG, size, sampler; a new seed")
+            .clicked()
+        {
+            actions.push(Action::ReuseSettings { with_seed: false });
+        }
+        if ui
+            .add_enabled(has_settings, egui::Button::new("Reuse seed"))
+            .on_hover_text("The settings and this image's seed (locked)")
+            .clicked()
+        {
+            actions.push(Action::ReuseSettings { with_seed: true });
+        }
+        if ui
+            .add_enabled(has_settings, egui::Button::new("Copy parameters"))
+            .clicked()
+        {
+            actions.push(Action::CopyParameters);
+        }
+        if ui.button("Open folder").clicked() {
+            actions.push(Action::OpenOutputFolder);
+        }
+        if ui
+            .button("Delete")
+            .on_hover_text("Move to the trash")
+            .clicked()
+        {
+            actions.push(Action::DeleteSelected);
+        }
+    });
+    if let Some(error) = &selected.error {
+        ui.colored_label(egui::Color32::from_rgb(235, 80, 70), error);
+    }
+    let text = selected.parameters_text();
+    egui::Panel::bottom("parameters")
+        .resizable(true)
+        .default_size(160.0)
+        .show(ui, |ui| {
+            egui::ScrollArea::vertical().show(ui, |ui| match &text {
+                Some(text) => {
+                    ui.add(egui::Label::new(RichText::new(text).monospace()).wrap());
+                }
+                None if selected.texture.is_some() => {
+                    ui.label("No generation settings in this image.");
+                }
+                None => {}
+            });
+        });
+    match &selected.texture {
+        Some(texture) => super::output::fit_image(ui, texture),
+        None if selected.error.is_none() => {
+            ui.spinner();
+        }
+        None => {}
+    }
+}
+
+fn grid(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
+    let dir = app.output_dir();
+    ui.horizontal(|ui| {
+        ui.label(format!(
+            "{} · {} images",
+            dir.display(),
+            app.gallery.entries.len()
+        ));
+        if app.gallery.scanning {
+            ui.spinner();
+        }
+        if ui.button("Refresh").clicked() {
+            actions.push(Action::Show(crate::gui::action::View::Gallery));
+        }
+    });
+    if app.gallery.entries.is_empty() && !app.gallery.scanning {
+        ui.label("No images yet: everything you generate is saved here.");
+        return;
+    }
+    let cell = THUMB_SIDE as f32 + 8.0;
+    let columns = ((ui.available_width() / cell).floor() as usize).max(1);
+    let rows = app.gallery.entries.len().div_ceil(columns);
+    let mut on_screen: Vec<PathBuf> = Vec::new();
+    egui::ScrollArea::vertical().show_rows(ui, cell, rows, |ui, range| {
+        for row in range {
+            ui.horizontal(|ui| {
+                for col in 0..columns {
+                    let Some(entry) = app.gallery.entries.get(row * columns + col) else {
+                        break;
+                    };
+                    let path = entry.path.clone();
+                    let name = path
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned();
+                    let selected = app
+                        .gallery
+                        .selected
+                        .as_ref()
+                        .is_some_and(|s| s.path == path);
+                    let response = match app.gallery.thumbnail(&path) {
+                        ThumbState::Ready(texture) => {
+                            let size = texture.size_vec2();
+                            let scale = THUMB_SIDE as f32 / size.x.max(size.y);
+                            ui.add_sized(
+                                [cell - 8.0, cell - 8.0],
+                                egui::Button::image(egui::Image::new((texture.id(), size * scale)))
+                                    .selected(selected),
+                            )
+                        }
+                        ThumbState::Pending => {
+                            ui.add_sized([cell - 8.0, cell - 8.0], egui::Button::new("…"))
+                        }
+                        ThumbState::Failed => {
+                            ui.add_sized([cell - 8.0, cell - 8.0], egui::Button::new("unreadable"))
+                        }
+                    };
+                    // Screen readers (and the UI tests) find the image by its file name.
+                    response.widget_info(|| {
+                        egui::WidgetInfo::selected(egui::Role::Button, true, selected, &name)
+                    });
+                    if response.on_hover_text(&name).clicked() {
+                        actions.push(Action::SelectImage(path.clone()));
+                    }
+                    on_screen.push(path);
+                }
+            });
+        }
+    });
+    app.gallery.forget_offscreen(&on_screen);
+}

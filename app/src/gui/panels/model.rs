@@ -1,0 +1,129 @@
+//! The model panel: what is loaded (family, layout, size, load warnings), loading progress
+//! with cancel, the models folder with detected families and hashes, recent models, and the
+//! output folder.
+
+use egui::{ProgressBar, RichText};
+
+use crate::gui::action::Action;
+use crate::gui::app::EmberApp;
+use crate::gui::models::human_size;
+use crate::gui::session::ModelState;
+
+pub fn draw(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
+    ui.heading("Model");
+    match &app.session.model {
+        ModelState::Empty => {
+            ui.label("No model loaded.");
+        }
+        ModelState::Loading {
+            path, step, total, ..
+        } => {
+            ui.label(format!("Loading {}", path.display()));
+            let fraction = if *total > 0 {
+                *step as f32 / *total as f32
+            } else {
+                0.0
+            };
+            ui.add(ProgressBar::new(fraction).show_percentage());
+            if ui.button("Cancel loading").clicked() {
+                actions.push(Action::CancelLoad);
+            }
+        }
+        ModelState::Ready(m) => {
+            ui.label(RichText::new(&m.name).strong());
+            egui::Grid::new("model-facts")
+                .num_columns(2)
+                .show(ui, |ui| {
+                    ui.label("Family");
+                    ui.label(&m.family);
+                    ui.end_row();
+                    ui.label("Layout");
+                    ui.label(&m.layout);
+                    ui.end_row();
+                    ui.label("Native size");
+                    ui.label(format!("{}×{}", m.native_size.0, m.native_size.1));
+                    ui.end_row();
+                });
+            if !m.notes.is_empty() {
+                ui.collapsing(format!("Load report ({})", m.notes.len()), |ui| {
+                    for note in &m.notes {
+                        ui.label(note);
+                    }
+                });
+            }
+        }
+    }
+    ui.horizontal(|ui| {
+        if ui.button("Open model…").clicked() {
+            actions.push(Action::OpenModelDialog);
+        }
+        if ui
+            .button("Open folder model…")
+            .on_hover_text("A diffusers folder (with model_index.json)")
+            .clicked()
+        {
+            actions.push(Action::OpenModelFolderDialog);
+        }
+    });
+
+    ui.separator();
+    ui.heading("Models folder");
+    ui.horizontal(|ui| {
+        match &app.settings.models_dir {
+            Some(dir) => ui.label(dir.display().to_string()),
+            None => ui.label("none chosen"),
+        };
+    });
+    ui.horizontal(|ui| {
+        if ui.button("Choose models folder…").clicked() {
+            actions.push(Action::ChooseModelsFolder);
+        }
+        if app.settings.models_dir.is_some() && ui.button("Rescan").clicked() {
+            actions.push(Action::RescanModels);
+        }
+    });
+    let loaded = app.session.model().map(|m| m.path.as_path());
+    for entry in &app.models {
+        let hash = entry.hash.as_deref().unwrap_or("hashing…");
+        let text = format!(
+            "{}\n{} · {} · {hash}",
+            entry.name,
+            entry.family,
+            human_size(entry.bytes)
+        );
+        let clicked = ui
+            .selectable_label(loaded == Some(entry.path.as_path()), text)
+            .on_hover_text(entry.path.display().to_string())
+            .clicked();
+        if clicked {
+            actions.push(Action::LoadModel(entry.path.clone()));
+        }
+    }
+
+    if !app.settings.recent_models.is_empty() {
+        ui.separator();
+        ui.heading("Recent");
+        for path in &app.settings.recent_models {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            if ui
+                .selectable_label(loaded == Some(path.as_path()), name)
+                .on_hover_text(path.display().to_string())
+                .clicked()
+            {
+                actions.push(Action::LoadModel(path.clone()));
+            }
+        }
+    }
+
+    ui.separator();
+    ui.heading("Output folder");
+    ui.label(app.output_dir().display().to_string());
+    ui.horizontal(|ui| {
+        if ui.button("Change…").clicked() {
+            actions.push(Action::ChooseOutputFolder);
+        }
+        if ui.button("Open folder").clicked() {
+            actions.push(Action::OpenOutputFolder);
+        }
+    });
+}

@@ -1,0 +1,125 @@
+//! The central area of the Generate view: the empty state, progress with speed and ETA,
+//! the queue, and the live preview replaced by the result.
+
+use egui::{ProgressBar, RichText, TextureHandle};
+use inference::api::Stage;
+
+use crate::gui::action::Action;
+use crate::gui::app::EmberApp;
+use crate::gui::session::ModelState;
+
+pub fn draw(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
+    if matches!(app.session.model, ModelState::Empty)
+        && app.display.results.is_empty()
+        && app.session.running.is_none()
+    {
+        empty_state(ui, actions);
+        return;
+    }
+    progress(ui, app, actions);
+    let image = if app.session.running.is_some() {
+        app.display.preview.as_ref()
+    } else {
+        for (_, path) in &app.display.results {
+            if let Some(path) = path {
+                ui.label(RichText::new(format!("saved {}", path.display())).weak());
+            }
+        }
+        app.display.results.first().map(|(t, _)| t)
+    };
+    if let Some(texture) = image {
+        fit_image(ui, texture);
+    }
+}
+
+fn empty_state(ui: &mut egui::Ui, actions: &mut Vec<Action>) {
+    ui.vertical_centered(|ui| {
+        ui.add_space(ui.available_height() / 3.0);
+        ui.heading("Drop a Stable Diffusion checkpoint here or choose a models folder");
+        ui.label(
+            "A .safetensors or .ckpt file, or a diffusers folder. SD 1.x models are supported.",
+        );
+        ui.add_space(12.0);
+        ui.horizontal(|ui| {
+            ui.add_space((ui.available_width() - 360.0).max(0.0) / 2.0);
+            if ui.button("Open model…").clicked() {
+                actions.push(Action::OpenModelDialog);
+            }
+            if ui.button("Choose models folder…").clicked() {
+                actions.push(Action::ChooseModelsFolder);
+            }
+        });
+    });
+}
+
+fn progress(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
+    if let Some(job) = &app.session.running {
+        let text = match job.stage {
+            None => "starting…".to_string(),
+            Some(Stage::EncodingPrompt) => "encoding the prompt…".to_string(),
+            Some(Stage::EncodingImage) => "encoding the image…".to_string(),
+            Some(Stage::Denoising) => {
+                let mut t = format!("step {}/{}", job.step, job.total);
+                if let Some(its) = job.its {
+                    if its >= 1.0 {
+                        t.push_str(&format!(" · {its:.2} it/s"));
+                    } else {
+                        t.push_str(&format!(" · {:.2} s/it", 1.0 / its));
+                    }
+                }
+                if let Some(eta) = job.eta() {
+                    t.push_str(&format!(" · ETA {}", format_duration(eta)));
+                }
+                t
+            }
+            Some(Stage::Decoding) => "decoding…".to_string(),
+        };
+        ui.horizontal(|ui| {
+            ui.label(format!("seed {}", job.request.seed));
+            if ui.button("Cancel").clicked() {
+                actions.push(Action::Cancel);
+            }
+        });
+        ui.add(ProgressBar::new(job.fraction()).text(text));
+    }
+    if !app.session.queue.is_empty() {
+        ui.horizontal(|ui| {
+            let seeds: Vec<String> = app
+                .session
+                .queue
+                .iter()
+                .take(8)
+                .map(|j| j.request.seed.to_string())
+                .collect();
+            let more = app.session.queue.len().saturating_sub(8);
+            let mut text = format!("queued: seeds {}", seeds.join(", "));
+            if more > 0 {
+                text.push_str(&format!(" and {more} more"));
+            }
+            ui.label(text);
+            if ui.button("Clear queue").clicked() {
+                actions.push(Action::ClearQueue);
+            }
+        });
+    }
+}
+
+/// `12 s`, `3 min 05 s`.
+pub fn format_duration(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    if secs < 60 {
+        format!("{secs} s")
+    } else {
+        format!("{} min {:02} s", secs / 60, secs % 60)
+    }
+}
+
+/// Shows a texture as large as fits, keeping its aspect ratio.
+pub fn fit_image(ui: &mut egui::Ui, texture: &TextureHandle) {
+    let available = ui.available_size();
+    let size = texture.size_vec2();
+    let scale = (available.x / size.x).min(available.y / size.y).max(0.01);
+    ui.centered_and_justified(|ui| {
+        ui.add(egui::Image::new((texture.id(), size * scale)));
+    });
+}

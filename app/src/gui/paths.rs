@@ -1,0 +1,48 @@
+//! Where the app keeps things: settings, the default output folder, and the fallback
+//! folder used when the output folder cannot be written.
+
+use std::path::PathBuf;
+
+/// The app's folders.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    /// `settings.json` lives here.
+    pub config_dir: PathBuf,
+    /// Results go here unless the user chose another folder.
+    pub default_output: PathBuf,
+    /// Results go here when the output folder cannot be written, so none is lost.
+    pub fallback_output: PathBuf,
+}
+
+impl Paths {
+    /// The platform's folders: `$EMBER_CONFIG_DIR` (else the config dir) for settings, the
+    /// pictures folder's `Ember` (else the data dir's `outputs`) for results.
+    pub fn from_env() -> Self {
+        let project = directories::ProjectDirs::from("org", "Ember", "Ember");
+        let config_dir = std::env::var_os("EMBER_CONFIG_DIR")
+            .map(PathBuf::from)
+            .or_else(|| project.as_ref().map(|p| p.config_dir().to_path_buf()))
+            .unwrap_or_else(|| PathBuf::from(".ember"));
+        let data_dir = project
+            .as_ref()
+            .map(|p| p.data_dir().to_path_buf())
+            .unwrap_or_else(|| config_dir.clone());
+        let default_output = directories::UserDirs::new()
+            .and_then(|u| u.picture_dir().map(|p| p.join("Ember")))
+            .unwrap_or_else(|| data_dir.join("outputs"));
+        Self {
+            config_dir,
+            default_output,
+            fallback_output: data_dir.join("unsaved"),
+        }
+    }
+
+    /// Everything under one folder (tests, portable installs).
+    pub fn under(root: &std::path::Path) -> Self {
+        Self {
+            config_dir: root.join("config"),
+            default_output: root.join("outputs"),
+            fallback_output: root.join("unsaved"),
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! The app's runtime state (never persisted): the model's state, the running job with its
+//! progress and speed, the visible queue, and notices. It turns worker [`Event`]s into state
+//! and decides which [`Command`] to send next; it draws nothing, so it is tested directly.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use inference::api::{GenerateRequest, Stage};
+use inference::worker::{CancelToken, Command, Event, JobId, ModelSummary, ResultImage};
+
+/// Where the model is.
+#[derive(Clone, Debug)]
+pub enum ModelState {
+    Empty,
+    Loading {
+        path: PathBuf,
+        step: usize,
+        total: usize,
+        cancel: CancelToken,
+    },
+    Ready(ModelSummary),
+}
+
+/// A job waiting its turn.
+#[derive(Clone, Debug)]
+pub struct QueuedJob {
+    pub id: JobId,
+    pub request: Box<GenerateRequest>,
+}
+
+/// The job the worker is running.
+#[derive(Clone, Debug)]
+pub struct RunningJob {
+    pub id: JobId,
+    pub request: Box<GenerateRequest>,
+    pub cancel: CancelToken,
+    pub stage: Option<Stage>,
+    pub step: usize,
+    pub total: usize,
+    /// When and at which step denoising was first seen (speed is measured from there).
+    denoise_start: Option<(Instant, usize)>,
+    /// Denoising steps per second.
+    pub its: Option<f64>,
+}
+
+impl RunningJob {
+    /// Seconds left in denoising at the measured speed.
+    pub fn eta(&self) -> Option<Duration> {
+        let its = self.its.filter(|s| *s > 0.0)?;
+        Some(Duration::from_secs_f64(
+            self.total.saturating_sub(self.step) as f64 / its,
+        ))
+    }
+
+    /// Done fraction for the progress bar.
+    pub fn fraction(&self) -> f32 {
+        match self.stage {
+            Some(Stage::Denoising) if self.total > 0 => self.step as f32 / self.total as f32,
+            Some(Stage::Decoding) => 1.0,
+            _ => 0.0,
+        }
+    }
+}
+
+/// How much a notice matters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warning,
+    Error,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub level: Level,
+    pub text: String,
+}
+
+/// A finished job, for the app to show and save.
+#[derive(Debug)]
+pub struct Finished {
+    pub id: JobId,
+    pub images: Vec<ResultImage>,
+    pub elapsed: Duration,
+}
+
+/// Notices kept on screen at most.
+const MAX_NOTICES: usize = 6;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Session {
+    pub model: ModelState,
+    pub queue: VecDeque<QueuedJob>,
+    pub running: Option<RunningJob>,
+    pub notices: Vec<Notice>,
+    next_id: u64,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Self {
+            model: ModelState::Empty,
+            queue: VecDeque::new(),
+            running: None,
+            notices: Vec::new(),
+            next_id: 1,
+        }
+    }
+}
+
+impl Session {
+    /// The loaded model, if one is ready.
+    pub fn model(&self) -> Option<&ModelSummary> {
+        match &self.model {
+            ModelState::Ready(summary) => Some(summary),
+            _ => None,
+        }
+    }
+
+    pub fn notify(&mut self, level: Level, text: impl Into<String>) {
+        self.notices.push(Notice {
+            level,
+            text: text.into(),
+        });
+        if self.notices.len() > MAX_NOTICES {
+            self.notices.remove(0);
+        }
+    }
+
+    /// Starts loading `path` (the worker frees the old model first).
+    #[must_use]
+    pub fn load_model(&mut self, path: &Path) -> Command {
+        if let ModelState::Loading { cancel, .. } = &self.model {
+            cancel.cancel();
+        }
+        let cancel = CancelToken::new();
+        self.model = ModelState::Loading {
+            path: path.to_path_buf(),
+            step: 0,
+            total: 0,
+            cancel: cancel.clone(),
+        };
+        Command::LoadModel {
+            path: path.to_path_buf(),
+            config_dir: None,
+            cancel,
+        }
+    }
+
+    /// Stops a model load in progress.
+    pub fn cancel_loading(&mut self) {
+        if let ModelState::Loading { cancel, .. } = &self.model {
+            cancel.cancel();
+        }
+    }
+
+    /// Queues a job; it starts when the worker is free (see [`Session::next_command`]).
+    pub fn enqueue(&mut self, request: GenerateRequest) -> JobId {
+        let id = JobId(self.next_id);
+        self.next_id += 1;
+        self.queue.push_back(QueuedJob {
+            id,
+            request: Box::new(request),
+        });
+        id
+    }
+
+    /// The next job to send, when none is running and a model is loaded or loading.
+    #[must_use]
+    pub fn next_command(&mut self) -> Option<Command> {
+        if self.running.is_some() || matches!(self.model, ModelState::Empty) {
+            return None;
+        }
+        let job = self.queue.pop_front()?;
+        let cancel = CancelToken::new();
+        self.running = Some(RunningJob {
+            id: job.id,
+            request: job.request.clone(),
+            cancel: cancel.clone(),
+            stage: None,
+            step: 0,
+            total: job.request.effective_steps() as usize,
+            denoise_start: None,
+            its: None,
+        });
+        Some(Command::Generate {
+            job: job.id,
+            request: job.request,
+            cancel,
+        })
+    }
+
+    /// Stops the running job (within one step).
+    pub fn cancel_running(&mut self) {
+        if let Some(job) = &self.running {
+            job.cancel.cancel();
+        }
+    }
+
+    /// Empties the queue (the running job goes on).
+    pub fn clear_queue(&mut self) {
+        self.queue.clear();
+    }
+
+    /// Takes in one worker event; returns a finished job for the app to show and save.
+    pub fn apply(&mut self, event: Event, now: Instant) -> Option<Finished> {
+        match event {
+            Event::ModelLoading { path, step, total } => {
+                if let ModelState::Loading {
+                    path: p,
+                    step: s,
+                    total: t,
+                    ..
+                } = &mut self.model
+                    && *p == path
+                {
+                    (*s, *t) = (step, total);
+                }
+            }
+            Event::ModelLoaded { summary, elapsed } => {
+                let text = format!(
+                    "loaded {} ({}) in {:.1} s",
+                    summary.name,
+                    summary.family,
+                    elapsed.as_secs_f32()
+                );
+                self.model = ModelState::Ready(summary);
+                self.notify(Level::Info, text);
+            }
+            Event::ModelFailed { path, error } => {
+                // A load replaced by a newer one fails quietly; the newer one is shown.
+                let current =
+                    matches!(&self.model, ModelState::Loading { path: p, .. } if *p == path);
+                if current {
+                    self.model = ModelState::Empty;
+                    self.notify(
+                        Level::Error,
+                        format!("could not load {}: {error}", path.display()),
+                    );
+                }
+            }
+            Event::ModelUnloaded => self.model = ModelState::Empty,
+            Event::JobStarted { .. } => {}
+            Event::Progress {
+                job,
+                stage,
+                step,
+                total,
+                ..
+            } => {
+                if let Some(running) = self.running.as_mut().filter(|r| r.id == job) {
+                    running.stage = Some(stage);
+                    if stage == Stage::Denoising {
+                        running.step = step;
+                        running.total = total;
+                        match running.denoise_start {
+                            None => running.denoise_start = Some((now, step)),
+                            Some((t0, s0)) if step > s0 => {
+                                let secs = now.duration_since(t0).as_secs_f64();
+                                if secs > 0.0 {
+                                    running.its = Some((step - s0) as f64 / secs);
+                                }
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                }
+            }
+            Event::Finished {
+                job,
+                images,
+                elapsed,
+                warnings,
+                ..
+            } => {
+                self.end_job(job);
+                for warning in warnings {
+                    self.notify(Level::Warning, warning);
+                }
+                return Some(Finished {
+                    id: job,
+                    images,
+                    elapsed,
+                });
+            }
+            Event::Cancelled { job } => {
+                self.end_job(job);
+                self.notify(Level::Info, "generation cancelled");
+            }
+            Event::Failed { job, error } => {
+                self.end_job(job);
+                self.notify(Level::Error, format!("generation failed: {error}"));
+            }
+        }
+        None
+    }
+
+    fn end_job(&mut self, job: JobId) {
+        if self.running.as_ref().is_some_and(|r| r.id == job) {
+            self.running = None;
+        }
+    }
+}

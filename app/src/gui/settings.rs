@@ -1,0 +1,235 @@
+//! What the app remembers between runs: the last generation settings, folders and recent
+//! models, in `settings.json` under the config folder (window layout is eframe's own storage).
+//!
+//! **Invariant:** the file is replaced atomically (write, then rename), and a file that cannot
+//! be read as settings is kept as `settings.json.bad` before the defaults are used, so a
+//! crash or a corrupt file never loses more than the last change.
+
+use std::path::{Path, PathBuf};
+
+use inference::imaging::write_atomic;
+use serde::{Deserialize, Serialize};
+
+/// How many recently used models the model panel lists.
+pub const RECENT_MODELS: usize = 8;
+
+/// The persisted settings. Unknown or missing fields take their defaults, so older and
+/// newer files both load.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    pub prompt: String,
+    pub negative_prompt: String,
+    /// The seed the next generation uses when `seed_locked`; otherwise the last one used.
+    pub seed: u64,
+    /// Keep the seed between generations (off: a new random seed each time).
+    pub seed_locked: bool,
+    pub steps: u32,
+    pub cfg_scale: f32,
+    pub width: u32,
+    pub height: u32,
+    /// ComfyUI sampler name (`dpmpp_2m`).
+    pub sampler: String,
+    /// ComfyUI schedule name (`karras`).
+    pub schedule: String,
+    /// Images per click, run one after another with seeds `seed`, `seed + 1`, ...
+    pub batch_count: u32,
+    /// A1111 numbering: 1 = last text-encoder layer.
+    pub clip_skip: u32,
+    /// Where results are saved; `None` = the default under the user's pictures folder.
+    pub output_dir: Option<PathBuf>,
+    /// A folder of checkpoints the model panel lists.
+    pub models_dir: Option<PathBuf>,
+    /// Most recent first.
+    pub recent_models: Vec<PathBuf>,
+    /// Loaded again at start when it still exists.
+    pub last_model: Option<PathBuf>,
+}
+
+impl Default for Settings {
+    /// A1111's defaults: 20 steps of DPM++ 2M Karras at CFG 7, 512x512.
+    fn default() -> Self {
+        Self {
+            prompt: String::new(),
+            negative_prompt: String::new(),
+            seed: 0,
+            seed_locked: false,
+            steps: 20,
+            cfg_scale: 7.0,
+            width: 512,
+            height: 512,
+            sampler: "dpmpp_2m".into(),
+            schedule: "karras".into(),
+            batch_count: 1,
+            clip_skip: 1,
+            output_dir: None,
+            models_dir: None,
+            recent_models: Vec::new(),
+            last_model: None,
+        }
+    }
+}
+
+impl Settings {
+    /// Puts `path` first in the recent-models list.
+    pub fn remember_model(&mut self, path: &Path) {
+        self.recent_models.retain(|p| p != path);
+        self.recent_models.insert(0, path.to_path_buf());
+        self.recent_models.truncate(RECENT_MODELS);
+        self.last_model = Some(path.to_path_buf());
+    }
+}
+
+/// Reads and writes `settings.json` in one folder.
+#[derive(Clone, Debug)]
+pub struct SettingsFile {
+    path: PathBuf,
+}
+
+/// What loading the settings found.
+#[derive(Debug)]
+pub struct Loaded {
+    pub settings: Settings,
+    /// Set when the file was unreadable: what happened and where the old file was kept.
+    pub problem: Option<String>,
+}
+
+impl SettingsFile {
+    /// The settings file in `dir` (created on first save).
+    pub fn in_dir(dir: &Path) -> Self {
+        Self {
+            path: dir.join("settings.json"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The saved settings, or the defaults (no file yet, or an unreadable one, which is
+    /// kept beside it as `settings.json.bad`).
+    pub fn load(&self) -> Loaded {
+        let text = match std::fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Loaded {
+                    settings: Settings::default(),
+                    problem: None,
+                };
+            }
+            Err(e) => {
+                return Loaded {
+                    settings: Settings::default(),
+                    problem: Some(format!(
+                        "could not read {}: {e}; using default settings",
+                        self.path.display()
+                    )),
+                };
+            }
+        };
+        match serde_json::from_slice::<Settings>(&text) {
+            Ok(settings) => Loaded {
+                settings,
+                problem: None,
+            },
+            Err(e) => {
+                let backup = self.path.with_extension("json.bad");
+                let kept = match std::fs::rename(&self.path, &backup) {
+                    Ok(()) => format!("the old file is kept as {}", backup.display()),
+                    Err(err) => format!("it could not be moved aside ({err})"),
+                };
+                Loaded {
+                    settings: Settings::default(),
+                    problem: Some(format!(
+                        "the settings file {} is damaged ({e}); {kept}; using default settings",
+                        self.path.display()
+                    )),
+                }
+            }
+        }
+    }
+
+    /// Writes the settings atomically, creating the folder if needed.
+    pub fn save(&self, settings: &Settings) -> Result<(), String> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
+        }
+        let json = serde_json::to_vec_pretty(settings).map_err(|e| e.to_string())?;
+        write_atomic(&self.path, &json).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_round_trip_through_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = SettingsFile::in_dir(&dir.path().join("nested"));
+        let mut settings = Settings {
+            prompt: "a red fox, \"quoted\"\nsecond line".into(),
+            seed: u64::MAX,
+            ..Settings::default()
+        };
+        settings.remember_model(Path::new("/models/a.safetensors"));
+        file.save(&settings).unwrap();
+        let loaded = file.load();
+        assert_eq!(loaded.settings, settings);
+        assert!(loaded.problem.is_none());
+    }
+
+    #[test]
+    fn a_missing_file_gives_defaults_quietly() {
+        let dir = tempfile::tempdir().unwrap();
+        let loaded = SettingsFile::in_dir(dir.path()).load();
+        assert_eq!(loaded.settings, Settings::default());
+        assert!(loaded.problem.is_none());
+    }
+
+    #[test]
+    fn a_corrupt_file_gives_defaults_and_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = SettingsFile::in_dir(dir.path());
+        std::fs::write(file.path(), b"{\"steps\": 12, \"prompt\": trunc").unwrap();
+        let loaded = file.load();
+        assert_eq!(loaded.settings, Settings::default());
+        let problem = loaded.problem.expect("a corrupt file is reported");
+        assert!(problem.contains("damaged"), "{problem}");
+        let backup = dir.path().join("settings.json.bad");
+        assert_eq!(
+            std::fs::read(backup).unwrap(),
+            b"{\"steps\": 12, \"prompt\": trunc"
+        );
+        assert!(!file.path().exists());
+    }
+
+    #[test]
+    fn partial_files_keep_the_fields_they_have() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = SettingsFile::in_dir(dir.path());
+        std::fs::write(file.path(), br#"{"steps": 31, "unknown_future_field": 1}"#).unwrap();
+        let loaded = file.load();
+        assert_eq!(loaded.settings.steps, 31);
+        assert_eq!(loaded.settings.cfg_scale, 7.0);
+    }
+
+    #[test]
+    fn recent_models_are_most_recent_first_without_duplicates() {
+        let mut s = Settings::default();
+        for i in 0..10 {
+            s.remember_model(Path::new(&format!("/m/{i}")));
+        }
+        s.remember_model(Path::new("/m/5"));
+        assert_eq!(s.recent_models.len(), RECENT_MODELS);
+        assert_eq!(s.recent_models[0], Path::new("/m/5"));
+        assert_eq!(
+            s.recent_models
+                .iter()
+                .filter(|p| **p == Path::new("/m/5"))
+                .count(),
+            1
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! Picks the engine's device: the window's own wgpu device (feature `wgpu`) or the CPU.
+//!
+//! With the `wgpu` feature, eframe is asked for a device with all of the adapter's features
+//! and limits (egui alone asks for the defaults, too little for Burn's kernels), and Burn is
+//! registered on that same device and queue. `EMBER_DEVICE=cpu|gpu` overrides the choice.
+
+use inference::device::{DeviceKind, Precision};
+use inference::worker::BurnEngine;
+
+/// Adjusts the window options before the window (and its GPU device) is created.
+pub fn prepare(options: &mut eframe::NativeOptions) {
+    #[cfg(feature = "wgpu")]
+    request_full_device(options);
+    #[cfg(not(feature = "wgpu"))]
+    let _ = options;
+}
+
+/// The engine for this window, and a sentence for the user saying where it runs.
+pub fn engine(cc: &eframe::CreationContext<'_>) -> (BurnEngine, String) {
+    let wanted = std::env::var("EMBER_DEVICE").unwrap_or_default();
+    if wanted.eq_ignore_ascii_case("cpu") {
+        return cpu_engine("EMBER_DEVICE=cpu");
+    }
+    #[cfg(feature = "wgpu")]
+    {
+        let force = wanted.eq_ignore_ascii_case("gpu") || wanted.eq_ignore_ascii_case("wgpu");
+        match gpu::shared_engine(cc, force) {
+            Ok(found) => return found,
+            Err(why) => return cpu_engine(&why),
+        }
+    }
+    #[cfg(not(feature = "wgpu"))]
+    {
+        let _ = cc;
+        cpu_engine("this build has no GPU support (build with `--features wgpu`)")
+    }
+}
+
+fn cpu_engine(why: &str) -> (BurnEngine, String) {
+    let device = DeviceKind::Cpu
+        .device()
+        .expect("the CPU backend is always built in");
+    (
+        BurnEngine::new(device, Precision::F32),
+        format!("Running on the CPU: {why}."),
+    )
+}
+
+#[cfg(feature = "wgpu")]
+fn request_full_device(options: &mut eframe::NativeOptions) {
+    use eframe::egui_wgpu::{WgpuSetup, wgpu};
+    use std::sync::Arc;
+    if let WgpuSetup::CreateNew(create) = &mut options.wgpu_options.wgpu_setup {
+        create.device_descriptor = Arc::new(|adapter| wgpu::DeviceDescriptor {
+            label: Some("Ember window and engine device"),
+            // Mappable primary buffers are slow on discrete GPUs and Burn does not need them.
+            required_features: adapter
+                .features()
+                .difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+            required_limits: adapter.limits(),
+            ..Default::default()
+        });
+    }
+}
+
+#[cfg(feature = "wgpu")]
+mod gpu {
+    use eframe::egui_wgpu::wgpu;
+    use inference::device::Precision;
+    use inference::device::{SharedWgpu, shared_wgpu_device};
+    use inference::worker::BurnEngine;
+
+    /// Burn on the window's device when it is a real GPU (or `force`), else the reason why not.
+    pub fn shared_engine(
+        cc: &eframe::CreationContext<'_>,
+        force: bool,
+    ) -> Result<(BurnEngine, String), String> {
+        let state = cc
+            .wgpu_render_state
+            .as_ref()
+            .ok_or("the window has no wgpu device")?;
+        let info = state.adapter.get_info();
+        if info.backend == wgpu::Backend::Gl {
+            return Err(format!("{} is only available through OpenGL", info.name));
+        }
+        let real_gpu = matches!(
+            info.device_type,
+            wgpu::DeviceType::DiscreteGpu
+                | wgpu::DeviceType::IntegratedGpu
+                | wgpu::DeviceType::VirtualGpu
+        );
+        if !real_gpu && !force {
+            return Err(format!(
+                "the window's adapter ({}) is a software renderer; set EMBER_DEVICE=gpu to use it anyway",
+                info.name
+            ));
+        }
+        let device = shared_wgpu_device(SharedWgpu {
+            instance: state.instance.clone(),
+            adapter: state.adapter.clone(),
+            device: state.device.clone(),
+            queue: state.queue.clone(),
+        })
+        .map_err(|e| e.to_string())?;
+        let note = format!(
+            "Running on {} ({:?}), sharing the window's GPU device.",
+            info.name, info.backend
+        );
+        Ok((BurnEngine::new(device, Precision::F32), note))
+    }
+}

@@ -1,0 +1,132 @@
+//! A fake [`Engine`] for worker and UI tests: it takes `step_time` per step, paints a
+//! gradient the size of the request, and panics when the prompt is `panic`.
+
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use inference::api::{GenerateRequest, Generation, Stage};
+use inference::imaging::ImageRgb8;
+use inference::worker::{Engine, EngineProgress, ModelSummary};
+use inference::{Error, Result};
+
+/// Steps through `request.steps` with a pause each.
+#[derive(Clone, Default)]
+pub struct FakeEngine {
+    pub step_time: Duration,
+    /// Counts every step run, for tests that check a cancel stopped the work.
+    pub steps_run: Arc<AtomicUsize>,
+}
+
+impl FakeEngine {
+    pub fn new(step_time: Duration) -> Self {
+        Self {
+            step_time,
+            steps_run: Arc::default(),
+        }
+    }
+}
+
+/// A `width x height` gradient whose blue channel is the seed's low byte.
+pub fn fake_image(width: u32, height: u32, seed: u64) -> ImageRgb8 {
+    let mut pixels = Vec::with_capacity((width * height * 3) as usize);
+    for y in 0..height {
+        for x in 0..width {
+            pixels.extend([
+                (x * 255 / width.max(1)) as u8,
+                (y * 255 / height.max(1)) as u8,
+                seed as u8,
+            ]);
+        }
+    }
+    ImageRgb8 {
+        width,
+        height,
+        pixels,
+    }
+}
+
+impl Engine for FakeEngine {
+    fn load(
+        &mut self,
+        path: &Path,
+        _: Option<&Path>,
+        progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
+    ) -> Result<ModelSummary> {
+        if progress(0, 1).is_break() {
+            return Err(Error::Cancelled);
+        }
+        if !path.exists() {
+            return Err(Error::settings(format!(
+                "{} does not exist",
+                path.display()
+            )));
+        }
+        Ok(ModelSummary {
+            path: path.to_path_buf(),
+            name: "fake".into(),
+            family: "SD 1.x".into(),
+            layout: "fake".into(),
+            native_size: (64, 64),
+            inpainting: false,
+            notes: vec!["this is a fake model".into()],
+            default_sampler: None,
+        })
+    }
+
+    fn unload(&mut self) {}
+
+    fn generate(
+        &mut self,
+        request: &GenerateRequest,
+        progress: &mut dyn FnMut(EngineProgress) -> ControlFlow<()>,
+    ) -> Result<Generation> {
+        assert!(
+            request.prompt != "panic",
+            "the fake engine was told to panic"
+        );
+        let total = request.steps as usize;
+        for step in 1..=total {
+            std::thread::sleep(self.step_time);
+            self.steps_run.fetch_add(1, Ordering::SeqCst);
+            let preview = Some(ImageRgb8 {
+                width: 1,
+                height: 1,
+                pixels: vec![step as u8; 3],
+            });
+            let report = EngineProgress {
+                stage: Stage::Denoising,
+                step,
+                total,
+                elapsed: Duration::ZERO,
+                preview,
+            };
+            if progress(report).is_break() {
+                return Err(Error::Cancelled);
+            }
+        }
+        Ok(Generation {
+            images: (0..request.batch)
+                .map(|i| fake_image(request.width, request.height, request.seed + u64::from(i)))
+                .collect(),
+            latents: Vec::new(),
+            latent_shape: [1, 4, 1, 1],
+            warnings: Vec::new(),
+            sampler_label: "fake".into(),
+        })
+    }
+
+    fn parameters(&mut self, request: &GenerateRequest, index: usize) -> String {
+        format!(
+            "{}\nSteps: {}, CFG scale: {}, Seed: {}, Size: {}x{}, Model: fake",
+            request.prompt,
+            request.steps,
+            request.cfg_scale,
+            request.seed + index as u64,
+            request.width,
+            request.height
+        )
+    }
+}
