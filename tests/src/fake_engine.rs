@@ -119,8 +119,13 @@ impl Engine for FakeEngine {
     }
 
     fn parameters(&mut self, request: &GenerateRequest, index: usize) -> String {
+        let negative = if request.negative_prompt.is_empty() {
+            String::new()
+        } else {
+            format!("\nNegative prompt: {}", request.negative_prompt)
+        };
         format!(
-            "{}\nSteps: {}, CFG scale: {}, Seed: {}, Size: {}x{}, Model: fake",
+            "{}{negative}\nSteps: {}, CFG scale: {}, Seed: {}, Size: {}x{}, Model: fake",
             request.prompt,
             request.steps,
             request.cfg_scale,

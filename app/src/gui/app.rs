@@ -217,7 +217,10 @@ impl EmberApp {
             } => {
                 if let Some(i) = self.restoring.iter().position(|p| *p == path) {
                     self.restoring.remove(i);
-                    self.restore_from(&path, metadata.as_ref(), true);
+                    match image {
+                        Ok(_) => self.restore_from(&path, metadata.as_ref(), true),
+                        Err(e) => self.session.notify(Level::Error, e),
+                    }
                 } else {
                     self.gallery.opened(&self.ctx, &path, image, metadata);
                 }

@@ -15,9 +15,13 @@ pub struct Paths {
 }
 
 impl Paths {
-    /// The platform's folders: `$EMBER_CONFIG_DIR` (else the config dir) for settings, the
-    /// pictures folder's `Ember` (else the data dir's `outputs`) for results.
+    /// Everything under `$EMBER_HOME` when set (portable installs, screenshots); else
+    /// `$EMBER_CONFIG_DIR` (else the platform's config dir) for settings and the pictures
+    /// folder's `Ember` (else the data dir's `outputs`) for results.
     pub fn from_env() -> Self {
+        if let Some(home) = std::env::var_os("EMBER_HOME") {
+            return Self::under(std::path::Path::new(&home));
+        }
         let project = directories::ProjectDirs::from("org", "Ember", "Ember");
         let config_dir = std::env::var_os("EMBER_CONFIG_DIR")
             .map(PathBuf::from)

@@ -45,7 +45,7 @@ fn top_bar(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
     ui.horizontal(|ui| {
         ui.heading("Ember");
         ui.separator();
-        for (view, name) in [(View::Generate, "Generate"), (View::Gallery, "Gallery")] {
+        for (view, name) in [(View::Generate, "Create"), (View::Gallery, "Gallery")] {
             if ui.selectable_label(app.view == view, name).clicked() && app.view != view {
                 actions.push(Action::Show(view));
             }

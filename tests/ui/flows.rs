@@ -1,0 +1,201 @@
+//! Generating with the fake engine: the empty state, loading by drop, progress, saving,
+//! cancelling, the queue, and settings that survive a restart.
+
+use std::time::Duration;
+
+use egui_kittest::kittest::Queryable;
+use ember_app::gui::paths::Paths;
+use ember_app::gui::session::ModelState;
+use ember_tests::fake_engine::FakeEngine;
+use inference::imaging::read_png_text;
+
+use crate::{app, click, drop_files, fake_model, has_notice, open, step_until};
+
+#[test]
+fn a_fresh_window_asks_for_a_checkpoint_and_generate_says_why_it_cannot_run() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    w.get_by_label("Drop a Stable Diffusion checkpoint here or choose a models folder");
+    w.get_by_label("No model loaded.");
+    click(&mut w, "Generate");
+    assert!(
+        has_notice(app(&w), "load a model first"),
+        "{:?}",
+        app(&w).session.notices
+    );
+    assert!(app(&w).session.running.is_none() && app(&w).session.queue.is_empty());
+}
+
+#[test]
+fn a_dropped_model_loads_and_generate_shows_progress_then_saves_the_png() {
+    let home = tempfile::tempdir().unwrap();
+    let model = fake_model(home.path());
+    let mut w = open(
+        FakeEngine::new(Duration::from_millis(60)),
+        Paths::under(home.path()),
+    );
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    w.get_by_label("Family");
+    assert_eq!(
+        app(&w).settings.last_model.as_deref(),
+        Some(model.as_path())
+    );
+
+    let prompt = w.get_by_label("Prompt");
+    prompt.focus();
+    w.step();
+    w.get_by_label("Prompt").type_text("a red fox");
+    w.step();
+    assert_eq!(app(&w).settings.prompt, "a red fox");
+    w.state_mut().as_mut().unwrap().settings.steps = 12;
+    w.state_mut().as_mut().unwrap().settings.seed_locked = true;
+    w.state_mut().as_mut().unwrap().settings.seed = 4242;
+
+    click(&mut w, "Generate");
+    step_until(&mut w, "denoising progress", |a| {
+        a.session.running.as_ref().is_some_and(|r| r.step >= 3)
+    });
+    w.get_by_label_contains("step ");
+    w.get_by_label("seed 4242");
+    step_until(&mut w, "the image to be saved", |a| {
+        !a.display.results.is_empty() && a.display.results.iter().all(|(_, p)| p.is_some())
+    });
+    let saved = app(&w).display.results[0].1.clone().unwrap();
+    assert_eq!(saved.parent(), Some(home.path().join("outputs").as_path()));
+    assert_eq!(saved.file_name().unwrap(), "00000-4242.png");
+    let png = image::open(&saved).unwrap();
+    assert_eq!(
+        (png.width(), png.height()),
+        (512, 512),
+        "the size in the form"
+    );
+    let text = read_png_text(&saved).unwrap();
+    let parameters = &text.iter().find(|(k, _)| k == "parameters").unwrap().1;
+    assert!(
+        parameters.starts_with("a red fox\n") && parameters.contains("Seed: 4242"),
+        "{parameters}"
+    );
+}
+
+#[test]
+fn cancel_stops_the_running_job_and_the_queue_can_be_cleared() {
+    let home = tempfile::tempdir().unwrap();
+    let model = fake_model(home.path());
+    let engine = FakeEngine::new(Duration::from_millis(50));
+    let steps_run = engine.steps_run.clone();
+    let mut w = open(engine, Paths::under(home.path()));
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    {
+        let settings = &mut w.state_mut().as_mut().unwrap().settings;
+        settings.steps = 100;
+        settings.batch_count = 3;
+    }
+    click(&mut w, "Generate");
+    step_until(&mut w, "the first job to run", |a| {
+        a.session.running.as_ref().is_some_and(|r| r.step >= 1)
+    });
+    assert_eq!(
+        app(&w).session.queue.len(),
+        2,
+        "batch count 3: one runs, two wait"
+    );
+    w.get_by_label_contains("queued: seeds");
+    click(&mut w, "Clear queue");
+    assert!(app(&w).session.queue.is_empty());
+    w.get_all_by_label("Cancel").next().unwrap().click();
+    step_until(&mut w, "the job to stop", |a| a.session.running.is_none());
+    let run = steps_run.load(std::sync::atomic::Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(300));
+    w.step();
+    assert_eq!(
+        steps_run.load(std::sync::atomic::Ordering::SeqCst),
+        run,
+        "nothing runs after cancel"
+    );
+    assert!(run < 100, "cancelled mid-job ({run} steps)");
+    assert!(
+        app(&w).display.results.is_empty(),
+        "a cancelled job saves nothing"
+    );
+    assert!(
+        !home.path().join("outputs").exists()
+            || std::fs::read_dir(home.path().join("outputs"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
+}
+
+#[test]
+fn settings_survive_a_restart_and_the_last_model_reloads() {
+    let home = tempfile::tempdir().unwrap();
+    let model = fake_model(home.path());
+    {
+        let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+        w.step();
+        drop_files(&mut w, &[&model]);
+        step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+        let app = w.state_mut().as_mut().unwrap();
+        app.settings.prompt = "kept prompt".into();
+        app.settings.cfg_scale = 9.5;
+        app.save_settings();
+    }
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    assert_eq!(app(&w).settings.prompt, "kept prompt");
+    assert_eq!(app(&w).settings.cfg_scale, 9.5);
+    step_until(&mut w, "the last model to reload", |a| {
+        a.session.model().is_some()
+    });
+    assert_eq!(
+        w.get_by_label("Prompt").value().as_deref(),
+        Some("kept prompt")
+    );
+}
+
+#[test]
+fn a_corrupt_settings_file_is_kept_aside_and_the_app_opens_with_defaults() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("settings.json"), b"{\"prompt\": \"half writ").unwrap();
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    assert!(
+        has_notice(app(&w), "settings"),
+        "{:?}",
+        app(&w).session.notices
+    );
+    assert!(
+        config.join("settings.json.bad").exists(),
+        "the broken file is kept for the user"
+    );
+    assert!(matches!(app(&w).session.model, ModelState::Empty));
+}
+
+#[test]
+fn a_missing_model_fails_with_a_notice_and_junk_drops_are_named() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    let junk = home.path().join("notes.txt");
+    std::fs::write(&junk, b"hello").unwrap();
+    drop_files(&mut w, &[&junk]);
+    assert!(
+        has_notice(app(&w), "neither a model"),
+        "{:?}",
+        app(&w).session.notices
+    );
+    drop_files(&mut w, &[&home.path().join("gone.safetensors")]);
+    step_until(&mut w, "the load to fail", |a| {
+        has_notice(a, "does not exist")
+    });
+    assert!(matches!(app(&w).session.model, ModelState::Empty));
+    click(&mut w, "Dismiss");
+    assert!(app(&w).session.notices.is_empty());
+}

@@ -1,0 +1,131 @@
+//! The gallery: saved results listed newest first, a selected image with its parameters,
+//! reusing its settings, and restoring settings from a dropped PNG.
+
+use std::time::Duration;
+
+use egui_kittest::kittest::Queryable;
+use ember_app::gui::action::View;
+use ember_app::gui::paths::Paths;
+use ember_tests::fake_engine::FakeEngine;
+
+use crate::{Window, app, click, drop_files, fake_model, has_notice, open, step_until};
+
+/// A window with a loaded fake model and two saved results (seeds 700 and 701).
+fn window_with_two_results(home: &std::path::Path) -> Window {
+    let model = fake_model(home);
+    let mut w = open(
+        FakeEngine::new(Duration::from_millis(5)),
+        Paths::under(home),
+    );
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    {
+        let s = &mut w.state_mut().as_mut().unwrap().settings;
+        s.prompt = "a lighthouse at dusk".into();
+        s.negative_prompt = "blurry".into();
+        s.steps = 7;
+        s.cfg_scale = 6.5;
+        s.width = 448;
+        s.height = 320;
+        s.seed = 700;
+        s.seed_locked = true;
+        s.batch_count = 2;
+    }
+    click(&mut w, "Generate");
+    step_until(&mut w, "both images to be saved", |a| {
+        a.session.running.is_none()
+            && a.session.queue.is_empty()
+            && std::fs::read_dir(home.join("outputs")).is_ok_and(|d| d.count() == 2)
+            && a.display.results.iter().all(|(_, p)| p.is_some())
+    });
+    w
+}
+
+#[test]
+fn results_are_listed_newest_first_and_a_selected_image_shows_its_parameters() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = window_with_two_results(home.path());
+    click(&mut w, "Gallery");
+    assert_eq!(app(&w).view, View::Gallery);
+    step_until(&mut w, "the folder scan", |a| a.gallery.entries.len() == 2);
+    let names: Vec<_> = app(&w)
+        .gallery
+        .entries
+        .iter()
+        .map(|e| e.path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["00001-701.png", "00000-700.png"]);
+
+    click(&mut w, "00000-700.png");
+    step_until(&mut w, "the image to open", |a| {
+        a.gallery
+            .selected
+            .as_ref()
+            .is_some_and(|s| s.metadata.is_some())
+    });
+    w.get_by_label_contains("Seed: 700");
+    w.get_by_label_contains("a lighthouse at dusk");
+}
+
+#[test]
+fn reuse_settings_and_reuse_seed_bring_an_image_back_into_the_form() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = window_with_two_results(home.path());
+    {
+        let s = &mut w.state_mut().as_mut().unwrap().settings;
+        s.prompt = "something else".into();
+        s.steps = 30;
+        s.width = 512;
+        s.seed = 1;
+    }
+    click(&mut w, "Gallery");
+    step_until(&mut w, "the folder scan", |a| a.gallery.entries.len() == 2);
+    click(&mut w, "00001-701.png");
+    step_until(&mut w, "the image to open", |a| {
+        a.gallery
+            .selected
+            .as_ref()
+            .is_some_and(|s| s.metadata.is_some())
+    });
+    click(&mut w, "Reuse settings");
+    let s = &app(&w).settings;
+    assert_eq!(app(&w).view, View::Generate, "back to the form");
+    assert_eq!(s.prompt, "a lighthouse at dusk");
+    assert_eq!(
+        (s.steps, s.cfg_scale, s.width, s.height),
+        (7, 6.5, 448, 320)
+    );
+    assert_eq!(s.seed, 1, "Reuse settings keeps the current seed");
+
+    click(&mut w, "Gallery");
+    click(&mut w, "Reuse seed");
+    assert_eq!(app(&w).settings.seed, 701);
+    assert!(app(&w).settings.seed_locked);
+}
+
+#[test]
+fn a_dropped_png_restores_its_settings_and_a_plain_png_says_it_has_none() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = window_with_two_results(home.path());
+    w.state_mut().as_mut().unwrap().settings.prompt = "changed".into();
+    let saved = home.path().join("outputs").join("00000-700.png");
+    drop_files(&mut w, &[&saved]);
+    step_until(&mut w, "the settings to be restored", |a| {
+        a.settings.prompt == "a lighthouse at dusk"
+    });
+    assert_eq!(app(&w).settings.negative_prompt, "blurry");
+    assert_eq!(app(&w).settings.seed, 700);
+
+    let plain = home.path().join("plain.png");
+    image::RgbImage::new(8, 8).save(&plain).unwrap();
+    drop_files(&mut w, &[&plain]);
+    step_until(&mut w, "the notice", |a| {
+        has_notice(a, "no generation settings")
+    });
+    assert_eq!(
+        app(&w).settings.prompt,
+        "a lighthouse at dusk",
+        "nothing changed"
+    );
+}

@@ -1,0 +1,104 @@
+//! The desktop app driven through its widgets (egui_kittest: find by label, click, step),
+//! with the fake engine for the flows and the real engine on the reference model.
+
+mod flows;
+mod gallery;
+mod real_engine;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use ember_app::gui::app::EmberApp;
+use ember_app::gui::paths::Paths;
+use inference::worker::Engine;
+
+/// The app in a 1280×820 test window, created on the first frame (it needs the window's
+/// context for its wake-up callbacks and textures).
+pub type Window = Harness<'static, Option<EmberApp>>;
+
+pub fn open(engine: impl Engine + 'static, paths: Paths) -> Window {
+    let mut pending = Some((engine, paths));
+    Harness::builder()
+        .with_size([1280.0, 820.0])
+        .build_ui_state(
+            move |ui, app: &mut Option<EmberApp>| {
+                let app = app.get_or_insert_with(|| {
+                    let (engine, paths) = pending.take().expect("created once");
+                    EmberApp::new(ui.ctx(), engine, paths)
+                });
+                app.frame(ui);
+            },
+            None,
+        )
+}
+
+pub fn app(window: &Window) -> &EmberApp {
+    window.state().as_ref().expect("the first frame ran")
+}
+
+/// Steps the window (as the event loop would, woken by the worker) until `done` holds.
+pub fn step_until(window: &mut Window, what: &str, done: impl Fn(&EmberApp) -> bool) {
+    let start = Instant::now();
+    loop {
+        window.step();
+        if window.state().as_ref().is_some_and(&done) {
+            window.step();
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "timed out waiting for {what}; notices: {:?}",
+            window.state().as_ref().map(|a| &a.session.notices)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Clicks the first widget labelled `label` (some labels appear in two panels).
+pub fn click(window: &mut Window, label: &str) {
+    window
+        .get_all_by_label(label)
+        .next()
+        .unwrap_or_else(|| panic!("no widget labelled {label:?}"))
+        .click();
+    window.step();
+    window.step();
+}
+
+/// Drops files on the window, as the OS does.
+pub fn drop_files(window: &mut Window, paths: &[&Path]) {
+    for path in paths {
+        let file: egui::DroppedFileHandle = Arc::new(Dropped(path.to_path_buf()));
+        window.input_mut().dropped_files.push(file);
+    }
+    window.step();
+    window.step();
+}
+
+#[derive(Debug)]
+struct Dropped(PathBuf);
+
+impl egui::DroppedFile for Dropped {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        std::fs::read(&self.0).map_err(|e| e.to_string())
+    }
+}
+
+/// Whether some notice contains `text`.
+pub fn has_notice(app: &EmberApp, text: &str) -> bool {
+    app.session.notices.iter().any(|n| n.text.contains(text))
+}
+
+/// A file the fake engine accepts as a model (it only checks the path exists).
+pub fn fake_model(dir: &Path) -> PathBuf {
+    let path = dir.join("fake-model.safetensors");
+    std::fs::write(&path, b"fake").unwrap();
+    path
+}
