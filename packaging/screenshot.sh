@@ -26,6 +26,7 @@ cargo build --release -p ember ${EMBER_FEATURES:+--features "$EMBER_FEATURES"}
 # A fresh settings and output folder unless the caller names one.
 export EMBER_HOME=${EMBER_HOME:-$(mktemp -d)}
 export DISPLAY=:93
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)}
 Xvfb "$DISPLAY" -screen 0 1400x900x24 >/dev/null 2>&1 &
 xvfb=$!
 trap 'kill $ember $xvfb 2>/dev/null; wait 2>/dev/null' EXIT
