@@ -1,6 +1,5 @@
 //! `ember generate`: flags to a request, the model loaded, images written with metadata.
 
-use std::hash::{BuildHasher, Hasher};
 use std::io::{IsTerminal, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -35,7 +34,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     if args.mask.is_some() && args.init_image.is_none() {
         return Err("--mask needs --init-image".into());
     }
-    let seed = args.seed.unwrap_or_else(random_seed);
+    let seed = args.seed.unwrap_or_else(inference::rng::random_seed);
     let mut request = GenerateRequest {
         prompt: args.prompt.clone(),
         negative_prompt: args.negative.clone(),
@@ -212,17 +211,6 @@ fn generation_size(args: &GenerateArgs, model: &Model) -> Result<(u32, u32), Str
 fn image_size(path: &Path) -> Result<(u32, u32), String> {
     let img = imaging::load_rgb(path, None).map_err(|e| e.to_string())?;
     Ok((img.width, img.height))
-}
-
-/// A random seed in A1111's range (printed so the image can be made again).
-fn random_seed() -> u64 {
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    hasher.finish() & 0xffff_ffff
 }
 
 /// The final latents as a safetensors file with one float32 tensor `latents`.

@@ -11,6 +11,7 @@ use egui::{ColorImage, TextureHandle, TextureOptions};
 use inference::api::{GenerateRequest, SamplerChoice};
 use inference::imaging::ImageRgb8;
 use inference::metadata::ImageMetadata;
+use inference::rng::random_seed;
 use inference::schedule::named::{SamplerName, ScheduleName};
 use inference::worker::{Engine, WorkerHandle};
 
@@ -440,18 +441,6 @@ impl EmberApp {
 /// An RGB image as an egui image.
 pub fn color_image(image: &ImageRgb8) -> ColorImage {
     ColorImage::from_rgb([image.width as usize, image.height as usize], &image.pixels)
-}
-
-/// A seed as A1111 draws them (fits in 32 bits, so every tool can type it back in).
-pub fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    hasher.finish() & 0xFFFF_FFFF
 }
 
 /// Opens a folder in the platform's file manager (without waiting for it).

@@ -179,3 +179,16 @@ impl BatchRng {
             .collect()
     }
 }
+
+/// A fresh seed in A1111's range (32 bits, so every tool can type it back in), for
+/// generations that ask for none. Not the generator: seeds still go through [`BatchRng`].
+pub fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.finish() & 0xFFFF_FFFF
+}
