@@ -45,7 +45,8 @@ pub fn run() -> ExitCode {
             .with_app_id("ember")
             .with_inner_size([1280.0, 820.0])
             .with_min_inner_size([720.0, 480.0])
-            .with_drag_and_drop(true),
+            .with_drag_and_drop(true)
+            .with_icon(icon()),
         persist_window: true,
         ..Default::default()
     };
@@ -70,5 +71,33 @@ pub fn run() -> ExitCode {
             );
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The window icon (`assets/icon.png`, drawn from `assets/icon.svg`), built into the binary.
+fn icon() -> std::sync::Arc<egui::IconData> {
+    const PNG: &[u8] = include_bytes!("../../../assets/icon.png");
+    // The PNG is ours and fixed (`icon_decodes` checks it); a failure would only cost the icon.
+    let icon = match image::load_from_memory(PNG) {
+        Ok(image) => {
+            let rgba = image.into_rgba8();
+            egui::IconData {
+                width: rgba.width(),
+                height: rgba.height(),
+                rgba: rgba.into_raw(),
+            }
+        }
+        Err(_) => egui::IconData::default(),
+    };
+    std::sync::Arc::new(icon)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn icon_decodes() {
+        let icon = super::icon();
+        assert_eq!((icon.width, icon.height), (256, 256));
+        assert_eq!(icon.rgba.len(), 256 * 256 * 4);
     }
 }
