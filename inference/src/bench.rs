@@ -18,17 +18,20 @@ pub enum Target {
     Unet,
     VaeDecode,
     TextEncoder,
+    /// The live preview of one step (latents -> RGB on the device, read back).
+    Preview,
 }
 
 impl Target {
-    /// Parses `unet`, `vae-decode` or `text-encoder`.
+    /// Parses `unet`, `vae-decode`, `text-encoder` or `preview`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "unet" => Ok(Target::Unet),
             "vae-decode" => Ok(Target::VaeDecode),
             "text-encoder" => Ok(Target::TextEncoder),
+            "preview" => Ok(Target::Preview),
             other => Err(Error::settings(format!(
-                "unknown benchmark {other:?}; valid: unet, vae-decode, text-encoder"
+                "unknown benchmark {other:?}; valid: unet, vae-decode, text-encoder, preview"
             ))),
         }
     }
@@ -111,6 +114,17 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
             (
                 Box::new(move || {
                     sync(clip.forward(ids.clone()).last_hidden_state.unsqueeze::<4>())
+                }),
+                flops,
+            )
+        }
+        Target::Preview => {
+            let z = random([b, 4, latent, latent], d).cast(dtype);
+            // One [hw, 4] x [4, 3] product: the rest (scale, clamp, read-back) is not counted.
+            let flops = (latent * latent * 4 * 3 * 2) as f64;
+            (
+                Box::new(move || {
+                    std::hint::black_box(crate::preview::latent_preview(&z));
                 }),
                 flops,
             )

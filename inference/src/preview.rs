@@ -1,6 +1,6 @@
 //! Live previews: the latents projected to RGB with the model family's linear factors
 //! (ComfyUI's `Latent2RGBPreviewer`), at latent resolution; the UI's texture sampler
-//! upscales it. Computed on the tensor's device; only `h * w * 3` bytes are read back.
+//! upscales it. Computed on the tensor's device; only `h * w * 3` values are read back.
 
 use burn::tensor::Tensor;
 

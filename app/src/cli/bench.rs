@@ -1,4 +1,5 @@
-//! `ember bench unet|vae-decode|text-encoder`: times a network and prints GFLOP/s.
+//! `ember bench unet|vae-decode|text-encoder|preview`: times a network (or the per-step live
+//! preview) and prints GFLOP/s.
 
 use inference::bench::{self, BenchConfig, Target};
 use inference::device::{DeviceKind, Precision};
@@ -36,7 +37,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         println!("{json}");
     } else {
         println!(
-            "{} {} {}x{} batch {} ({}, {}): median {median:.3} s (min {min:.3} s, {} runs), {:.1} GFLOP, {:.1} GFLOP/s",
+            "{} {} {}x{} batch {} ({}, {}): median {} (min {}, {} runs), {:.1} GFLOP, {:.1} GFLOP/s",
             args.target,
             args.arch,
             args.size,
@@ -44,10 +45,21 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             args.batch,
             args.precision,
             args.device,
+            seconds(median),
+            seconds(min),
             args.runs,
             result.flops / 1e9,
             result.gflops_per_second()
         );
     }
     Ok(())
+}
+
+/// `1.234 s` or, below a second, `12.345 ms` (the preview takes well under a millisecond).
+fn seconds(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.3} s")
+    } else {
+        format!("{:.3} ms", s * 1e3)
+    }
 }
