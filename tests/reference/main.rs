@@ -2,6 +2,7 @@
 
 mod components;
 mod engine;
+mod kdiffusion;
 mod pipelines;
 mod rng;
 mod sampler_runs;

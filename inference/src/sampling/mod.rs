@@ -11,11 +11,22 @@
 //! Adding a sampler is one small file plus one line in [`run`].
 
 mod ancestral;
+mod ddpm_lcm;
+mod dpm_2;
 mod dpmpp_2m;
+mod dpmpp_2s_ancestral;
+mod dpmpp_sde;
+mod er_sde;
 mod euler;
+mod gradient_estimation;
 mod heun;
+mod heunpp2;
+mod ipndm;
 mod lms;
 mod plms;
+#[cfg(test)]
+mod properties;
+mod res_multistep;
 
 use std::ops::ControlFlow;
 
@@ -24,6 +35,7 @@ use burn::tensor::Tensor;
 use crate::error::{Error, Result};
 
 pub use ancestral::ancestral_step;
+pub use dpmpp_sde::SdeSolver;
 pub use lms::lms_coefficient;
 
 /// A sampling algorithm.
@@ -42,12 +54,43 @@ pub enum Algorithm {
     DpmPp2M,
     /// diffusers' PNDM with `skip_prk_steps`: one Heun step, then Adams-Bashforth on epsilon.
     Plms,
+    /// DPM-Solver-2 midpoint steps (`sample_dpm_2`).
+    Dpm2,
+    /// DPM-2 with ancestral noise (`sample_dpm_2_ancestral`).
+    Dpm2Ancestral,
+    /// DPM-Solver++(2S) with ancestral noise (`sample_dpmpp_2s_ancestral`).
+    DpmPp2SAncestral,
+    /// Stochastic DPM-Solver++ (`sample_dpmpp_sde`).
+    DpmPpSde,
+    /// DPM-Solver++(2M) SDE, midpoint correction (`sample_dpmpp_2m_sde`).
+    DpmPp2MSde,
+    /// DPM-Solver++(2M) SDE, Heun correction (`sample_dpmpp_2m_sde`, `solver_type='heun'`).
+    DpmPp2MSdeHeun,
+    /// DPM-Solver++(3M) SDE (`sample_dpmpp_3m_sde`).
+    DpmPp3MSde,
+    /// DDPM's ancestral posterior step (ComfyUI `sample_ddpm`).
+    Ddpm,
+    /// Latent Consistency Model steps (ComfyUI `sample_lcm`).
+    Lcm,
+    /// Heun++ (ComfyUI `sample_heunpp2`).
+    HeunPp2,
+    /// Improved PNDM, fixed-step coefficients (ComfyUI `sample_ipndm`).
+    Ipndm,
+    /// Improved PNDM, variable-step coefficients (ComfyUI `sample_ipndm_v`).
+    IpndmV,
+    /// RES second-order multistep; ancestral with `eta > 0` (ComfyUI `sample_res_multistep`).
+    ResMultistep,
+    /// Gradient estimation (ComfyUI `sample_gradient_estimation`).
+    GradientEstimation,
+    /// ER-SDE-Solver-3 (ComfyUI `sample_er_sde`).
+    ErSde,
 }
 
 /// Options of the algorithms that take any.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AlgorithmOptions {
-    /// Ancestral noise amount (0 = deterministic). Used by [`Algorithm::EulerAncestral`].
+    /// Ancestral / SDE noise amount (0 = deterministic). Used by the ancestral and SDE
+    /// algorithms.
     pub eta: f32,
     /// Multiplier on the ancestral noise.
     pub s_noise: f32,
@@ -139,10 +182,47 @@ pub fn run(
         Algorithm::Lms => lms::lms(hooks, x, sigmas),
         Algorithm::DpmPp2M => dpmpp_2m::dpmpp_2m(hooks, x, sigmas),
         Algorithm::Plms => plms::plms(hooks, x, sigmas),
+        Algorithm::Dpm2 => dpm_2::dpm_2(hooks, x, sigmas),
+        Algorithm::Dpm2Ancestral => dpm_2::dpm_2_ancestral(hooks, x, sigmas, options),
+        Algorithm::DpmPp2SAncestral => {
+            dpmpp_2s_ancestral::dpmpp_2s_ancestral(hooks, x, sigmas, options)
+        }
+        Algorithm::DpmPpSde => dpmpp_sde::dpmpp_sde(hooks, x, sigmas, options),
+        Algorithm::DpmPp2MSde => {
+            dpmpp_sde::dpmpp_2m_sde(hooks, x, sigmas, options, SdeSolver::Midpoint)
+        }
+        Algorithm::DpmPp2MSdeHeun => {
+            dpmpp_sde::dpmpp_2m_sde(hooks, x, sigmas, options, SdeSolver::Heun)
+        }
+        Algorithm::DpmPp3MSde => dpmpp_sde::dpmpp_3m_sde(hooks, x, sigmas, options),
+        Algorithm::Ddpm => ddpm_lcm::ddpm(hooks, x, sigmas),
+        Algorithm::Lcm => ddpm_lcm::lcm(hooks, x, sigmas, options),
+        Algorithm::HeunPp2 => heunpp2::heunpp2(hooks, x, sigmas),
+        Algorithm::Ipndm => ipndm::ipndm(hooks, x, sigmas),
+        Algorithm::IpndmV => ipndm::ipndm_v(hooks, x, sigmas),
+        Algorithm::ResMultistep => res_multistep::res_multistep(hooks, x, sigmas, options),
+        Algorithm::GradientEstimation => gradient_estimation::gradient_estimation(hooks, x, sigmas),
+        Algorithm::ErSde => er_sde::er_sde(hooks, x, sigmas, options),
     }
 }
 
 /// `(x - denoised) / sigma`: the ODE derivative dx/dsigma (k-diffusion `to_d`).
 fn to_d(x: &Tensor<4>, denoised: &Tensor<4>, sigma: f32) -> Tensor<4> {
     (x.clone() - denoised.clone()).div_scalar(sigma)
+}
+
+/// `x + noise * s_noise * amount`, drawing only when the noise is used (k-diffusion draws
+/// nothing on a step to sigma 0, where `amount` is 0).
+fn add_noise(
+    hooks: &mut Hooks<'_>,
+    x: Tensor<4>,
+    amount: f32,
+    options: AlgorithmOptions,
+) -> Tensor<4> {
+    if options.eta > 0.0 && options.s_noise > 0.0 && amount > 0.0 {
+        let noise = hooks.noise.draw(&x);
+        x + noise.mul_scalar(amount * options.s_noise)
+    } else {
+        x
+    }
 }

@@ -1,0 +1,228 @@
+//! Every sampler against `samplers_kdiffusion/runs`: k-diffusion's and ComfyUI's sampling
+//! functions driven by a closed-form dummy denoiser, with every random draw recorded. Each
+//! run is replayed through Ember's sampler (same sigmas, same draws) and compared call by
+//! call (the denoiser's inputs) and step by step (`x_after_step`, `final_x`).
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
+use std::ops::ControlFlow;
+
+use burn::tensor::{Device, Tensor};
+use ember_tests::{Fixture, Fixtures, Json, assert_close_scaled, json};
+use inference::device::tensor_to_vec;
+use inference::sampling::{self, Algorithm, AlgorithmOptions, Hooks, NoiseSource, StepState};
+
+use crate::sampler_runs::slice;
+
+/// The reference README's tolerance for these runs: abs 1e-4 * max(1, max |reference|) per
+/// step and per denoiser input (>= 10x the float32 rounding noise it measured).
+const TOL: f64 = 1e-4;
+
+/// Runs whose sampler Ember does not have yet (issue 5 in progress). The test fails when
+/// this list is out of date in either direction, so nothing is skipped silently.
+const NOT_YET_PORTED: &[&str] = &[
+    "euler_churn",
+    "dpm_fast",
+    "dpm_fast_eta1",
+    "dpm_adaptive",
+    "dpm_adaptive_order2",
+    "dpm_adaptive_eta1",
+    "comfy_lms",
+    "comfy_deis",
+    "comfy_sa_solver",
+    "comfy_uni_pc",
+    "comfy_uni_pc_bh2",
+    "comfy_euler_cfg_pp",
+    "comfy_dpmpp_2m_cfg_pp",
+];
+
+/// The sampler (and its options) that reproduces a run, or `None` when Ember has none yet.
+fn sampler_for(run: &Json) -> Option<(Algorithm, AlgorithmOptions)> {
+    let options = &run["options"];
+    let number = |key: &str, default: f32| options[key].as_f64().map_or(default, |v| v as f32);
+    let chosen = AlgorithmOptions {
+        eta: number("eta", 1.0),
+        s_noise: number("s_noise", 1.0),
+    };
+    if number("s_churn", 0.0) != 0.0 {
+        return None;
+    }
+    let algorithm = match run["sampler"].as_str()? {
+        "sample_euler" => Algorithm::Euler,
+        "sample_euler_ancestral" => Algorithm::EulerAncestral,
+        "sample_heun" => Algorithm::Heun,
+        "sample_lms" if run["name"] == "lms" => Algorithm::Lms,
+        "sample_dpmpp_2m" => Algorithm::DpmPp2M,
+        "sample_dpm_2" => Algorithm::Dpm2,
+        "sample_dpm_2_ancestral" => Algorithm::Dpm2Ancestral,
+        "sample_dpmpp_2s_ancestral" => Algorithm::DpmPp2SAncestral,
+        "sample_dpmpp_sde" => Algorithm::DpmPpSde,
+        "sample_dpmpp_2m_sde" if options["solver_type"] == "heun" => Algorithm::DpmPp2MSdeHeun,
+        "sample_dpmpp_2m_sde" => Algorithm::DpmPp2MSde,
+        "sample_dpmpp_3m_sde" => Algorithm::DpmPp3MSde,
+        "sample_ddpm" => Algorithm::Ddpm,
+        "sample_lcm" => Algorithm::Lcm,
+        "sample_ipndm" => Algorithm::Ipndm,
+        "sample_ipndm_v" => Algorithm::IpndmV,
+        "sample_res_multistep" => {
+            return Some((
+                Algorithm::ResMultistep,
+                AlgorithmOptions { eta: 0.0, ..chosen },
+            ));
+        }
+        "sample_res_multistep_ancestral" => Algorithm::ResMultistep,
+        "sample_gradient_estimation" => Algorithm::GradientEstimation,
+        "sample_er_sde" => Algorithm::ErSde,
+        _ => return None,
+    };
+    Some((algorithm, chosen))
+}
+
+/// The dummy denoiser of the reference README, in its float32 operation order:
+/// `tanh(x / sqrt(1 + s^2)) * 0.8 + (0.1 * sin(3x)) * (s / (1 + s))`.
+fn dummy_denoiser(x: &Tensor<4>, sigma: f32) -> Tensor<4> {
+    let a = 1.0 + sigma * sigma;
+    let p = x.clone().div_scalar(a.sqrt()).tanh().mul_scalar(0.8);
+    let q = x.clone().mul_scalar(3.0).sin().mul_scalar(0.1);
+    p + q.mul_scalar(sigma / (1.0 + sigma))
+}
+
+/// Hands out the recorded draws that enter `x`, in order. Draws k-diffusion makes and then
+/// multiplies by zero (or does not use) are left out: Ember does not draw them. A draw past
+/// the recorded ones is NaN, so using it fails the comparison.
+struct Replay(std::vec::IntoIter<Tensor<4>>);
+
+impl NoiseSource for Replay {
+    fn draw(&mut self, like: &Tensor<4>) -> Tensor<4> {
+        self.0
+            .next()
+            .unwrap_or_else(|| like.clone().mul_scalar(f32::NAN))
+    }
+}
+
+fn effective_draws(run: &Json, tensors: &Fixtures, device: &Device) -> Vec<Tensor<4>> {
+    run["draws"]
+        .as_array()
+        .expect("draws")
+        .iter()
+        .filter(|d| d["multiplied_by_zero"] != true && d["used"] != false)
+        .map(|d| slice(tensors.get(d["tensor"].as_str().unwrap()), 0, device))
+        .collect()
+}
+
+fn values(t: &Tensor<4>) -> Vec<f32> {
+    tensor_to_vec(t.clone())
+}
+
+fn expected(f: &Fixture, k: usize, device: &Device) -> Vec<f64> {
+    values(&slice(f, k, device))
+        .into_iter()
+        .map(f64::from)
+        .collect()
+}
+
+/// Replays one run; returns the largest step error on the tolerance's scale.
+fn replay(name: &str, run: &Json, algorithm: Algorithm, options: AlgorithmOptions) -> f64 {
+    let device = Device::flex();
+    let tensors = Fixtures::load(&format!("samplers_kdiffusion/runs/{name}.safetensors"));
+    let sigmas: Vec<f32> = tensors.get("sigmas").f32();
+    let x_init = slice(tensors.get("x_init"), 0, &device);
+    let (model_x, model_sigma) = (tensors.get("model_x"), tensors.get("model_sigma").f32());
+    let after = tensors.get("x_after_step");
+
+    let calls = Cell::new(0usize);
+    let worst = RefCell::new(0f64);
+    let scaled = |d: ember_tests::Diff| d.max_abs / d.max_abs_expected.max(1.0);
+    let mut denoise = |x: &Tensor<4>, sigma: f32| {
+        let k = calls.get();
+        assert!(
+            k < model_sigma.len(),
+            "{name}: more denoiser calls than the run's {k}"
+        );
+        let s = f64::from(model_sigma[k]);
+        assert!(
+            (f64::from(sigma) - s).abs() <= 1e-5 * s.max(1.0),
+            "{name}: call {k} at sigma {sigma}, the reference called at {s}"
+        );
+        let d = assert_close_scaled(
+            &format!("{name}: x of denoiser call {k}"),
+            &values(x),
+            &expected(model_x, k, &device),
+            TOL,
+        );
+        let mut w = worst.borrow_mut();
+        *w = w.max(scaled(d));
+        calls.set(k + 1);
+        Ok(dummy_denoiser(x, sigma))
+    };
+    let mut on_step = |state: &mut StepState| {
+        let d = assert_close_scaled(
+            &format!("{name}: x after step {}", state.index),
+            &values(&state.x),
+            &expected(after, state.index, &device),
+            TOL,
+        );
+        let mut w = worst.borrow_mut();
+        *w = w.max(scaled(d));
+        ControlFlow::Continue(())
+    };
+    let mut noise = Replay(effective_draws(run, &tensors, &device).into_iter());
+    let mut hooks = Hooks {
+        denoise: &mut denoise,
+        noise: &mut noise,
+        on_step: &mut on_step,
+    };
+    let final_x = sampling::run(algorithm, options, &mut hooks, x_init, &sigmas).unwrap();
+    assert_eq!(
+        calls.get(),
+        run["n_model_calls"].as_u64().unwrap() as usize,
+        "{name}: denoiser calls"
+    );
+    let d = assert_close_scaled(
+        &format!("{name}: final x"),
+        &values(&final_x),
+        &tensors.get("final_x").f64(),
+        TOL,
+    );
+    worst.into_inner().max(scaled(d))
+}
+
+#[test]
+fn the_dummy_denoiser_matches_every_recorded_call() {
+    let device = Device::flex();
+    let tensors = Fixtures::load("samplers_kdiffusion/runs/heun.safetensors");
+    let (xs, sigmas) = (tensors.get("model_x"), tensors.get("model_sigma").f32());
+    for (k, &sigma) in sigmas.iter().enumerate() {
+        let ours = dummy_denoiser(&slice(xs, k, &device), sigma);
+        assert_close_scaled(
+            &format!("denoiser call {k}"),
+            &values(&ours),
+            &expected(tensors.get("model_denoised"), k, &device),
+            1e-6,
+        );
+    }
+}
+
+#[test]
+fn every_ported_sampler_replays_its_kdiffusion_run() {
+    let index = json("samplers_kdiffusion/index.json");
+    let mut unported = BTreeSet::new();
+    let mut replayed = 0;
+    for entry in index["runs"].as_array().expect("runs") {
+        let name = entry["name"].as_str().unwrap();
+        let run = json(&format!("samplers_kdiffusion/runs/{name}.json"));
+        let Some((algorithm, options)) = sampler_for(&run) else {
+            unported.insert(name.to_string());
+            continue;
+        };
+        let worst = replay(name, &run, algorithm, options);
+        eprintln!("{name}: {algorithm:?} replayed, worst error {worst:.1e} (tolerance {TOL:e})");
+        replayed += 1;
+    }
+    let expected: BTreeSet<String> = NOT_YET_PORTED.iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        unported, expected,
+        "runs without an Ember sampler differ from NOT_YET_PORTED"
+    );
+    assert!(replayed >= 27, "only {replayed} runs replayed");
+}
