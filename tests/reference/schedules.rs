@@ -3,15 +3,13 @@
 
 use ember_tests::{Fixtures, Json, assert_close, json};
 use inference::schedule::diffusers::{SchedulerClass, SchedulerConfig};
-use inference::schedule::named::{ScheduleName, karras};
+use inference::schedule::named::{SamplerName, ScheduleName, karras, ksampler_sigmas};
 use inference::schedule::{BetaSchedule, DiscreteSchedule, LatentScaling, TableArithmetic};
 
 /// Relative tolerance the reference README gives for interpolated schedules and tables.
 const REL: f64 = 1e-6;
 /// Relative tolerance for the k-diffusion formula tables (float32 vs float64 evaluation).
 const REL_FORMULA: f64 = 2e-6;
-/// ComfyUI schedulers Ember does not compute yet (the samplers/schedules issue adds them).
-const NOT_YET: &[&str] = &["beta"];
 
 fn table(arithmetic: TableArithmetic) -> DiscreteSchedule {
     DiscreteSchedule::new(BetaSchedule::SD, 1000, arithmetic).unwrap()
@@ -120,15 +118,18 @@ fn every_schedule_table_reproduces() {
             .map(|v| v.iter().map(as_f64).collect())
             .unwrap_or_default();
         let ours: Vec<f32> = if let Some(scheduler) = entry["scheduler"].as_str() {
-            if name.contains("ksampler") || name.starts_with("ays") {
-                continue; // sampler-specific variants and Align Your Steps: samplers issue
-            }
             let steps = entry["steps"].as_u64().unwrap() as usize;
             match ScheduleName::parse(scheduler) {
+                // KSampler's list for DPM2 (and DPM2 a, uni_pc): see `ksampler_sigmas`.
+                Ok(schedule) if name.contains("ksampler_dpm_2") => {
+                    ksampler_sigmas(SamplerName::Dpm2, schedule, &comfy, steps)
+                }
                 Ok(schedule) => schedule.sigmas(&comfy, steps),
-                Err(_) if NOT_YET.contains(&scheduler) => continue,
                 Err(e) => panic!("{name}: {e}"),
             }
+        } else if function.starts_with("ComfyUI AlignYourStepsScheduler.get_sigmas('SD1'") {
+            let steps = entry["steps"].as_u64().unwrap() as usize;
+            ScheduleName::AlignYourSteps.sigmas(&comfy, steps)
         } else if function.ends_with("get_sigmas_karras") {
             let n = entry["n"].as_u64().unwrap() as usize;
             karras(
@@ -164,7 +165,7 @@ fn every_schedule_table_reproduces() {
         assert_close(name, &ours, &expected, 0.0, rel);
         checked += 1;
     }
-    assert!(checked >= 30, "only {checked} schedule tables were checked");
+    assert!(checked >= 41, "only {checked} schedule tables were checked");
 }
 
 /// The samplers of `sd15/schedulers/index.json` whose class Ember reproduces.

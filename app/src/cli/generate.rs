@@ -176,10 +176,17 @@ fn sampler_choice(args: &GenerateArgs) -> Result<Option<SamplerChoice>, String> 
     Ok(Some(SamplerChoice::Named { sampler, schedule }))
 }
 
-/// A1111's "Automatic" schedule for a sampler.
+/// A1111's "Automatic" schedule for a sampler (its `sd_samplers_kdiffusion` options).
 fn default_schedule(sampler: SamplerName) -> ScheduleName {
     match sampler {
-        SamplerName::DpmPp2M => ScheduleName::Karras,
+        SamplerName::DpmPp2M
+        | SamplerName::DpmPpSde
+        | SamplerName::DpmPp2SAncestral
+        | SamplerName::Dpm2
+        | SamplerName::Dpm2Ancestral => ScheduleName::Karras,
+        SamplerName::DpmPp2MSde | SamplerName::DpmPp2MSdeHeun | SamplerName::DpmPp3MSde => {
+            ScheduleName::Exponential
+        }
         SamplerName::Ddim => ScheduleName::DdimUniform,
         _ => ScheduleName::Normal,
     }

@@ -37,7 +37,7 @@ enum Command {
 /// `ember bench` options.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// unet, vae-decode or text-encoder.
+    /// unet, vae-decode, text-encoder or preview (the live preview of one step).
     pub target: String,
     #[arg(long, default_value = "sd15")]
     pub arch: String,
@@ -88,10 +88,10 @@ pub struct GenerateArgs {
     /// Images to make; image i gets seed + i and is written as <out stem>-<i>.png.
     #[arg(long, default_value_t = 1)]
     pub batch: u32,
-    /// ComfyUI sampler name (euler, euler_ancestral, heun, lms, dpmpp_2m, ddim).
+    /// ComfyUI or A1111 sampler name (euler, dpmpp_2m_sde, "DPM++ 2M", ...; a wrong name lists all).
     #[arg(long)]
     pub sampler: Option<String>,
-    /// ComfyUI schedule name (normal, karras, exponential, sgm_uniform, simple, ...).
+    /// ComfyUI schedule name (normal, karras, exponential, beta, align_your_steps, ...).
     #[arg(long)]
     pub schedule: Option<String>,
     #[arg(long, allow_negative_numbers = true)]

@@ -8,9 +8,12 @@
 //! - [`diffusers`]: a diffusers `scheduler_config.json`, reproducing what that scheduler
 //!   class does (its timestep spacing, sigma interpolation and timestep values).
 
+mod ays;
+mod beta;
 pub mod diffusers;
 mod discrete;
 pub mod named;
+mod sampler_name;
 
 pub use discrete::{
     BetaSchedule, DiscreteSchedule, TableArithmetic, linspace_f64, torch_linspace_f32,

@@ -1,4 +1,5 @@
-//! ComfyUI's sampler and schedule names, and the sigma lists its schedulers compute
+//! ComfyUI's schedule names and the sigma lists its schedulers compute; with
+//! [`SamplerName`], the sampler names
 //! (`comfy/samplers.py`, `comfy/k_diffusion/sampling.py`; formulas in
 //! `../shared/reference/README.md`, `schedules.json` section).
 
@@ -7,95 +8,9 @@ use std::str::FromStr;
 
 use super::{DiscreteSchedule, LatentScaling, Plan, TimestepMap, torch_linspace_f32};
 use crate::error::{Error, Result};
-use crate::sampling::{Algorithm, AlgorithmOptions};
+use crate::sampling::AlgorithmOptions;
 
-/// A sampler, by the name ComfyUI gives it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SamplerName {
-    Euler,
-    EulerAncestral,
-    Heun,
-    Lms,
-    DpmPp2M,
-    Ddim,
-}
-
-impl SamplerName {
-    /// Every sampler Ember runs, in menu order.
-    pub const ALL: [SamplerName; 6] = [
-        SamplerName::Euler,
-        SamplerName::EulerAncestral,
-        SamplerName::Heun,
-        SamplerName::Lms,
-        SamplerName::DpmPp2M,
-        SamplerName::Ddim,
-    ];
-
-    /// ComfyUI's name (`dpmpp_2m`).
-    pub fn comfy_name(self) -> &'static str {
-        match self {
-            SamplerName::Euler => "euler",
-            SamplerName::EulerAncestral => "euler_ancestral",
-            SamplerName::Heun => "heun",
-            SamplerName::Lms => "lms",
-            SamplerName::DpmPp2M => "dpmpp_2m",
-            SamplerName::Ddim => "ddim",
-        }
-    }
-
-    /// A1111's display name (`DPM++ 2M`), used in PNG metadata.
-    pub fn a1111_name(self) -> &'static str {
-        match self {
-            SamplerName::Euler => "Euler",
-            SamplerName::EulerAncestral => "Euler a",
-            SamplerName::Heun => "Heun",
-            SamplerName::Lms => "LMS",
-            SamplerName::DpmPp2M => "DPM++ 2M",
-            SamplerName::Ddim => "DDIM",
-        }
-    }
-
-    /// Parses a ComfyUI or A1111 name (case-insensitive).
-    pub fn parse(name: &str) -> Result<Self> {
-        find_by_name(
-            &Self::ALL,
-            name,
-            |s| [s.comfy_name(), s.a1111_name()],
-            "sampler",
-        )
-    }
-
-    fn algorithm(self) -> Algorithm {
-        match self {
-            SamplerName::Euler => Algorithm::Euler,
-            SamplerName::EulerAncestral | SamplerName::Ddim => Algorithm::EulerAncestral,
-            SamplerName::Heun => Algorithm::Heun,
-            SamplerName::Lms => Algorithm::Lms,
-            SamplerName::DpmPp2M => Algorithm::DpmPp2M,
-        }
-    }
-
-    /// The `eta` a sampler uses when none is given (ancestral 1, DDIM 0).
-    pub fn default_eta(self) -> f32 {
-        match self {
-            SamplerName::EulerAncestral => 1.0,
-            _ => 0.0,
-        }
-    }
-}
-
-impl fmt::Display for SamplerName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.comfy_name())
-    }
-}
-
-impl FromStr for SamplerName {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Self::parse(s)
-    }
-}
+pub use super::sampler_name::SamplerName;
 
 /// A sigma schedule, by the name ComfyUI gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -108,11 +23,13 @@ pub enum ScheduleName {
     DdimUniform,
     KlOptimal,
     LinearQuadratic,
+    Beta,
+    AlignYourSteps,
 }
 
 impl ScheduleName {
     /// Every schedule Ember computes, in menu order.
-    pub const ALL: [ScheduleName; 8] = [
+    pub const ALL: [ScheduleName; 10] = [
         ScheduleName::Normal,
         ScheduleName::Karras,
         ScheduleName::Exponential,
@@ -121,6 +38,8 @@ impl ScheduleName {
         ScheduleName::DdimUniform,
         ScheduleName::KlOptimal,
         ScheduleName::LinearQuadratic,
+        ScheduleName::Beta,
+        ScheduleName::AlignYourSteps,
     ];
 
     /// ComfyUI's name (`sgm_uniform`).
@@ -134,6 +53,9 @@ impl ScheduleName {
             ScheduleName::DdimUniform => "ddim_uniform",
             ScheduleName::KlOptimal => "kl_optimal",
             ScheduleName::LinearQuadratic => "linear_quadratic",
+            ScheduleName::Beta => "beta",
+            // A node of its own in ComfyUI (AlignYourStepsScheduler), not a scheduler name.
+            ScheduleName::AlignYourSteps => "align_your_steps",
         }
     }
 
@@ -148,6 +70,8 @@ impl ScheduleName {
             ScheduleName::DdimUniform => "DDIM",
             ScheduleName::KlOptimal => "KL Optimal",
             ScheduleName::LinearQuadratic => "Linear Quadratic",
+            ScheduleName::Beta => "Beta",
+            ScheduleName::AlignYourSteps => "Align Your Steps",
         }
     }
 
@@ -174,6 +98,9 @@ impl ScheduleName {
             ScheduleName::DdimUniform => ddim_uniform(table, steps),
             ScheduleName::KlOptimal => kl_optimal(steps, sigma_min, sigma_max),
             ScheduleName::LinearQuadratic => linear_quadratic(steps, sigma_max),
+            ScheduleName::Beta => super::beta::beta_sigmas(table, steps),
+            // NVIDIA's levels are for the SD 1.x training table, the only family Ember runs.
+            ScheduleName::AlignYourSteps => super::ays::ays_sd1_sigmas(steps),
         }
     }
 }
@@ -193,7 +120,7 @@ impl FromStr for ScheduleName {
 
 /// The entry of `all` whose ComfyUI or A1111 name is `name` (case-insensitive); the error
 /// lists the valid ComfyUI names.
-fn find_by_name<T: Copy>(
+pub(super) fn find_by_name<T: Copy>(
     all: &[T],
     name: &str,
     names: impl Fn(T) -> [&'static str; 2],
@@ -221,7 +148,7 @@ pub fn plan(
     eta: Option<f32>,
     table: DiscreteSchedule,
 ) -> Plan {
-    let sigmas = schedule.sigmas(&table, steps);
+    let sigmas = ksampler_sigmas(sampler, schedule, &table, steps);
     let s0 = f64::from(sigmas[0]);
     Plan {
         algorithm: sampler.algorithm(),
@@ -234,6 +161,26 @@ pub fn plan(
         timesteps: TimestepMap::Nearest(table),
         scaling: LatentScaling::VarianceExploding,
         label: format!("{sampler} {schedule}"),
+    }
+}
+
+/// The sigma list ComfyUI's KSampler gives `sampler` for `steps` steps. DPM2 and DPM2 a
+/// take the schedule for one step more with the next-to-last sigma removed (ComfyUI's
+/// `DISCARD_PENULTIMATE_SIGMA_SAMPLERS`, A1111's `discard_next_to_last_sigma`), so their
+/// last step, a plain Euler step, starts lower.
+pub fn ksampler_sigmas(
+    sampler: SamplerName,
+    schedule: ScheduleName,
+    table: &DiscreteSchedule,
+    steps: usize,
+) -> Vec<f32> {
+    if matches!(sampler, SamplerName::Dpm2 | SamplerName::Dpm2Ancestral) {
+        let mut sigmas = schedule.sigmas(table, steps + 1);
+        let penultimate = sigmas.len() - 2;
+        sigmas.remove(penultimate);
+        sigmas
+    } else {
+        schedule.sigmas(table, steps)
     }
 }
 
