@@ -235,8 +235,13 @@ fn diffusers_names(
         C::LmsDiscrete => "LMS",
         C::Ddim => "DDIM",
         C::Pndm => "PLMS",
+        C::DpmSolverMultistep if config.sde => "DPM++ 2M SDE",
         C::DpmSolverMultistep if config.solver_order == 1 => "DPM++ 1S",
         C::DpmSolverMultistep => "DPM++ 2M",
+        C::KDpm2Discrete => "DPM2",
+        C::KDpm2AncestralDiscrete => "DPM2 a",
+        C::DpmSolverSde => "DPM++ SDE",
+        C::Ddpm => "DDPM",
     };
     (
         sampler,

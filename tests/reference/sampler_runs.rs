@@ -13,7 +13,7 @@ use inference::pipeline::guidance;
 use inference::rng::TorchRng;
 use inference::sampling::{self, Hooks, NoiseSource, StepState};
 use inference::schedule::LatentScaling;
-use inference::schedule::diffusers::SchedulerConfig;
+use inference::schedule::diffusers::{SchedulerClass, SchedulerConfig};
 
 /// Relative (to the largest reference value) tolerance for replayed sampler maths: the
 /// reference README expects ~1e-6 for a float32 port. Observed: at most 5.5e-7 (DDIM and
@@ -81,8 +81,20 @@ fn replay(name: &str, run: &Json, config: &SchedulerConfig) -> f64 {
     let mut denoise = |x: &Tensor<4>, sigma: f32| {
         let k = calls.get();
         let (t, expected_t) = (plan.timesteps.timestep(sigma), unet_timestep[k]);
+        // KDPM2 ancestral's midpoint sqrt(sigma * sigma_down) is the next step's sigma.
+        // diffusers gives that call `_sigma_to_t(sigma)` (log-linear in the table) but the
+        // next step's own call its linspace timestep; a denoiser that only sees sigma gets
+        // the latter for both. They differ by under 1e-3 timesteps, a UNet difference far
+        // below the run tolerance (the end-to-end test of the same run passes).
+        let ambiguous =
+            config.class == SchedulerClass::KDpm2AncestralDiscrete && plan.sigmas.contains(&sigma);
+        let tolerance = if ambiguous {
+            1e-3
+        } else {
+            1e-6 * expected_t.abs().max(1.0)
+        };
         assert!(
-            (t - expected_t).abs() <= 1e-6 * expected_t.abs().max(1.0),
+            (t - expected_t).abs() <= tolerance,
             "{name}: UNet call {k} gets timestep {t}, diffusers used {expected_t}"
         );
         calls.set(k + 1);

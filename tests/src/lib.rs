@@ -322,7 +322,7 @@ pub fn write_edited_checkpoint(
 
 /// The diffusers scheduler classes the engine issue requires; tests check that a run of
 /// each was reproduced.
-pub fn required_scheduler_classes() -> [inference::schedule::diffusers::SchedulerClass; 6] {
+pub fn required_scheduler_classes() -> [inference::schedule::diffusers::SchedulerClass; 10] {
     use inference::schedule::diffusers::SchedulerClass as C;
     [
         C::EulerDiscrete,
@@ -331,5 +331,22 @@ pub fn required_scheduler_classes() -> [inference::schedule::diffusers::Schedule
         C::DpmSolverMultistep,
         C::HeunDiscrete,
         C::LmsDiscrete,
+        C::KDpm2Discrete,
+        C::KDpm2AncestralDiscrete,
+        C::DpmSolverSde,
+        C::Ddpm,
     ]
+}
+
+/// Whether a run's sampler noise came from torchsde's Brownian tree (diffusers'
+/// `DPMSolverSDEScheduler`), which Ember does not reproduce: its sampler maths is checked by
+/// replaying the recorded draws (`sampler_runs`), but a whole generation cannot match.
+pub fn uses_brownian_tree(run: &Json) -> bool {
+    run["rng_draws"].as_array().is_some_and(|draws| {
+        draws.iter().any(|d| {
+            d["caller"]
+                .as_str()
+                .is_some_and(|c| c.contains("BrownianTree"))
+        })
+    })
 }

@@ -16,10 +16,12 @@ pub fn ancestral_step(sigma: f32, sigma_next: f32, eta: f32) -> (f32, f32) {
     if eta == 0.0 {
         return (sigma_next, 0.0);
     }
-    let (s, sn) = (f64::from(sigma), f64::from(sigma_next));
-    let up = (f64::from(eta) * (sn * sn * (s * s - sn * sn) / (s * s)).sqrt()).min(sn);
+    // In float32 and in this order, as k-diffusion and diffusers compute it on f32 tensors:
+    // `sigma_down` suffers some cancellation, and the DPM2 midpoint timesteps depend on it.
+    let (s, sn) = (sigma, sigma_next);
+    let up = (eta * (sn * sn * (s * s - sn * sn) / (s * s)).sqrt()).min(sn);
     let down = (sn * sn - up * up).sqrt();
-    (down as f32, up as f32)
+    (down, up)
 }
 
 /// Euler to `sigma_down`, then fresh noise of size `sigma_up`.

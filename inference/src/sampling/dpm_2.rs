@@ -7,9 +7,12 @@ use burn::tensor::Tensor;
 use super::{AlgorithmOptions, Hooks, add_noise, ancestral_step, to_d};
 use crate::error::Result;
 
-/// The geometric midpoint of two noise levels: `exp(lerp(ln a, ln b, 1/2))`.
+/// The geometric midpoint of two noise levels, `exp(lerp(ln a, ln b, 1/2))`, in float32 as
+/// torch computes it (`lerp` at weight 1/2 is `end - (end - start) / 2`): diffusers takes
+/// the UNet timestep of this exact value.
 fn log_midpoint(a: f32, b: f32) -> f32 {
-    ((f64::from(a).ln() + f64::from(b).ln()) / 2.0).exp() as f32
+    let (start, end) = (a.ln(), b.ln());
+    (end - (end - start) * 0.5).exp()
 }
 
 /// One DPM-2 step from `sigma` to `target`: the slope at the log-midpoint carries `x` the

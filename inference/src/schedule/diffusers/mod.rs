@@ -33,10 +33,14 @@ pub enum SchedulerClass {
     HeunDiscrete,
     LmsDiscrete,
     DpmSolverMultistep,
+    KDpm2Discrete,
+    KDpm2AncestralDiscrete,
+    DpmSolverSde,
+    Ddpm,
 }
 
 impl SchedulerClass {
-    const ALL: [(SchedulerClass, &'static str); 7] = [
+    const ALL: [(SchedulerClass, &'static str); 11] = [
         (SchedulerClass::Ddim, "DDIMScheduler"),
         (SchedulerClass::Pndm, "PNDMScheduler"),
         (SchedulerClass::EulerDiscrete, "EulerDiscreteScheduler"),
@@ -50,6 +54,13 @@ impl SchedulerClass {
             SchedulerClass::DpmSolverMultistep,
             "DPMSolverMultistepScheduler",
         ),
+        (SchedulerClass::KDpm2Discrete, "KDPM2DiscreteScheduler"),
+        (
+            SchedulerClass::KDpm2AncestralDiscrete,
+            "KDPM2AncestralDiscreteScheduler",
+        ),
+        (SchedulerClass::DpmSolverSde, "DPMSolverSDEScheduler"),
+        (SchedulerClass::Ddpm, "DDPMScheduler"),
     ];
 
     /// The diffusers class name.
@@ -63,16 +74,17 @@ impl SchedulerClass {
 
     fn default_spacing(self) -> Spacing {
         match self {
-            SchedulerClass::Ddim | SchedulerClass::Pndm => Spacing::Leading,
+            SchedulerClass::Ddim | SchedulerClass::Pndm | SchedulerClass::Ddpm => Spacing::Leading,
             _ => Spacing::Linspace,
         }
     }
 
     fn scaling(self) -> LatentScaling {
         match self {
-            SchedulerClass::Ddim | SchedulerClass::Pndm | SchedulerClass::DpmSolverMultistep => {
-                LatentScaling::VariancePreserving
-            }
+            SchedulerClass::Ddim
+            | SchedulerClass::Pndm
+            | SchedulerClass::DpmSolverMultistep
+            | SchedulerClass::Ddpm => LatentScaling::VariancePreserving,
             _ => LatentScaling::VarianceExploding,
         }
     }
@@ -99,6 +111,8 @@ pub struct SchedulerConfig {
     pub use_karras_sigmas: bool,
     /// DPM-Solver: 1 or 2.
     pub solver_order: usize,
+    /// DPM-Solver: `algorithm_type` "sde-dpmsolver++" (DPM++ 2M SDE) rather than "dpmsolver++".
+    pub sde: bool,
 }
 
 impl SchedulerConfig {
@@ -174,19 +188,25 @@ impl SchedulerConfig {
             return refuse("final_sigmas_type other than \"zero\"".into());
         }
         let mut solver_order = 2;
+        let mut sde = false;
         if class == SchedulerClass::DpmSolverMultistep {
-            if text_or("algorithm_type", "dpmsolver++") != "dpmsolver++" {
-                return refuse(format!(
-                    "algorithm_type {:?}",
-                    text_or("algorithm_type", "")
-                ));
+            match text_or("algorithm_type", "dpmsolver++").as_str() {
+                "dpmsolver++" => {}
+                "sde-dpmsolver++" => sde = true,
+                other => return refuse(format!("algorithm_type {other:?}")),
             }
             if text_or("solver_type", "midpoint") != "midpoint" {
                 return refuse("solver_type other than \"midpoint\"".into());
             }
             solver_order = v["solver_order"].as_u64().unwrap_or(2) as usize;
-            if !(1..=2).contains(&solver_order) {
+            if !(1..=2).contains(&solver_order) || (sde && solver_order == 1) {
                 return refuse(format!("solver_order {solver_order}"));
+            }
+        }
+        if class == SchedulerClass::Ddpm {
+            let variance = text_or("variance_type", "fixed_small");
+            if variance != "fixed_small" {
+                return refuse(format!("variance_type {variance:?}"));
             }
         }
         let num_train_timesteps = v["num_train_timesteps"].as_u64().unwrap_or(1000) as usize;
@@ -200,9 +220,12 @@ impl SchedulerConfig {
             prediction,
             spacing,
             steps_offset: v["steps_offset"].as_u64().unwrap_or(0) as usize,
-            set_alpha_to_one: flag("set_alpha_to_one", class == SchedulerClass::Ddim),
+            // DDPMScheduler has no such setting: past the start it always uses alpha 1.
+            set_alpha_to_one: class == SchedulerClass::Ddpm
+                || flag("set_alpha_to_one", class == SchedulerClass::Ddim),
             use_karras_sigmas: flag("use_karras_sigmas", false),
             solver_order,
+            sde,
         })
     }
 
@@ -225,7 +248,7 @@ impl SchedulerConfig {
         }
         let table = self.table()?;
         let (sigmas, timesteps) = match self.class {
-            SchedulerClass::Ddim | SchedulerClass::Pndm => {
+            SchedulerClass::Ddim | SchedulerClass::Pndm | SchedulerClass::Ddpm => {
                 self.alpha_transfer_schedule(&table, steps)
             }
             SchedulerClass::DpmSolverMultistep => self.dpm_solver_schedule(&table, steps),
@@ -245,8 +268,15 @@ impl SchedulerConfig {
             SchedulerClass::EulerAncestralDiscrete => (Algorithm::EulerAncestral, 1.0),
             SchedulerClass::HeunDiscrete => (Algorithm::Heun, 0.0),
             SchedulerClass::LmsDiscrete => (Algorithm::Lms, 0.0),
-            SchedulerClass::DpmSolverMultistep if self.solver_order == 1 => (Algorithm::Euler, 0.0),
-            SchedulerClass::DpmSolverMultistep => (Algorithm::DpmPp2M, 0.0),
+            SchedulerClass::DpmSolverMultistep => match (self.sde, self.solver_order) {
+                (false, 1) => (Algorithm::Euler, 0.0),
+                (false, _) => (Algorithm::DpmPp2M, 0.0),
+                (true, _) => (Algorithm::DpmPp2MSde, 1.0),
+            },
+            SchedulerClass::KDpm2Discrete => (Algorithm::Dpm2, 0.0),
+            SchedulerClass::KDpm2AncestralDiscrete => (Algorithm::Dpm2Ancestral, 1.0),
+            SchedulerClass::DpmSolverSde => (Algorithm::DpmPpSde, 1.0),
+            SchedulerClass::Ddpm => (Algorithm::Ddpm, 0.0),
         };
         let karras = if self.use_karras_sigmas {
             " Karras"
