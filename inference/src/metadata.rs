@@ -242,6 +242,7 @@ fn diffusers_names(
         C::KDpm2AncestralDiscrete => "DPM2 a",
         C::DpmSolverSde => "DPM++ SDE",
         C::Ddpm => "DDPM",
+        C::UniPcMultistep => "UniPC",
     };
     (
         sampler,

@@ -27,6 +27,7 @@ mod plms;
 #[cfg(test)]
 mod properties;
 mod res_multistep;
+mod uni_pc;
 
 use std::ops::ControlFlow;
 
@@ -37,6 +38,7 @@ use crate::error::{Error, Result};
 pub use ancestral::ancestral_step;
 pub use dpmpp_sde::SdeSolver;
 pub use lms::lms_coefficient;
+pub use uni_pc::{UniPcFlavor, UniPcOptions, UniPcVariant};
 
 /// A sampling algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -84,6 +86,8 @@ pub enum Algorithm {
     GradientEstimation,
     /// ER-SDE-Solver-3 (ComfyUI `sample_er_sde`).
     ErSde,
+    /// UniPC predictor-corrector (ComfyUI `sample_unipc`, diffusers `UniPCMultistepScheduler`).
+    UniPc(UniPcOptions),
 }
 
 /// Options of the algorithms that take any.
@@ -203,6 +207,7 @@ pub fn run(
         Algorithm::ResMultistep => res_multistep::res_multistep(hooks, x, sigmas, options),
         Algorithm::GradientEstimation => gradient_estimation::gradient_estimation(hooks, x, sigmas),
         Algorithm::ErSde => er_sde::er_sde(hooks, x, sigmas, options),
+        Algorithm::UniPc(unipc) => uni_pc::uni_pc(hooks, x, sigmas, unipc),
     }
 }
 

@@ -164,8 +164,8 @@ pub fn plan(
     }
 }
 
-/// The sigma list ComfyUI's KSampler gives `sampler` for `steps` steps. DPM2 and DPM2 a
-/// take the schedule for one step more with the next-to-last sigma removed (ComfyUI's
+/// The sigma list ComfyUI's KSampler gives `sampler` for `steps` steps. DPM2, DPM2 a and
+/// both UniPCs take the schedule for one step more with the next-to-last sigma removed (ComfyUI's
 /// `DISCARD_PENULTIMATE_SIGMA_SAMPLERS`, A1111's `discard_next_to_last_sigma`), so their
 /// last step, a plain Euler step, starts lower.
 pub fn ksampler_sigmas(
@@ -174,7 +174,10 @@ pub fn ksampler_sigmas(
     table: &DiscreteSchedule,
     steps: usize,
 ) -> Vec<f32> {
-    if matches!(sampler, SamplerName::Dpm2 | SamplerName::Dpm2Ancestral) {
+    if matches!(
+        sampler,
+        SamplerName::Dpm2 | SamplerName::Dpm2Ancestral | SamplerName::UniPc | SamplerName::UniPcBh2
+    ) {
         let mut sigmas = schedule.sigmas(table, steps + 1);
         let penultimate = sigmas.len() - 2;
         sigmas.remove(penultimate);

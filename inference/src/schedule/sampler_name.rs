@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use super::named::find_by_name;
 use crate::error::{Error, Result};
-use crate::sampling::Algorithm;
+use crate::sampling::{Algorithm, UniPcFlavor, UniPcOptions, UniPcVariant};
 
 /// A sampler, by the name ComfyUI gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -30,6 +30,8 @@ pub enum SamplerName {
     ResMultistepAncestral,
     GradientEstimation,
     ErSde,
+    UniPc,
+    UniPcBh2,
     Ddpm,
     Lcm,
     Ddim,
@@ -41,7 +43,7 @@ struct Entry(&'static str, &'static str, Algorithm, f32);
 
 impl SamplerName {
     /// Every sampler Ember runs, in ComfyUI's menu order.
-    pub const ALL: [SamplerName; 23] = [
+    pub const ALL: [SamplerName; 25] = [
         SamplerName::Euler,
         SamplerName::EulerAncestral,
         SamplerName::Heun,
@@ -61,6 +63,8 @@ impl SamplerName {
         SamplerName::ResMultistepAncestral,
         SamplerName::GradientEstimation,
         SamplerName::ErSde,
+        SamplerName::UniPc,
+        SamplerName::UniPcBh2,
         SamplerName::Ddpm,
         SamplerName::Lcm,
         SamplerName::Ddim,
@@ -69,6 +73,7 @@ impl SamplerName {
 
     fn entry(self) -> Entry {
         use Algorithm as A;
+        use UniPcVariant::{Bh1, Bh2};
         match self {
             SamplerName::Euler => Entry("euler", "Euler", A::Euler, 0.0),
             SamplerName::EulerAncestral => {
@@ -111,6 +116,10 @@ impl SamplerName {
                 0.0,
             ),
             SamplerName::ErSde => Entry("er_sde", "ER-SDE", A::ErSde, 0.0),
+            SamplerName::UniPc => Entry("uni_pc", "UniPC", A::UniPc(comfy_unipc(Bh1)), 0.0),
+            SamplerName::UniPcBh2 => {
+                Entry("uni_pc_bh2", "UniPC BH2", A::UniPc(comfy_unipc(Bh2)), 0.0)
+            }
             SamplerName::Ddpm => Entry("ddpm", "DDPM", A::Ddpm, 0.0),
             SamplerName::Lcm => Entry("lcm", "LCM", A::Lcm, 0.0),
             // DDIM is Euler ancestral with eta (see `sampling::ancestral`), deterministic by default.
@@ -156,6 +165,15 @@ impl SamplerName {
                 self,
                 SamplerName::Ddpm | SamplerName::Lcm | SamplerName::ErSde
             )
+    }
+}
+
+/// ComfyUI's `sample_unipc`: order min(3, steps - 1), a final sigma of 0 run as 0.001.
+fn comfy_unipc(variant: UniPcVariant) -> UniPcOptions {
+    UniPcOptions {
+        variant,
+        max_order: None,
+        flavor: UniPcFlavor::Comfy,
     }
 }
 

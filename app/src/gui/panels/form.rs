@@ -72,6 +72,9 @@ fn sampler_hint(sampler: SamplerName) -> &'static str {
             "Deterministic, Euler with a gradient correction; 10–20 steps."
         }
         SamplerName::ErSde => "SDE (adds noise), third-order ER-SDE; 20–30 steps.",
+        SamplerName::UniPc | SamplerName::UniPcBh2 => {
+            "Deterministic predictor-corrector, up to third order; very good at 8–20 steps."
+        }
         SamplerName::Ddpm => "Stochastic, the original DDPM step; needs many steps (100+).",
         SamplerName::Lcm => "For LCM / Turbo models and LoRAs: 4–8 steps at CFG 1–2.",
         SamplerName::Ddim => "Deterministic (eta 0); the original SD sampler; 20–50 steps.",

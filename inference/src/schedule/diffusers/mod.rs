@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::{BetaSchedule, DiscreteSchedule, LatentScaling, Plan, TableArithmetic, TimestepMap};
 use crate::error::{Error, Result};
-use crate::sampling::{Algorithm, AlgorithmOptions};
+use crate::sampling::{Algorithm, AlgorithmOptions, UniPcFlavor, UniPcOptions, UniPcVariant};
 
 /// What the UNet predicts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -37,10 +37,11 @@ pub enum SchedulerClass {
     KDpm2AncestralDiscrete,
     DpmSolverSde,
     Ddpm,
+    UniPcMultistep,
 }
 
 impl SchedulerClass {
-    const ALL: [(SchedulerClass, &'static str); 11] = [
+    const ALL: [(SchedulerClass, &'static str); 12] = [
         (SchedulerClass::Ddim, "DDIMScheduler"),
         (SchedulerClass::Pndm, "PNDMScheduler"),
         (SchedulerClass::EulerDiscrete, "EulerDiscreteScheduler"),
@@ -61,6 +62,7 @@ impl SchedulerClass {
         ),
         (SchedulerClass::DpmSolverSde, "DPMSolverSDEScheduler"),
         (SchedulerClass::Ddpm, "DDPMScheduler"),
+        (SchedulerClass::UniPcMultistep, "UniPCMultistepScheduler"),
     ];
 
     /// The diffusers class name.
@@ -84,6 +86,7 @@ impl SchedulerClass {
             SchedulerClass::Ddim
             | SchedulerClass::Pndm
             | SchedulerClass::DpmSolverMultistep
+            | SchedulerClass::UniPcMultistep
             | SchedulerClass::Ddpm => LatentScaling::VariancePreserving,
             _ => LatentScaling::VarianceExploding,
         }
@@ -109,8 +112,10 @@ pub struct SchedulerConfig {
     pub steps_offset: usize,
     pub set_alpha_to_one: bool,
     pub use_karras_sigmas: bool,
-    /// DPM-Solver: 1 or 2.
+    /// DPM-Solver: 1 or 2; UniPC: 1 to 3.
     pub solver_order: usize,
+    /// UniPC: its B(h) (`solver_type` "bh1" or "bh2").
+    pub unipc_variant: UniPcVariant,
     /// DPM-Solver: `algorithm_type` "sde-dpmsolver++" (DPM++ 2M SDE) rather than "dpmsolver++".
     pub sde: bool,
 }
@@ -203,6 +208,28 @@ impl SchedulerConfig {
                 return refuse(format!("solver_order {solver_order}"));
             }
         }
+        let mut unipc_variant = UniPcVariant::Bh2;
+        if class == SchedulerClass::UniPcMultistep {
+            unipc_variant = match text_or("solver_type", "bh2").as_str() {
+                "bh1" => UniPcVariant::Bh1,
+                "bh2" => UniPcVariant::Bh2,
+                other => return refuse(format!("solver_type {other:?}")),
+            };
+            solver_order = v["solver_order"].as_u64().unwrap_or(2) as usize;
+            if !(1..=3).contains(&solver_order) {
+                return refuse(format!("solver_order {solver_order}"));
+            }
+            if !flag("predict_x0", true) || !flag("lower_order_final", true) {
+                return refuse("\"predict_x0\" or \"lower_order_final\" false".into());
+            }
+            if v["disable_corrector"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+                || !v["solver_p"].is_null()
+            {
+                return refuse("\"disable_corrector\" or \"solver_p\"".into());
+            }
+        }
         if class == SchedulerClass::Ddpm {
             let variance = text_or("variance_type", "fixed_small");
             if variance != "fixed_small" {
@@ -225,6 +252,7 @@ impl SchedulerConfig {
                 || flag("set_alpha_to_one", class == SchedulerClass::Ddim),
             use_karras_sigmas: flag("use_karras_sigmas", false),
             solver_order,
+            unipc_variant,
             sde,
         })
     }
@@ -251,7 +279,9 @@ impl SchedulerConfig {
             SchedulerClass::Ddim | SchedulerClass::Pndm | SchedulerClass::Ddpm => {
                 self.alpha_transfer_schedule(&table, steps)
             }
-            SchedulerClass::DpmSolverMultistep => self.dpm_solver_schedule(&table, steps),
+            SchedulerClass::DpmSolverMultistep | SchedulerClass::UniPcMultistep => {
+                self.dpm_solver_schedule(&table, steps)
+            }
             _ => self.euler_family_schedule(&table, steps),
         };
         let s0 = f64::from(sigmas[0]);
@@ -277,6 +307,14 @@ impl SchedulerConfig {
             SchedulerClass::KDpm2AncestralDiscrete => (Algorithm::Dpm2Ancestral, 1.0),
             SchedulerClass::DpmSolverSde => (Algorithm::DpmPpSde, 1.0),
             SchedulerClass::Ddpm => (Algorithm::Ddpm, 0.0),
+            SchedulerClass::UniPcMultistep => (
+                Algorithm::UniPc(UniPcOptions {
+                    variant: self.unipc_variant,
+                    max_order: Some(self.solver_order),
+                    flavor: UniPcFlavor::Diffusers,
+                }),
+                0.0,
+            ),
         };
         let karras = if self.use_karras_sigmas {
             " Karras"
