@@ -13,6 +13,7 @@
 mod ancestral;
 mod ddpm_lcm;
 mod dpm_2;
+mod dpm_solver;
 mod dpmpp_2m;
 mod dpmpp_2s_ancestral;
 mod dpmpp_sde;
@@ -88,6 +89,11 @@ pub enum Algorithm {
     ErSde,
     /// UniPC predictor-corrector (ComfyUI `sample_unipc`, diffusers `UniPCMultistepScheduler`).
     UniPc(UniPcOptions),
+    /// DPM-Solver-fast: its own steps, the step count spent as model calls
+    /// (`sample_dpm_fast`).
+    DpmFast,
+    /// Adaptive DPM-Solver-23 (`order` 3) or -12 (`order` 2) (`sample_dpm_adaptive`).
+    DpmAdaptive { order: u8 },
 }
 
 /// Options of the algorithms that take any.
@@ -150,7 +156,7 @@ impl Hooks<'_> {
         x: Tensor<4>,
         denoised: Tensor<4>,
     ) -> Result<Tensor<4>> {
-        let mut state = StepState {
+        let state = StepState {
             index,
             total: sigmas.len() - 1,
             sigma: sigmas[index],
@@ -158,6 +164,12 @@ impl Hooks<'_> {
             x,
             denoised,
         };
+        self.report(state)
+    }
+
+    /// Reports a step that is not one of the sigma list's (DPM fast / adaptive make their
+    /// own steps) and returns the (possibly replaced) sample, or `Cancelled`.
+    fn report(&mut self, mut state: StepState) -> Result<Tensor<4>> {
         match (self.on_step)(&mut state) {
             ControlFlow::Continue(()) => Ok(state.x),
             ControlFlow::Break(()) => Err(Error::Cancelled),
@@ -208,6 +220,10 @@ pub fn run(
         Algorithm::GradientEstimation => gradient_estimation::gradient_estimation(hooks, x, sigmas),
         Algorithm::ErSde => er_sde::er_sde(hooks, x, sigmas, options),
         Algorithm::UniPc(unipc) => uni_pc::uni_pc(hooks, x, sigmas, unipc),
+        Algorithm::DpmFast => dpm_solver::dpm_fast(hooks, x, sigmas, options),
+        Algorithm::DpmAdaptive { order } => {
+            dpm_solver::dpm_adaptive(hooks, x, sigmas, options, usize::from(order))
+        }
     }
 }
 

@@ -30,6 +30,8 @@ pub enum SamplerName {
     ResMultistepAncestral,
     GradientEstimation,
     ErSde,
+    DpmFast,
+    DpmAdaptive,
     UniPc,
     UniPcBh2,
     Ddpm,
@@ -43,7 +45,7 @@ struct Entry(&'static str, &'static str, Algorithm, f32);
 
 impl SamplerName {
     /// Every sampler Ember runs, in ComfyUI's menu order.
-    pub const ALL: [SamplerName; 25] = [
+    pub const ALL: [SamplerName; 27] = [
         SamplerName::Euler,
         SamplerName::EulerAncestral,
         SamplerName::Heun,
@@ -63,6 +65,8 @@ impl SamplerName {
         SamplerName::ResMultistepAncestral,
         SamplerName::GradientEstimation,
         SamplerName::ErSde,
+        SamplerName::DpmFast,
+        SamplerName::DpmAdaptive,
         SamplerName::UniPc,
         SamplerName::UniPcBh2,
         SamplerName::Ddpm,
@@ -116,6 +120,13 @@ impl SamplerName {
                 0.0,
             ),
             SamplerName::ErSde => Entry("er_sde", "ER-SDE", A::ErSde, 0.0),
+            SamplerName::DpmFast => Entry("dpm_fast", "DPM fast", A::DpmFast, 0.0),
+            SamplerName::DpmAdaptive => Entry(
+                "dpm_adaptive",
+                "DPM adaptive",
+                A::DpmAdaptive { order: 3 },
+                0.0,
+            ),
             SamplerName::UniPc => Entry("uni_pc", "UniPC", A::UniPc(comfy_unipc(Bh1)), 0.0),
             SamplerName::UniPcBh2 => {
                 Entry("uni_pc_bh2", "UniPC BH2", A::UniPc(comfy_unipc(Bh2)), 0.0)

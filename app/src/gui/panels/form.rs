@@ -72,6 +72,12 @@ fn sampler_hint(sampler: SamplerName) -> &'static str {
             "Deterministic, Euler with a gradient correction; 10–20 steps."
         }
         SamplerName::ErSde => "SDE (adds noise), third-order ER-SDE; 20–30 steps.",
+        SamplerName::DpmFast => {
+            "Deterministic DPM-Solver with its own steps (3rd order); the step count is model calls."
+        }
+        SamplerName::DpmAdaptive => {
+            "Adaptive: picks its own steps to a set accuracy, ignores the step count; slow."
+        }
         SamplerName::UniPc | SamplerName::UniPcBh2 => {
             "Deterministic predictor-corrector, up to third order; very good at 8–20 steps."
         }
