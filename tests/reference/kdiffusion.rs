@@ -23,14 +23,7 @@ const TOL: f64 = 1e-4;
 
 /// Runs whose sampler Ember does not have yet (issue 5 in progress). The test fails when
 /// this list is out of date in either direction, so nothing is skipped silently.
-const NOT_YET_PORTED: &[&str] = &[
-    "euler_churn",
-    "comfy_lms",
-    "comfy_deis",
-    "comfy_sa_solver",
-    "comfy_euler_cfg_pp",
-    "comfy_dpmpp_2m_cfg_pp",
-];
+const NOT_YET_PORTED: &[&str] = &["comfy_lms", "comfy_deis", "comfy_sa_solver"];
 
 /// The sampler (and its options) that reproduces a run, or `None` when Ember has none yet.
 fn sampler_for(run: &Json) -> Option<(Algorithm, AlgorithmOptions)> {
@@ -39,8 +32,12 @@ fn sampler_for(run: &Json) -> Option<(Algorithm, AlgorithmOptions)> {
     let chosen = AlgorithmOptions {
         eta: number("eta", 1.0),
         s_noise: number("s_noise", 1.0),
+        s_churn: number("s_churn", 0.0),
+        s_tmin: number("s_tmin", 0.0),
+        // JSON has no infinity: the default `s_tmax` is written "inf".
+        s_tmax: number("s_tmax", f32::INFINITY),
     };
-    if number("s_churn", 0.0) != 0.0 {
+    if chosen.s_churn != 0.0 && run["sampler"] != "sample_euler" {
         return None;
     }
     let algorithm = match run["sampler"].as_str()? {
@@ -70,6 +67,17 @@ fn sampler_for(run: &Json) -> Option<(Algorithm, AlgorithmOptions)> {
         "sample_gradient_estimation" => Algorithm::GradientEstimation,
         "sample_er_sde" => Algorithm::ErSde,
         "sample_dpm_fast" => Algorithm::DpmFast,
+        "sample_euler_cfg_pp" => {
+            return Some((
+                Algorithm::EulerAncestralCfgPp,
+                AlgorithmOptions {
+                    eta: 0.0,
+                    s_noise: 0.0,
+                    ..chosen
+                },
+            ));
+        }
+        "sample_dpmpp_2m_cfg_pp" => Algorithm::DpmPp2MCfgPp,
         "sample_dpm_adaptive" => Algorithm::DpmAdaptive {
             order: options["order"].as_u64().unwrap_or(3) as u8,
         },
@@ -95,6 +103,15 @@ fn dummy_denoiser(x: &Tensor<4>, sigma: f32) -> Tensor<4> {
     let p = x.clone().div_scalar(a.sqrt()).tanh().mul_scalar(0.8);
     let q = x.clone().mul_scalar(3.0).sin().mul_scalar(0.1);
     p + q.mul_scalar(sigma / (1.0 + sigma))
+}
+
+/// The unconditional prediction of the CFG++ runs:
+/// `tanh(x / sqrt(1 + s^2)) * 0.6 - (0.05 * cos(2x)) * (s / (1 + s))`.
+fn dummy_uncond(x: &Tensor<4>, sigma: f32) -> Tensor<4> {
+    let a = 1.0 + sigma * sigma;
+    let p = x.clone().div_scalar(a.sqrt()).tanh().mul_scalar(0.6);
+    let q = x.clone().mul_scalar(2.0).cos().mul_scalar(0.05);
+    p - q.mul_scalar(sigma / (1.0 + sigma))
 }
 
 /// Hands out the recorded draws that enter `x`, in order. Draws k-diffusion makes and then
@@ -175,6 +192,11 @@ fn replay(name: &str, run: &Json, algorithm: Algorithm, options: AlgorithmOption
 
     let calls = Cell::new(0usize);
     let worst = RefCell::new(0f64);
+    let cfg_pp = algorithm.needs_uncond();
+    let cfg_scale = json("samplers_kdiffusion/index.json")["cfg_scale"]
+        .as_f64()
+        .unwrap() as f32;
+    let last_uncond: RefCell<Option<Tensor<4>>> = RefCell::new(None);
     let scaled = |d: ember_tests::Diff| d.max_abs / d.max_abs_expected.max(1.0);
     let mut denoise = |x: &Tensor<4>, sigma: f32| {
         let k = calls.get();
@@ -196,7 +218,14 @@ fn replay(name: &str, run: &Json, algorithm: Algorithm, options: AlgorithmOption
         let mut w = worst.borrow_mut();
         *w = w.max(scaled(d));
         calls.set(k + 1);
-        Ok(dummy_denoiser(x, sigma))
+        let cond = dummy_denoiser(x, sigma);
+        if !cfg_pp {
+            return Ok(cond);
+        }
+        // ComfyUI's cfg_function: uncond + (cond - uncond) * scale.
+        let uncond = dummy_uncond(x, sigma);
+        *last_uncond.borrow_mut() = Some(uncond.clone());
+        Ok(uncond.clone() + (cond - uncond).mul_scalar(cfg_scale))
     };
     let mut on_step = |state: &mut StepState| {
         let d = assert_close_scaled(
@@ -213,6 +242,7 @@ fn replay(name: &str, run: &Json, algorithm: Algorithm, options: AlgorithmOption
     let mut hooks = Hooks {
         denoise: &mut denoise,
         noise: &mut noise,
+        uncond: &mut || last_uncond.borrow().clone(),
         on_step: &mut on_step,
     };
     let final_x = sampling::run(algorithm, options, &mut hooks, x_init, &sigmas).unwrap();
@@ -267,5 +297,5 @@ fn every_ported_sampler_replays_its_kdiffusion_run() {
         unported, expected,
         "runs without an Ember sampler differ from NOT_YET_PORTED"
     );
-    assert!(replayed >= 34, "only {replayed} runs replayed");
+    assert!(replayed >= 37, "only {replayed} runs replayed");
 }

@@ -126,6 +126,7 @@ fn replay(name: &str, run: &Json, config: &SchedulerConfig) -> f64 {
     let mut hooks = Hooks {
         denoise: &mut denoise,
         noise: &mut noise,
+        uncond: &mut || None,
         on_step: &mut on_step,
     };
     let final_x = sampling::run(plan.algorithm, plan.options, &mut hooks, x, &plan.sigmas).unwrap();

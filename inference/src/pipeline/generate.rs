@@ -2,7 +2,7 @@
 //! UNet as its denoiser, and decoding. Random draws follow diffusers' order exactly: init
 //! image posterior, initial noise, masked-image posterior, then sampler noise.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ops::ControlFlow;
 use std::time::Instant;
 
@@ -146,9 +146,10 @@ pub fn generate(
         }
     };
     report(observer, Stage::EncodingPrompt, 0, 0)?;
-    let guided = request.cfg_scale > 1.0;
-    let conditioning = prompt::encode(model, request, guided)?;
     let mut plan = plan_for(request)?;
+    // CFG++ samplers read the unconditional prediction, so they need it even at scale 1.
+    let guided = request.cfg_scale > 1.0 || plan.algorithm.needs_uncond();
+    let conditioning = prompt::encode(model, request, guided)?;
     let batch = request.batch as usize;
     let f = model.vae_factor();
     let shape = [
@@ -182,6 +183,7 @@ pub fn generate(
     };
     let rows = if guided { 2 * batch } else { batch };
     let evaluations = Cell::new(0usize);
+    let last_uncond: RefCell<Option<Tensor<4>>> = RefCell::new(None);
     let mut denoise = |x: &Tensor<4>, sigma: f32| -> Result<Tensor<4>> {
         evaluations.set(evaluations.get() + 1);
         let t = plan.timesteps.timestep(sigma) as f32;
@@ -199,6 +201,11 @@ pub fn generate(
         );
         let out = model.to_f32(out);
         let out = if guided {
+            if plan.algorithm.needs_uncond() {
+                let uncond = out.clone().narrow(0, 0, batch);
+                *last_uncond.borrow_mut() =
+                    Some(guidance::denoised(x, uncond, sigma, model.prediction));
+            }
             guidance::guide(out, request.cfg_scale)
         } else {
             out
@@ -257,6 +264,7 @@ pub fn generate(
     let mut hooks = Hooks {
         denoise: &mut denoise,
         noise: &mut noise_source,
+        uncond: &mut || last_uncond.borrow().clone(),
         on_step: &mut on_step,
     };
     let result = sampling::run(plan.algorithm, plan.options, &mut hooks, x, &plan.sigmas);

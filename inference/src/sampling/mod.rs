@@ -11,6 +11,7 @@
 //! Adding a sampler is one small file plus one line in [`run`].
 
 mod ancestral;
+mod cfg_pp;
 mod ddpm_lcm;
 mod dpm_2;
 mod dpm_solver;
@@ -94,6 +95,25 @@ pub enum Algorithm {
     DpmFast,
     /// Adaptive DPM-Solver-23 (`order` 3) or -12 (`order` 2) (`sample_dpm_adaptive`).
     DpmAdaptive { order: u8 },
+    /// Euler ancestral CFG++ (`sample_euler_ancestral_cfg_pp`; eta 0 is `euler_cfg_pp`).
+    EulerAncestralCfgPp,
+    /// DPM-Solver++(2S) ancestral CFG++ (`sample_dpmpp_2s_ancestral_cfg_pp`).
+    DpmPp2SAncestralCfgPp,
+    /// DPM-Solver++(2M) CFG++ (`sample_dpmpp_2m_cfg_pp`).
+    DpmPp2MCfgPp,
+}
+
+impl Algorithm {
+    /// Whether the sampler reads the unconditional prediction (CFG++), so the pipeline must
+    /// run the negative prompt even at CFG scale 1.
+    pub fn needs_uncond(self) -> bool {
+        matches!(
+            self,
+            Algorithm::EulerAncestralCfgPp
+                | Algorithm::DpmPp2SAncestralCfgPp
+                | Algorithm::DpmPp2MCfgPp
+        )
+    }
 }
 
 /// Options of the algorithms that take any.
@@ -104,6 +124,11 @@ pub struct AlgorithmOptions {
     pub eta: f32,
     /// Multiplier on the ancestral noise.
     pub s_noise: f32,
+    /// Euler's "churn" (Karras et al. 2022, Algorithm 2; A1111's `s_churn` setting): noise
+    /// added before a step while `s_tmin <= sigma <= s_tmax`. 0 (the default) adds none.
+    pub s_churn: f32,
+    pub s_tmin: f32,
+    pub s_tmax: f32,
 }
 
 impl Default for AlgorithmOptions {
@@ -111,6 +136,9 @@ impl Default for AlgorithmOptions {
         Self {
             eta: 1.0,
             s_noise: 1.0,
+            s_churn: 0.0,
+            s_tmin: 0.0,
+            s_tmax: f32::INFINITY,
         }
     }
 }
@@ -143,6 +171,9 @@ pub struct Hooks<'a> {
     pub denoise: &'a mut dyn FnMut(&Tensor<4>, f32) -> Result<Tensor<4>>,
     /// Noise for stochastic samplers.
     pub noise: &'a mut dyn NoiseSource,
+    /// The unconditional prediction of the last `denoise` call, where there is one (CFG++
+    /// samplers need it; see [`Algorithm::needs_uncond`]).
+    pub uncond: &'a mut dyn FnMut() -> Option<Tensor<4>>,
     /// Called after every step; `Break` cancels the run.
     pub on_step: &'a mut dyn FnMut(&mut StepState) -> ControlFlow<()>,
 }
@@ -192,7 +223,7 @@ pub fn run(
         return Err(Error::settings("a sampler needs at least one step"));
     }
     match algorithm {
-        Algorithm::Euler => euler::euler(hooks, x, sigmas),
+        Algorithm::Euler => euler::euler(hooks, x, sigmas, options),
         Algorithm::EulerAncestral => ancestral::euler_ancestral(hooks, x, sigmas, options),
         Algorithm::Heun => heun::heun(hooks, x, sigmas),
         Algorithm::Lms => lms::lms(hooks, x, sigmas),
@@ -221,6 +252,11 @@ pub fn run(
         Algorithm::ErSde => er_sde::er_sde(hooks, x, sigmas, options),
         Algorithm::UniPc(unipc) => uni_pc::uni_pc(hooks, x, sigmas, unipc),
         Algorithm::DpmFast => dpm_solver::dpm_fast(hooks, x, sigmas, options),
+        Algorithm::EulerAncestralCfgPp => cfg_pp::euler_ancestral_cfg_pp(hooks, x, sigmas, options),
+        Algorithm::DpmPp2SAncestralCfgPp => {
+            cfg_pp::dpmpp_2s_ancestral_cfg_pp(hooks, x, sigmas, options)
+        }
+        Algorithm::DpmPp2MCfgPp => cfg_pp::dpmpp_2m_cfg_pp(hooks, x, sigmas),
         Algorithm::DpmAdaptive { order } => {
             dpm_solver::dpm_adaptive(hooks, x, sigmas, options, usize::from(order))
         }

@@ -68,6 +68,7 @@ fn sample(
     let mut hooks = Hooks {
         denoise: &mut denoise,
         noise: &mut NoNoise,
+        uncond: &mut || None,
         on_step: &mut on_step,
     };
     let x = tensor_from_vec(x, [1, 1, 1, n], &device);
@@ -77,6 +78,9 @@ fn sample(
 const NOISE_FREE: AlgorithmOptions = AlgorithmOptions {
     eta: 0.0,
     s_noise: 1.0,
+    s_churn: 0.0,
+    s_tmin: 0.0,
+    s_tmax: f32::INFINITY,
 };
 
 fn karras(n: usize, sigma_min: f64, sigma_max: f64) -> Vec<f32> {
@@ -216,5 +220,48 @@ fn dpm_fast_and_adaptive_solve_the_gaussian_problem_to_sigma_min() {
             "{algorithm:?}: {} vs {exact}",
             out[0]
         );
+    }
+}
+
+#[test]
+fn cfg_pp_samplers_equal_their_plain_twins_when_guidance_changes_nothing() {
+    // With the unconditional prediction equal to the guided one, CFG++ reduces to the
+    // sampler it modifies.
+    let mut sigmas = karras(10, 0.03, 14.6);
+    sigmas.push(0.0);
+    let run_with_uncond = |algorithm: Algorithm| -> Vec<f32> {
+        let device = Device::flex();
+        let last = std::cell::RefCell::new(None);
+        let mut denoise = |x: &Tensor<4>, sigma: f32| -> Result<Tensor<4>> {
+            let d = x
+                .clone()
+                .div_scalar((1.0 + sigma * sigma).sqrt())
+                .tanh()
+                .mul_scalar(0.8);
+            *last.borrow_mut() = Some(d.clone());
+            Ok(d)
+        };
+        let mut on_step = |_: &mut super::StepState| ControlFlow::Continue(());
+        let mut hooks = Hooks {
+            denoise: &mut denoise,
+            noise: &mut NoNoise,
+            uncond: &mut || last.borrow().clone(),
+            on_step: &mut on_step,
+        };
+        let x = tensor_from_vec(vec![4.0f32, -9.0, 13.0, 0.5], [1, 1, 1, 4], &device);
+        tensor_to_vec(run(algorithm, NOISE_FREE, &mut hooks, x, &sigmas).unwrap())
+    };
+    for (cfg_pp, plain) in [
+        (Algorithm::EulerAncestralCfgPp, Algorithm::Euler),
+        (
+            Algorithm::DpmPp2SAncestralCfgPp,
+            Algorithm::DpmPp2SAncestral,
+        ),
+        (Algorithm::DpmPp2MCfgPp, Algorithm::DpmPp2M),
+    ] {
+        let (a, b) = (run_with_uncond(cfg_pp), run_with_uncond(plain));
+        for (x, y) in a.iter().zip(&b) {
+            assert!((x - y).abs() < 1e-4, "{cfg_pp:?} {a:?} != {plain:?} {b:?}");
+        }
     }
 }

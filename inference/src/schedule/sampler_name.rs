@@ -34,6 +34,10 @@ pub enum SamplerName {
     DpmAdaptive,
     UniPc,
     UniPcBh2,
+    EulerCfgPp,
+    EulerAncestralCfgPp,
+    DpmPp2SAncestralCfgPp,
+    DpmPp2MCfgPp,
     Ddpm,
     Lcm,
     Ddim,
@@ -45,7 +49,7 @@ struct Entry(&'static str, &'static str, Algorithm, f32);
 
 impl SamplerName {
     /// Every sampler Ember runs, in ComfyUI's menu order.
-    pub const ALL: [SamplerName; 27] = [
+    pub const ALL: [SamplerName; 31] = [
         SamplerName::Euler,
         SamplerName::EulerAncestral,
         SamplerName::Heun,
@@ -69,6 +73,10 @@ impl SamplerName {
         SamplerName::DpmAdaptive,
         SamplerName::UniPc,
         SamplerName::UniPcBh2,
+        SamplerName::EulerCfgPp,
+        SamplerName::EulerAncestralCfgPp,
+        SamplerName::DpmPp2SAncestralCfgPp,
+        SamplerName::DpmPp2MCfgPp,
         SamplerName::Ddpm,
         SamplerName::Lcm,
         SamplerName::Ddim,
@@ -130,6 +138,24 @@ impl SamplerName {
             SamplerName::UniPc => Entry("uni_pc", "UniPC", A::UniPc(comfy_unipc(Bh1)), 0.0),
             SamplerName::UniPcBh2 => {
                 Entry("uni_pc_bh2", "UniPC BH2", A::UniPc(comfy_unipc(Bh2)), 0.0)
+            }
+            SamplerName::EulerCfgPp => {
+                Entry("euler_cfg_pp", "Euler CFG++", A::EulerAncestralCfgPp, 0.0)
+            }
+            SamplerName::EulerAncestralCfgPp => Entry(
+                "euler_ancestral_cfg_pp",
+                "Euler a CFG++",
+                A::EulerAncestralCfgPp,
+                1.0,
+            ),
+            SamplerName::DpmPp2SAncestralCfgPp => Entry(
+                "dpmpp_2s_ancestral_cfg_pp",
+                "DPM++ 2S a CFG++",
+                A::DpmPp2SAncestralCfgPp,
+                1.0,
+            ),
+            SamplerName::DpmPp2MCfgPp => {
+                Entry("dpmpp_2m_cfg_pp", "DPM++ 2M CFG++", A::DpmPp2MCfgPp, 0.0)
             }
             SamplerName::Ddpm => Entry("ddpm", "DDPM", A::Ddpm, 0.0),
             SamplerName::Lcm => Entry("lcm", "LCM", A::Lcm, 0.0),

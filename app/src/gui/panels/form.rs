@@ -81,6 +81,12 @@ fn sampler_hint(sampler: SamplerName) -> &'static str {
         SamplerName::UniPc | SamplerName::UniPcBh2 => {
             "Deterministic predictor-corrector, up to third order; very good at 8–20 steps."
         }
+        SamplerName::EulerCfgPp | SamplerName::DpmPp2MCfgPp => {
+            "CFG++: guidance that stays on the image manifold; use CFG 1–2; 20–30 steps."
+        }
+        SamplerName::EulerAncestralCfgPp | SamplerName::DpmPp2SAncestralCfgPp => {
+            "CFG++ with ancestral noise; use CFG 1–2; 20–30 steps."
+        }
         SamplerName::Ddpm => "Stochastic, the original DDPM step; needs many steps (100+).",
         SamplerName::Lcm => "For LCM / Turbo models and LoRAs: 4–8 steps at CFG 1–2.",
         SamplerName::Ddim => "Deterministic (eta 0); the original SD sampler; 20–50 steps.",
