@@ -13,6 +13,7 @@
 mod ancestral;
 mod cfg_pp;
 mod ddpm_lcm;
+mod deis;
 mod dpm_2;
 mod dpm_solver;
 mod dpmpp_2m;
@@ -95,6 +96,8 @@ pub enum Algorithm {
     DpmFast,
     /// Adaptive DPM-Solver-23 (`order` 3) or -12 (`order` 2) (`sample_dpm_adaptive`).
     DpmAdaptive { order: u8 },
+    /// DEIS in ComfyUI's "tab" mode (`sample_deis`).
+    Deis,
     /// Euler ancestral CFG++ (`sample_euler_ancestral_cfg_pp`; eta 0 is `euler_cfg_pp`).
     EulerAncestralCfgPp,
     /// DPM-Solver++(2S) ancestral CFG++ (`sample_dpmpp_2s_ancestral_cfg_pp`).
@@ -251,6 +254,7 @@ pub fn run(
         Algorithm::GradientEstimation => gradient_estimation::gradient_estimation(hooks, x, sigmas),
         Algorithm::ErSde => er_sde::er_sde(hooks, x, sigmas, options),
         Algorithm::UniPc(unipc) => uni_pc::uni_pc(hooks, x, sigmas, unipc),
+        Algorithm::Deis => deis::deis(hooks, x, sigmas),
         Algorithm::DpmFast => dpm_solver::dpm_fast(hooks, x, sigmas, options),
         Algorithm::EulerAncestralCfgPp => cfg_pp::euler_ancestral_cfg_pp(hooks, x, sigmas, options),
         Algorithm::DpmPp2SAncestralCfgPp => {

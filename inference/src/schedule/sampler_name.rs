@@ -30,6 +30,7 @@ pub enum SamplerName {
     ResMultistepAncestral,
     GradientEstimation,
     ErSde,
+    Deis,
     DpmFast,
     DpmAdaptive,
     UniPc,
@@ -49,7 +50,7 @@ struct Entry(&'static str, &'static str, Algorithm, f32);
 
 impl SamplerName {
     /// Every sampler Ember runs, in ComfyUI's menu order.
-    pub const ALL: [SamplerName; 31] = [
+    pub const ALL: [SamplerName; 32] = [
         SamplerName::Euler,
         SamplerName::EulerAncestral,
         SamplerName::Heun,
@@ -69,6 +70,7 @@ impl SamplerName {
         SamplerName::ResMultistepAncestral,
         SamplerName::GradientEstimation,
         SamplerName::ErSde,
+        SamplerName::Deis,
         SamplerName::DpmFast,
         SamplerName::DpmAdaptive,
         SamplerName::UniPc,
@@ -108,7 +110,7 @@ impl SamplerName {
                 1.0,
             ),
             SamplerName::DpmPp3MSde => Entry("dpmpp_3m_sde", "DPM++ 3M SDE", A::DpmPp3MSde, 1.0),
-            // A1111 has none of these seven; the names are ComfyUI's, spelled out.
+            // A1111 has none of these seven (nor DEIS); the names are ComfyUI's, spelled out.
             SamplerName::HeunPp2 => Entry("heunpp2", "Heun++ 2", A::HeunPp2, 0.0),
             SamplerName::Ipndm => Entry("ipndm", "iPNDM", A::Ipndm, 0.0),
             SamplerName::IpndmV => Entry("ipndm_v", "iPNDM v", A::IpndmV, 0.0),
@@ -128,6 +130,7 @@ impl SamplerName {
                 0.0,
             ),
             SamplerName::ErSde => Entry("er_sde", "ER-SDE", A::ErSde, 0.0),
+            SamplerName::Deis => Entry("deis", "DEIS", A::Deis, 0.0),
             SamplerName::DpmFast => Entry("dpm_fast", "DPM fast", A::DpmFast, 0.0),
             SamplerName::DpmAdaptive => Entry(
                 "dpm_adaptive",
