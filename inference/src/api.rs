@@ -69,6 +69,53 @@ pub struct GenerateRequest {
     pub strength: f32,
     /// Inpainting mask at the generation size (white = repaint).
     pub mask: Option<ImageGray8>,
+    /// What the masked area starts from (inpainting only).
+    pub masked_content: MaskedContent,
+}
+
+/// What the masked area of an inpainting run starts from (A1111's "Masked content").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MaskedContent {
+    /// The init image as it is.
+    #[default]
+    Original,
+    /// The masked pixels painted with the surrounding colours first
+    /// ([`crate::canvas::fill_masked`], done before the engine).
+    Fill,
+    /// The masked latents replaced by the run's own initial noise (no extra draws).
+    LatentNoise,
+    /// The masked latents set to zero.
+    LatentNothing,
+}
+
+impl MaskedContent {
+    /// Parses `original`, `fill`, `latent-noise` or `latent-nothing` (A1111's labels too).
+    pub fn parse(name: &str) -> crate::error::Result<Self> {
+        match name
+            .trim()
+            .to_ascii_lowercase()
+            .replace(['_', ' '], "-")
+            .as_str()
+        {
+            "original" => Ok(Self::Original),
+            "fill" => Ok(Self::Fill),
+            "latent-noise" => Ok(Self::LatentNoise),
+            "latent-nothing" => Ok(Self::LatentNothing),
+            _ => Err(crate::error::Error::settings(format!(
+                "unknown masked content {name:?}; valid: original, fill, latent-noise, latent-nothing"
+            ))),
+        }
+    }
+
+    /// A1111's label, used in PNG metadata.
+    pub fn a1111_name(self) -> &'static str {
+        match self {
+            Self::Original => "original",
+            Self::Fill => "fill",
+            Self::LatentNoise => "latent noise",
+            Self::LatentNothing => "latent nothing",
+        }
+    }
 }
 
 impl Default for GenerateRequest {
@@ -90,6 +137,7 @@ impl Default for GenerateRequest {
             init_image: None,
             strength: 1.0,
             mask: None,
+            masked_content: MaskedContent::Original,
         }
     }
 }

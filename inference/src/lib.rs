@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod bench;
+pub mod canvas;
 pub mod device;
 pub mod error;
 pub mod hashing;

@@ -5,6 +5,7 @@
 //! points at the real binary.
 
 mod bad_input;
+mod canvas;
 mod info;
 mod reproduce;
 

@@ -43,9 +43,15 @@ fn reproduce(name: &str, layout: &str, run: &ember_tests::Json, model_args: &[St
     }
     if let Some(mask) = run_input(run, "mask_image") {
         flag("--mask", arg(&mask));
+        // diffusers neither blurs the mask nor composites: turn Ember's canvas defaults off.
+        flag("--mask-blur", "0".into());
     }
+    let raw = run_input(run, "mask_image").is_some();
     flag("--out", arg(&out));
     flag("--save-latents", arg(&latents));
+    if raw {
+        args.push("--no-composite".into());
+    }
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let output = ember(dir, &[&["generate"], &argv[..]].concat());
     assert!(

@@ -4,7 +4,7 @@ use std::io::{IsTerminal, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use inference::api::{GenerateRequest, Progress, SamplerChoice, Stage};
+use inference::api::{GenerateRequest, MaskedContent, Progress, SamplerChoice, Stage};
 use inference::device::{DeviceKind, Precision};
 use inference::imaging::{self, write_atomic};
 use inference::model::{Layout, Model};
@@ -15,6 +15,7 @@ use inference::weights::{self, LoadOptions};
 use inference::{hashing, metadata};
 
 use super::GenerateArgs;
+use super::canvas::{self, Canvas};
 
 /// Default denoising strength with an init image (A1111's).
 const DEFAULT_STRENGTH: f32 = 0.75;
@@ -34,6 +35,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     if args.mask.is_some() && args.init_image.is_none() {
         return Err("--mask needs --init-image".into());
     }
+    canvas::validate(args)?;
     let seed = args.seed.unwrap_or_else(inference::rng::random_seed);
     let mut request = GenerateRequest {
         prompt: args.prompt.clone(),
@@ -54,6 +56,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
             1.0
         },
         mask: None,
+        masked_content: MaskedContent::Original,
     };
     // Everything that does not need the model fails now, before a long load.
     request.validate_settings().map_err(err)?;
@@ -76,12 +79,11 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     let (width, height) = generation_size(args, &model)?;
     request.width = width;
     request.height = height;
-    if let Some(path) = &args.init_image {
-        request.init_image = Some(imaging::load_rgb(path, Some((width, height))).map_err(err)?);
-    }
-    if let Some(path) = &args.mask {
-        request.mask = Some(imaging::load_mask(path, Some((width, height))).map_err(err)?);
-    }
+    request.validate_settings().map_err(err)?;
+    let canvas = Canvas::load(args, (width, height))?;
+    request.init_image = canvas.init.clone();
+    request.mask = canvas.mask.clone();
+    request.masked_content = canvas.masked_content;
     if args.seed.is_none() {
         eprintln!("seed: {seed}");
     }
@@ -100,9 +102,11 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         Layout::DiffusersFolder(_) => None,
     };
     for (i, (image, path)) in generation.images.iter().zip(&outputs).enumerate() {
-        let parameters =
-            metadata::for_generation(&request, &model.info, hash.as_deref(), i).to_text();
-        let png = imaging::encode_png(image, &[("parameters", &parameters)]).map_err(err)?;
+        let mut parameters = metadata::for_generation(&request, &model.info, hash.as_deref(), i);
+        canvas.annotate(&mut parameters);
+        let image = canvas.finish(image);
+        let png =
+            imaging::encode_png(&image, &[("parameters", &parameters.to_text())]).map_err(err)?;
         write_atomic(path, &png).map_err(err)?;
         println!("{}", path.display());
     }
@@ -195,8 +199,16 @@ fn default_schedule(sampler: SamplerName) -> ScheduleName {
 /// `--width`/`--height`, else the init image's size (rounded down to multiples of 8), else
 /// the model's native size.
 fn generation_size(args: &GenerateArgs, model: &Model) -> Result<(u32, u32), String> {
-    let (native_w, native_h) = match &args.init_image {
-        Some(path) if args.width.is_none() || args.height.is_none() => {
+    let from_canvas = if args.width.is_none() || args.height.is_none() {
+        canvas::canvas_size(args)?
+    } else {
+        None
+    };
+    let (native_w, native_h) = match (&args.init_image, from_canvas) {
+        (_, Some(size)) => size,
+        // "Only masked" generates at the model's size; the crop is resized to it.
+        (Some(_), None) if args.inpaint_area == "masked" => model.native_size,
+        (Some(path), None) if args.width.is_none() || args.height.is_none() => {
             let (w, h) = image_size(path)?;
             let rounded = (w / 8 * 8, h / 8 * 8);
             if rounded != (w, h) {

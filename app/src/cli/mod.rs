@@ -4,6 +4,7 @@
 //! nothing is written when a command fails.
 
 mod bench;
+mod canvas;
 mod generate;
 mod info;
 
@@ -110,6 +111,25 @@ pub struct GenerateArgs {
     /// Inpainting mask (white = repaint); needs --init-image.
     #[arg(long)]
     pub mask: Option<PathBuf>,
+    /// Gaussian blur of the mask in pixels (feathers the composite; A1111's default 4).
+    #[arg(long, default_value_t = 4)]
+    pub mask_blur: u32,
+    /// whole (the picture at the generation size) or masked (a box around the mask,
+    /// generated at full size and pasted back).
+    #[arg(long, default_value = "whole")]
+    pub inpaint_area: String,
+    /// Pixels around the mask for --inpaint-area masked.
+    #[arg(long, default_value_t = 32)]
+    pub padding: u32,
+    /// What the masked area starts from: original, fill, latent-noise or latent-nothing.
+    #[arg(long, default_value = "original")]
+    pub masked_content: String,
+    /// Extend the canvas by L,R,U,D pixels and inpaint the new area (needs --init-image).
+    #[arg(long)]
+    pub outpaint: Option<String>,
+    /// Keep the raw generation instead of compositing it over the source through the mask.
+    #[arg(long)]
+    pub no_composite: bool,
     #[arg(long, default_value = "cpu")]
     pub device: String,
     #[arg(long, default_value = "f32")]

@@ -11,7 +11,7 @@ use burn::tensor::Tensor;
 use super::guidance;
 use super::image_inputs::{self, MaskInputs};
 use super::prompt::{self, check_finite};
-use crate::api::{GenerateRequest, Generation, Progress, SamplerChoice, Stage};
+use crate::api::{GenerateRequest, Generation, MaskedContent, Progress, SamplerChoice, Stage};
 use crate::device::{tensor_from_vec, tensor_to_vec};
 use crate::error::{Error, Result};
 use crate::imaging;
@@ -96,7 +96,21 @@ impl Start {
             _ => None,
         };
         let noise = tensor_from_vec(rng.randn(shape[1..].iter().product()), shape, &model.device);
-        let x = match (&image_latents, from_noise) {
+        // A1111's latent masked content: the masked latents start as noise or as nothing.
+        let start_latents = match (&image_latents, &request.mask, request.masked_content) {
+            (Some(latents), Some(m), MaskedContent::LatentNoise | MaskedContent::LatentNothing) => {
+                let keep = image_inputs::latent_mask(model, m).neg().add_scalar(1.0);
+                let masked = latents.clone() * keep.clone();
+                Some(match request.masked_content {
+                    MaskedContent::LatentNoise => {
+                        masked + noise.clone() * keep.neg().add_scalar(1.0)
+                    }
+                    _ => masked,
+                })
+            }
+            _ => image_latents.clone(),
+        };
+        let x = match (&start_latents, from_noise) {
             (Some(latents), false) => latents.clone() + noise.clone().mul_scalar(plan.sigmas[0]),
             _ => noise.clone().mul_scalar(plan.initial_noise_scale),
         };

@@ -30,6 +30,14 @@ pub fn encode_image(model: &Model, image: Tensor<4>, rng: &mut BatchRng) -> Tens
     (mean + std * noise).mul_scalar(model.vae_config.scaling_factor)
 }
 
+/// The binarised mask at latent size, `[1, 1, h / f, w / f]` (1 = repaint; nearest resize).
+pub fn latent_mask(model: &Model, mask: &ImageGray8) -> Tensor<4> {
+    let (w, h) = (mask.width as usize, mask.height as usize);
+    let f = model.vae_factor();
+    let small = imaging::resize_nearest(&imaging::binarize(mask), (w, h), (w / f, h / f));
+    tensor_from_vec(small, [1, 1, h / f, w / f], &model.device)
+}
+
 /// The inpainting inputs.
 pub struct MaskInputs {
     /// Binarised mask at latent size, `[1, 1, h / f, w / f]` (1 = repaint).
@@ -58,9 +66,7 @@ pub fn mask_inputs(
     }
     let masked = tensor_from_vec(masked, [1, 3, h, w], &model.device);
     let masked_image_latents = encode_image(model, masked, rng);
-    let f = model.vae_factor();
-    let small = imaging::resize_nearest(&binary, (w, h), (w / f, h / f));
-    let mask_latent = tensor_from_vec(small, [1, 1, h / f, w / f], &model.device);
+    let mask_latent = latent_mask(model, mask);
     Ok(MaskInputs {
         mask_latent,
         masked_image_latents,

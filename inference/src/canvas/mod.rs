@@ -1,0 +1,138 @@
+//! The canvas: pure functions on images and masks around an inpainting run (mask blur,
+//! "only masked" crop and paste-back, masked-content fill, outpainting, the pixel-space
+//! composite that keeps unmasked pixels exactly), and fitting a source image to the
+//! generation size. No tensors here: the engine sees only the prepared image and mask.
+//!
+//! A1111's names: "Mask blur", "Inpaint area" (Whole picture / Only masked, "Only masked
+//! padding, pixels"), "Masked content" (fill / original / latent noise / latent nothing),
+//! "Resize mode" (Just resize / Crop and resize / Resize and fill).
+
+mod mask;
+mod paint;
+
+pub use mask::{Rect, blur_mask, crop_region, invert};
+pub use paint::{Extension, FitMode, composite, crop, fill_masked, fit, outpaint, resize};
+
+use crate::api::MaskedContent;
+use crate::error::{Error, Result};
+use crate::imaging::{ImageGray8, ImageRgb8};
+
+/// Where inpainting generates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InpaintArea {
+    /// The whole picture at the generation size.
+    Whole,
+    /// A box around the (blurred) mask, `padding` pixels wider on each side, grown to the
+    /// generation's aspect ratio, generated at the full generation size and pasted back.
+    OnlyMasked { padding: u32 },
+}
+
+/// Everything about an inpainting run that is not the engine's business.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct InpaintOptions {
+    /// Gaussian blur (sigma, pixels) of the mask: feathers the composite and the crop.
+    pub mask_blur: u32,
+    pub area: InpaintArea,
+    /// `Fill` is done here; the latent modes by the engine (see [`MaskedContent`]).
+    pub masked_content: MaskedContent,
+    /// Put the result over the source through the blurred mask, so unmasked pixels stay
+    /// exactly as they were. Off: the raw generation (pasted as a rectangle for
+    /// "only masked").
+    pub composite: bool,
+}
+
+impl Default for InpaintOptions {
+    /// A1111's defaults: blur 4, whole picture (padding 32 when switched), original content.
+    fn default() -> Self {
+        Self {
+            mask_blur: 4,
+            area: InpaintArea::Whole,
+            masked_content: MaskedContent::Original,
+            composite: true,
+        }
+    }
+}
+
+/// The engine's inputs, and what [`finish`] needs to put its outputs back.
+pub struct Prepared {
+    /// The image to inpaint, at the generation size.
+    pub init: ImageRgb8,
+    /// Its mask, at the generation size (blurred; the engine binarises it).
+    pub mask: ImageGray8,
+    pub paste: Paste,
+}
+
+/// How generated images go back onto the source.
+pub struct Paste {
+    /// The source (canvas) and its blurred mask, at the canvas size.
+    source: ImageRgb8,
+    mask: ImageGray8,
+    /// The "only masked" box on the canvas; `None` for the whole picture.
+    region: Option<Rect>,
+}
+
+/// Prepares `source` and `mask` (same size: the canvas) for a generation of `size`.
+pub fn prepare(
+    source: &ImageRgb8,
+    mask: &ImageGray8,
+    size: (u32, u32),
+    options: &InpaintOptions,
+) -> Result<Prepared> {
+    if (source.width, source.height) != (mask.width, mask.height) {
+        return Err(Error::settings(format!(
+            "the mask is {}x{} but the image is {}x{}; they must be the same size",
+            mask.width, mask.height, source.width, source.height
+        )));
+    }
+    let (source, mask) = match options.area {
+        // The whole picture is generated at the generation size, so the canvas is too.
+        InpaintArea::Whole if (source.width, source.height) != size => {
+            (resize(source, size), paint::resize_mask(mask, size))
+        }
+        _ => (source.clone(), mask.clone()),
+    };
+    let blurred = blur_mask(&mask, options.mask_blur);
+    let (mut init, init_mask, region) = match options.area {
+        InpaintArea::Whole => (source.clone(), blurred.clone(), None),
+        InpaintArea::OnlyMasked { padding } => {
+            let region = crop_region(&blurred, padding, size).ok_or_else(|| {
+                Error::settings("the mask is empty: paint the area to inpaint first")
+            })?;
+            let init = resize(&crop(&source, region), size);
+            let init_mask = paint::resize_mask(&paint::crop_mask(&blurred, region), size);
+            (init, init_mask, Some(region))
+        }
+    };
+    if options.masked_content == MaskedContent::Fill {
+        init = fill_masked(&init, &init_mask);
+    }
+    Ok(Prepared {
+        init,
+        mask: init_mask,
+        paste: Paste {
+            source,
+            mask: blurred,
+            region,
+        },
+    })
+}
+
+/// Puts a generated image back onto the source: resized into the "only masked" box, then
+/// (with `composite`) over the source through the blurred mask.
+pub fn finish(generated: &ImageRgb8, paste: &Paste, composite_on: bool) -> ImageRgb8 {
+    let placed = match paste.region {
+        None => generated.clone(),
+        Some(region) => {
+            let patch = resize(generated, (region.width(), region.height()));
+            paint::paste(&paste.source, &patch, region)
+        }
+    };
+    if composite_on {
+        composite(&paste.source, &placed, &paste.mask)
+    } else {
+        placed
+    }
+}
+
+#[cfg(test)]
+mod tests;
