@@ -213,9 +213,15 @@ fn diffusers_tables_match_set_timesteps() {
                 safetensors::Dtype::I64 => theirs.i64().into_iter().map(|v| v as f64).collect(),
                 _ => theirs.f64(),
             };
-            if config.use_karras_sigmas && theirs.iter().any(|t| t.fract() != 0.0) {
-                // Timesteps from `_sigma_to_t` interpolate numpy's float32 `log` of the sigma
-                // table, which is not correctly rounded; they agree to an ulp or two.
+            if config.class == SchedulerClass::KDpm2AncestralDiscrete {
+                // Its midpoint equals the next step's sigma, which Ember maps to that step's
+                // timestep where diffusers interpolates again (see `sampler_runs`): under 1e-3.
+                let ours: Vec<f32> = ours.iter().map(|&t| t as f32).collect();
+                assert_close(&format!("timesteps of {what}"), &ours, &theirs, 1e-3, REL);
+            } else if theirs.iter().any(|t| t.fract() != 0.0) {
+                // Timesteps from `_sigma_to_t` (Karras sigmas, second-order midpoints)
+                // interpolate numpy's float32 `log` of the sigma table, which is not correctly
+                // rounded; they agree to an ulp or two.
                 let ours: Vec<f32> = ours.iter().map(|&t| t as f32).collect();
                 assert_close(&format!("timesteps of {what}"), &ours, &theirs, 0.0, REL);
             } else {

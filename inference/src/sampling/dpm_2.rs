@@ -10,7 +10,7 @@ use crate::error::Result;
 /// The geometric midpoint of two noise levels, `exp(lerp(ln a, ln b, 1/2))`, in float32 as
 /// torch computes it (`lerp` at weight 1/2 is `end - (end - start) / 2`): diffusers takes
 /// the UNet timestep of this exact value.
-fn log_midpoint(a: f32, b: f32) -> f32 {
+pub fn log_midpoint(a: f32, b: f32) -> f32 {
     let (start, end) = (a.ln(), b.ln());
     (end - (end - start) * 0.5).exp()
 }

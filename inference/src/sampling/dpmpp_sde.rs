@@ -18,6 +18,12 @@ fn t_of(sigma: f32) -> f64 {
     -f64::from(sigma).ln()
 }
 
+/// The noise level of DPM++ SDE's second evaluation: `exp(-(t + h / 2))` in `t = -ln sigma`.
+pub fn sde_midpoint(sigma: f32, sigma_next: f32) -> f32 {
+    let (t, t_next) = (t_of(sigma), t_of(sigma_next));
+    (-(t + (t_next - t) * 0.5)).exp() as f32
+}
+
 /// DPM-Solver++ (stochastic, `r = 1/2`): two denoiser calls per step, each stage followed by
 /// ancestral noise; the last step (to sigma 0) returns the denoised sample.
 pub fn dpmpp_sde(
@@ -33,9 +39,9 @@ pub fn dpmpp_sde(
         x = if sigma_next == 0.0 {
             denoised.clone()
         } else {
-            let (t, t_next) = (t_of(sigma), t_of(sigma_next));
-            let h = t_next - t;
-            let sigma_s = (-(t + h * R)).exp() as f32;
+            let t = t_of(sigma);
+            // `r = 1/2`: the second evaluation sits halfway in t.
+            let sigma_s = sde_midpoint(sigma, sigma_next);
             let fac = 1.0 / (2.0 * R);
 
             let (down, up) = ancestral_step(sigma, sigma_s, options.eta);

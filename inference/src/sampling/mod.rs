@@ -39,7 +39,8 @@ use burn::tensor::Tensor;
 use crate::error::{Error, Result};
 
 pub use ancestral::ancestral_step;
-pub use dpmpp_sde::SdeSolver;
+pub use dpm_2::log_midpoint;
+pub use dpmpp_sde::{SdeSolver, sde_midpoint};
 pub use lms::lms_coefficient;
 pub use uni_pc::{UniPcFlavor, UniPcOptions, UniPcVariant};
 

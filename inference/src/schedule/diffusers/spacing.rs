@@ -2,6 +2,7 @@
 //! sigma interpolation or Karras sigmas, the final sigma, and the timesteps the UNet gets.
 
 use super::{SchedulerClass, SchedulerConfig, Spacing};
+use crate::sampling;
 use crate::schedule::{DiscreteSchedule, Plan, linspace_f64};
 
 impl SchedulerConfig {
@@ -139,6 +140,28 @@ impl SchedulerConfig {
                 }
                 out
             }
+            // Second-order classes interleave each step's midpoint call (none on the last).
+            SchedulerClass::KDpm2Discrete
+            | SchedulerClass::KDpm2AncestralDiscrete
+            | SchedulerClass::DpmSolverSde => {
+                let s = &plan.sigmas;
+                let mut out = Vec::with_capacity(2 * n);
+                for i in 0..n {
+                    out.push(t[i]);
+                    if s[i + 1] > 0.0 {
+                        let mid = match self.class {
+                            SchedulerClass::DpmSolverSde => sampling::sde_midpoint(s[i], s[i + 1]),
+                            SchedulerClass::KDpm2Discrete => sampling::log_midpoint(s[i], s[i + 1]),
+                            _ => {
+                                let (down, _) = sampling::ancestral_step(s[i], s[i + 1], 1.0);
+                                sampling::log_midpoint(s[i], down)
+                            }
+                        };
+                        out.push(plan.timesteps.timestep(mid));
+                    }
+                }
+                out
+            }
             SchedulerClass::Pndm => {
                 let mut out = vec![t[0]];
                 if n > 1 {
@@ -157,7 +180,12 @@ impl SchedulerConfig {
     pub fn loop_sigmas(&self, plan: &Plan) -> Vec<f32> {
         let s = &plan.sigmas;
         match self.class {
-            SchedulerClass::HeunDiscrete if s.len() > 2 => {
+            SchedulerClass::HeunDiscrete
+            | SchedulerClass::KDpm2Discrete
+            | SchedulerClass::KDpm2AncestralDiscrete
+            | SchedulerClass::DpmSolverSde
+                if s.len() > 2 =>
+            {
                 let mut out = vec![s[0]];
                 for &si in &s[1..s.len() - 1] {
                     out.extend([si, si]);
