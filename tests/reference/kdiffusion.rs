@@ -25,8 +25,7 @@ const TOL: f64 = 1e-4;
 /// direction, so nothing is skipped silently.
 /// - `comfy_lms`: ComfyUI's LMS returns the denoised sample on its last step; Ember's `lms`
 ///   is k-diffusion's (A1111's, and diffusers' LMSDiscrete), replayed by the `lms` run.
-/// - `comfy_sa_solver`: not ported yet.
-const NOT_YET_PORTED: &[&str] = &["comfy_lms", "comfy_sa_solver"];
+const NOT_YET_PORTED: &[&str] = &["comfy_lms"];
 
 /// The sampler (and its options) that reproduces a run, or `None` when Ember has none yet.
 fn sampler_for(run: &Json) -> Option<(Algorithm, AlgorithmOptions)> {
@@ -39,6 +38,10 @@ fn sampler_for(run: &Json) -> Option<(Algorithm, AlgorithmOptions)> {
         s_tmin: number("s_tmin", 0.0),
         // JSON has no infinity: the default `s_tmax` is written "inf".
         s_tmax: number("s_tmax", f32::INFINITY),
+        sde_interval: run["sa_solver"]["tau_interval"].as_object().map(|t| {
+            let get = |k: &str| t[k].as_f64().unwrap() as f32;
+            (get("start_sigma"), get("end_sigma"))
+        }),
     };
     if chosen.s_churn != 0.0 && run["sampler"] != "sample_euler" {
         return None;
@@ -71,6 +74,7 @@ fn sampler_for(run: &Json) -> Option<(Algorithm, AlgorithmOptions)> {
         "sample_er_sde" => Algorithm::ErSde,
         "sample_dpm_fast" => Algorithm::DpmFast,
         "sample_deis" => Algorithm::Deis,
+        "sample_sa_solver" => Algorithm::SaSolver,
         "sample_euler_cfg_pp" => {
             return Some((
                 Algorithm::EulerAncestralCfgPp,
@@ -301,5 +305,5 @@ fn every_ported_sampler_replays_its_kdiffusion_run() {
         unported, expected,
         "runs without an Ember sampler differ from NOT_YET_PORTED"
     );
-    assert!(replayed >= 37, "only {replayed} runs replayed");
+    assert!(replayed >= 39, "only {replayed} runs replayed");
 }

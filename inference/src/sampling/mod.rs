@@ -30,6 +30,7 @@ mod plms;
 #[cfg(test)]
 mod properties;
 mod res_multistep;
+mod sa_solver;
 mod uni_pc;
 
 use std::ops::ControlFlow;
@@ -99,6 +100,8 @@ pub enum Algorithm {
     DpmAdaptive { order: u8 },
     /// DEIS in ComfyUI's "tab" mode (`sample_deis`).
     Deis,
+    /// SA-Solver, stochastic Adams predictor-corrector (`sample_sa_solver`).
+    SaSolver,
     /// Euler ancestral CFG++ (`sample_euler_ancestral_cfg_pp`; eta 0 is `euler_cfg_pp`).
     EulerAncestralCfgPp,
     /// DPM-Solver++(2S) ancestral CFG++ (`sample_dpmpp_2s_ancestral_cfg_pp`).
@@ -133,6 +136,9 @@ pub struct AlgorithmOptions {
     pub s_churn: f32,
     pub s_tmin: f32,
     pub s_tmax: f32,
+    /// SA-Solver's stochastic interval `(start, end)`: SDE steps while
+    /// `start >= sigma > end`; `None` runs it as an ODE.
+    pub sde_interval: Option<(f32, f32)>,
 }
 
 impl Default for AlgorithmOptions {
@@ -143,6 +149,7 @@ impl Default for AlgorithmOptions {
             s_churn: 0.0,
             s_tmin: 0.0,
             s_tmax: f32::INFINITY,
+            sde_interval: None,
         }
     }
 }
@@ -256,6 +263,7 @@ pub fn run(
         Algorithm::ErSde => er_sde::er_sde(hooks, x, sigmas, options),
         Algorithm::UniPc(unipc) => uni_pc::uni_pc(hooks, x, sigmas, unipc),
         Algorithm::Deis => deis::deis(hooks, x, sigmas),
+        Algorithm::SaSolver => sa_solver::sa_solver(hooks, x, sigmas, options),
         Algorithm::DpmFast => dpm_solver::dpm_fast(hooks, x, sigmas, options),
         Algorithm::EulerAncestralCfgPp => cfg_pp::euler_ancestral_cfg_pp(hooks, x, sigmas, options),
         Algorithm::DpmPp2SAncestralCfgPp => {

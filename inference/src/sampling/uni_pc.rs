@@ -274,7 +274,7 @@ fn minor(m: &[Vec<f64>], n: usize) -> Vec<Vec<f64>> {
 }
 
 /// Solves `m x = v` by Gaussian elimination with partial pivoting (at most 3 x 3 here).
-fn solve(m: &[Vec<f64>], v: &[f64]) -> Vec<f64> {
+pub(super) fn solve(m: &[Vec<f64>], v: &[f64]) -> Vec<f64> {
     let n = v.len();
     let mut a: Vec<Vec<f64>> = m
         .iter()

@@ -154,6 +154,11 @@ pub fn plan(
         algorithm: sampler.algorithm(),
         options: AlgorithmOptions {
             eta: eta.unwrap_or(sampler.default_eta()),
+            // SA-Solver's SDE interval: ComfyUI's percent_to_sigma(0.2) .. (0.8).
+            sde_interval: Some((
+                table.sigma_at(f64::from(0.8f32 * 999.0)),
+                table.sigma_at(f64::from(0.2f32 * 999.0)),
+            )),
             ..AlgorithmOptions::default()
         },
         initial_noise_scale: (1.0 + s0 * s0).sqrt() as f32,

@@ -31,6 +31,7 @@ pub enum SamplerName {
     GradientEstimation,
     ErSde,
     Deis,
+    SaSolver,
     DpmFast,
     DpmAdaptive,
     UniPc,
@@ -50,7 +51,7 @@ struct Entry(&'static str, &'static str, Algorithm, f32);
 
 impl SamplerName {
     /// Every sampler Ember runs, in ComfyUI's menu order.
-    pub const ALL: [SamplerName; 32] = [
+    pub const ALL: [SamplerName; 33] = [
         SamplerName::Euler,
         SamplerName::EulerAncestral,
         SamplerName::Heun,
@@ -71,6 +72,7 @@ impl SamplerName {
         SamplerName::GradientEstimation,
         SamplerName::ErSde,
         SamplerName::Deis,
+        SamplerName::SaSolver,
         SamplerName::DpmFast,
         SamplerName::DpmAdaptive,
         SamplerName::UniPc,
@@ -131,6 +133,7 @@ impl SamplerName {
             ),
             SamplerName::ErSde => Entry("er_sde", "ER-SDE", A::ErSde, 0.0),
             SamplerName::Deis => Entry("deis", "DEIS", A::Deis, 0.0),
+            SamplerName::SaSolver => Entry("sa_solver", "SA-Solver", A::SaSolver, 0.0),
             SamplerName::DpmFast => Entry("dpm_fast", "DPM fast", A::DpmFast, 0.0),
             SamplerName::DpmAdaptive => Entry(
                 "dpm_adaptive",
@@ -203,7 +206,7 @@ impl SamplerName {
         self.default_eta() > 0.0
             || matches!(
                 self,
-                SamplerName::Ddpm | SamplerName::Lcm | SamplerName::ErSde
+                SamplerName::Ddpm | SamplerName::Lcm | SamplerName::ErSde | SamplerName::SaSolver
             )
     }
 }

@@ -72,6 +72,9 @@ fn sampler_hint(sampler: SamplerName) -> &'static str {
             "Deterministic, Euler with a gradient correction; 10–20 steps."
         }
         SamplerName::ErSde => "SDE (adds noise), third-order ER-SDE; 20–30 steps.",
+        SamplerName::SaSolver => {
+            "Stochastic Adams predictor-corrector (noise mid-schedule); 15–30 steps."
+        }
         SamplerName::Deis => "Deterministic, third-order exponential multistep; 10–20 steps.",
         SamplerName::DpmFast => {
             "Deterministic DPM-Solver with its own steps (3rd order); the step count is model calls."
