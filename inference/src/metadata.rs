@@ -243,6 +243,7 @@ fn diffusers_names(
         C::DpmSolverSde => "DPM++ SDE",
         C::Ddpm => "DDPM",
         C::UniPcMultistep => "UniPC",
+        C::DeisMultistep => "DEIS",
     };
     (
         sampler,

@@ -92,3 +92,44 @@ pub fn deis(hooks: &mut Hooks<'_>, mut x: Tensor<4>, sigmas: &[f32]) -> Result<T
     }
     Ok(x)
 }
+
+/// diffusers' `DEISMultistepScheduler` ("deis" with "logrho", `lower_order_final`): on the
+/// slopes `eps = (x - x0) / rho` (rho = sigma), the step integrates the Lagrange polynomial
+/// through the last `order` slopes in `log rho`. Its first-order step is Euler. Ported from
+/// diffusers 0.42 `scheduling_deis_multistep.py` (orders 1 and 2); the step to sigma 0 is
+/// first order, as diffusers' `lower_order_final` makes it.
+pub fn deis_logrho(
+    hooks: &mut Hooks<'_>,
+    mut x: Tensor<4>,
+    sigmas: &[f32],
+    max_order: usize,
+) -> Result<Tensor<4>> {
+    // `Integrate[(log t - log c) / (log b - log c), t]` (diffusers' `ind_fn`).
+    let ind = |t: f64, b: f64, c: f64| t * (-c.ln() + t.ln() - 1.0) / (b.ln() - c.ln());
+    let n = sigmas.len() - 1;
+    let mut previous: Option<(Tensor<4>, f64)> = None; // (slope, its rho)
+    for i in 0..n {
+        let (rho_s0, rho_t) = (f64::from(sigmas[i]), f64::from(sigmas[i + 1]));
+        let denoised = (hooks.denoise)(&x, sigmas[i])?;
+        let eps = to_d(&x, &denoised, sigmas[i]);
+        // Warm-up: first order on the first step; `lower_order_final` on the last (< 15
+        // steps in diffusers) and whenever the step ends at 0, where log rho diverges.
+        let last_low = i == n - 1 && n < 15;
+        let order = if max_order < 2 || rho_t == 0.0 || last_low {
+            1
+        } else {
+            (i + 1).min(2)
+        };
+        x = match (&previous, order) {
+            (Some((eps_1, rho_s1)), 2) => {
+                let c1 = ind(rho_t, rho_s0, *rho_s1) - ind(rho_s0, rho_s0, *rho_s1);
+                let c2 = ind(rho_t, *rho_s1, rho_s0) - ind(rho_s0, *rho_s1, rho_s0);
+                x + eps.clone().mul_scalar(c1) + eps_1.clone().mul_scalar(c2)
+            }
+            _ => x + eps.clone().mul_scalar(rho_t - rho_s0),
+        };
+        previous = Some((eps, rho_s0));
+        x = hooks.step_done(i, sigmas, x, denoised)?;
+    }
+    Ok(x)
+}

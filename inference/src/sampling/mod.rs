@@ -100,6 +100,8 @@ pub enum Algorithm {
     DpmAdaptive { order: u8 },
     /// DEIS in ComfyUI's "tab" mode (`sample_deis`).
     Deis,
+    /// diffusers' DEIS multistep ("logrho"), order 1 or 2.
+    DeisLogRho { order: u8 },
     /// SA-Solver, stochastic Adams predictor-corrector (`sample_sa_solver`).
     SaSolver,
     /// Euler ancestral CFG++ (`sample_euler_ancestral_cfg_pp`; eta 0 is `euler_cfg_pp`).
@@ -263,6 +265,7 @@ pub fn run(
         Algorithm::ErSde => er_sde::er_sde(hooks, x, sigmas, options),
         Algorithm::UniPc(unipc) => uni_pc::uni_pc(hooks, x, sigmas, unipc),
         Algorithm::Deis => deis::deis(hooks, x, sigmas),
+        Algorithm::DeisLogRho { order } => deis::deis_logrho(hooks, x, sigmas, usize::from(order)),
         Algorithm::SaSolver => sa_solver::sa_solver(hooks, x, sigmas, options),
         Algorithm::DpmFast => dpm_solver::dpm_fast(hooks, x, sigmas, options),
         Algorithm::EulerAncestralCfgPp => cfg_pp::euler_ancestral_cfg_pp(hooks, x, sigmas, options),

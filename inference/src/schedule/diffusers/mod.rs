@@ -38,10 +38,11 @@ pub enum SchedulerClass {
     DpmSolverSde,
     Ddpm,
     UniPcMultistep,
+    DeisMultistep,
 }
 
 impl SchedulerClass {
-    const ALL: [(SchedulerClass, &'static str); 12] = [
+    const ALL: [(SchedulerClass, &'static str); 13] = [
         (SchedulerClass::Ddim, "DDIMScheduler"),
         (SchedulerClass::Pndm, "PNDMScheduler"),
         (SchedulerClass::EulerDiscrete, "EulerDiscreteScheduler"),
@@ -63,6 +64,7 @@ impl SchedulerClass {
         (SchedulerClass::DpmSolverSde, "DPMSolverSDEScheduler"),
         (SchedulerClass::Ddpm, "DDPMScheduler"),
         (SchedulerClass::UniPcMultistep, "UniPCMultistepScheduler"),
+        (SchedulerClass::DeisMultistep, "DEISMultistepScheduler"),
     ];
 
     /// The diffusers class name.
@@ -87,6 +89,7 @@ impl SchedulerClass {
             | SchedulerClass::Pndm
             | SchedulerClass::DpmSolverMultistep
             | SchedulerClass::UniPcMultistep
+            | SchedulerClass::DeisMultistep
             | SchedulerClass::Ddpm => LatentScaling::VariancePreserving,
             _ => LatentScaling::VarianceExploding,
         }
@@ -230,6 +233,21 @@ impl SchedulerConfig {
                 return refuse("\"disable_corrector\" or \"solver_p\"".into());
             }
         }
+        if class == SchedulerClass::DeisMultistep {
+            for (key, want) in [("algorithm_type", "deis"), ("solver_type", "logrho")] {
+                let got = text_or(key, want);
+                if got != want {
+                    return refuse(format!("{key} {got:?}"));
+                }
+            }
+            solver_order = v["solver_order"].as_u64().unwrap_or(2) as usize;
+            if !(1..=2).contains(&solver_order) {
+                return refuse(format!("solver_order {solver_order}"));
+            }
+            if !flag("lower_order_final", true) {
+                return refuse("\"lower_order_final\": false".into());
+            }
+        }
         if class == SchedulerClass::Ddpm {
             let variance = text_or("variance_type", "fixed_small");
             if variance != "fixed_small" {
@@ -282,6 +300,12 @@ impl SchedulerConfig {
             SchedulerClass::DpmSolverMultistep | SchedulerClass::UniPcMultistep => {
                 self.dpm_solver_schedule(&table, steps)
             }
+            // DEIS has no `final_sigmas_type`: it ends at the table's first sigma, not at 0.
+            SchedulerClass::DeisMultistep => {
+                let (mut sigmas, timesteps) = self.dpm_solver_schedule(&table, steps);
+                *sigmas.last_mut().expect("steps >= 1") = table.sigma_min();
+                (sigmas, timesteps)
+            }
             _ => self.euler_family_schedule(&table, steps),
         };
         let s0 = f64::from(sigmas[0]);
@@ -307,6 +331,12 @@ impl SchedulerConfig {
             SchedulerClass::KDpm2AncestralDiscrete => (Algorithm::Dpm2Ancestral, 1.0),
             SchedulerClass::DpmSolverSde => (Algorithm::DpmPpSde, 1.0),
             SchedulerClass::Ddpm => (Algorithm::Ddpm, 0.0),
+            SchedulerClass::DeisMultistep => (
+                Algorithm::DeisLogRho {
+                    order: self.solver_order as u8,
+                },
+                0.0,
+            ),
             SchedulerClass::UniPcMultistep => (
                 Algorithm::UniPc(UniPcOptions {
                     variant: self.unipc_variant,
