@@ -244,6 +244,7 @@ fn diffusers_names(
         C::Ddpm => "DDPM",
         C::UniPcMultistep => "UniPC",
         C::DeisMultistep => "DEIS",
+        C::Lcm => "LCM",
     };
     (
         sampler,

@@ -99,7 +99,8 @@ fn replay(name: &str, run: &Json, config: &SchedulerConfig) -> f64 {
         );
         calls.set(k + 1);
         let eps = guidance::guide(slice(unet_out, k, &device), guidance_scale);
-        Ok(guidance::denoised(x, eps, sigma, config.prediction))
+        let x0 = guidance::denoised(x, eps, sigma, config.prediction);
+        Ok(plan.boundary_condition(x, x0, sigma))
     };
     let mut on_step = |state: &mut StepState| {
         let iteration = calls.get() - 1;

@@ -322,7 +322,7 @@ pub fn write_edited_checkpoint(
 
 /// The diffusers scheduler classes the engine issue requires; tests check that a run of
 /// each was reproduced.
-pub fn required_scheduler_classes() -> [inference::schedule::diffusers::SchedulerClass; 12] {
+pub fn required_scheduler_classes() -> [inference::schedule::diffusers::SchedulerClass; 13] {
     use inference::schedule::diffusers::SchedulerClass as C;
     [
         C::EulerDiscrete,
@@ -337,6 +337,7 @@ pub fn required_scheduler_classes() -> [inference::schedule::diffusers::Schedule
         C::Ddpm,
         C::UniPcMultistep,
         C::DeisMultistep,
+        C::Lcm,
     ]
 }
 

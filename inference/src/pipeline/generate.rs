@@ -224,7 +224,8 @@ pub fn generate(
         } else {
             out
         };
-        Ok(guidance::denoised(x, out, sigma, model.prediction))
+        let x0 = guidance::denoised(x, out, sigma, model.prediction);
+        Ok(plan.boundary_condition(x, x0, sigma))
     };
 
     // After each step: the 4-channel inpainting blend, the NaN check, progress.

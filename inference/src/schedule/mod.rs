@@ -19,6 +19,8 @@ pub use discrete::{
     BetaSchedule, DiscreteSchedule, TableArithmetic, linspace_f64, torch_linspace_f32,
 };
 
+use burn::tensor::Tensor;
+
 use crate::sampling::{Algorithm, AlgorithmOptions};
 
 /// How the UNet's timestep input is derived from a sigma.
@@ -77,9 +79,29 @@ pub struct Plan {
     pub scaling: LatentScaling,
     /// Human-readable name of the sampler (for logs and metadata).
     pub label: String,
+    /// diffusers' `LCMScheduler` boundary condition: with `Some(scaling)`, the denoiser's
+    /// prediction becomes `c_out * x0 + c_skip * x_vp` at timestep `t * scaling`
+    /// (see [`Plan::boundary_condition`]).
+    pub lcm_timestep_scaling: Option<f64>,
 }
 
 impl Plan {
+    /// LCM's consistency-model boundary condition (`c_skip`, `c_out` with sigma_data 0.5)
+    /// applied to a prediction `x0` of the sample `x` at noise level `sigma`; the identity for
+    /// every other plan. At diffusion timesteps (`t * 10 >= ~100`) it changes x0 by under
+    /// 1e-4 relative, but it is part of what LCMScheduler computes.
+    pub fn boundary_condition(&self, x: &Tensor<4>, x0: Tensor<4>, sigma: f32) -> Tensor<4> {
+        let Some(scaling) = self.lcm_timestep_scaling else {
+            return x0;
+        };
+        const SIGMA_DATA: f64 = 0.5;
+        let t = self.timesteps.timestep(sigma) * scaling;
+        let c_skip = SIGMA_DATA * SIGMA_DATA / (t * t + SIGMA_DATA * SIGMA_DATA);
+        let c_out = t / (t * t + SIGMA_DATA * SIGMA_DATA).sqrt();
+        let x_vp = x.clone().div_scalar(f64::from(1.0 + sigma * sigma).sqrt());
+        x0.mul_scalar(c_out) + x_vp.mul_scalar(c_skip)
+    }
+
     /// Number of sampler steps.
     pub fn steps(&self) -> usize {
         self.sigmas.len() - 1

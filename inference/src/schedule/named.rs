@@ -166,6 +166,7 @@ pub fn plan(
         timesteps: TimestepMap::Nearest(table),
         scaling: LatentScaling::VarianceExploding,
         label: format!("{sampler} {schedule}"),
+        lcm_timestep_scaling: None,
     }
 }
 

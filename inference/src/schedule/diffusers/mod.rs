@@ -39,10 +39,11 @@ pub enum SchedulerClass {
     Ddpm,
     UniPcMultistep,
     DeisMultistep,
+    Lcm,
 }
 
 impl SchedulerClass {
-    const ALL: [(SchedulerClass, &'static str); 13] = [
+    const ALL: [(SchedulerClass, &'static str); 14] = [
         (SchedulerClass::Ddim, "DDIMScheduler"),
         (SchedulerClass::Pndm, "PNDMScheduler"),
         (SchedulerClass::EulerDiscrete, "EulerDiscreteScheduler"),
@@ -65,6 +66,7 @@ impl SchedulerClass {
         (SchedulerClass::Ddpm, "DDPMScheduler"),
         (SchedulerClass::UniPcMultistep, "UniPCMultistepScheduler"),
         (SchedulerClass::DeisMultistep, "DEISMultistepScheduler"),
+        (SchedulerClass::Lcm, "LCMScheduler"),
     ];
 
     /// The diffusers class name.
@@ -90,6 +92,7 @@ impl SchedulerClass {
             | SchedulerClass::DpmSolverMultistep
             | SchedulerClass::UniPcMultistep
             | SchedulerClass::DeisMultistep
+            | SchedulerClass::Lcm
             | SchedulerClass::Ddpm => LatentScaling::VariancePreserving,
             _ => LatentScaling::VarianceExploding,
         }
@@ -117,6 +120,9 @@ pub struct SchedulerConfig {
     pub use_karras_sigmas: bool,
     /// DPM-Solver: 1 or 2; UniPC: 1 to 3.
     pub solver_order: usize,
+    /// LCM: `original_inference_steps` and `timestep_scaling`.
+    pub original_inference_steps: usize,
+    pub timestep_scaling: f64,
     /// UniPC: its B(h) (`solver_type` "bh1" or "bh2").
     pub unipc_variant: UniPcVariant,
     /// DPM-Solver: `algorithm_type` "sde-dpmsolver++" (DPM++ 2M SDE) rather than "dpmsolver++".
@@ -272,6 +278,8 @@ impl SchedulerConfig {
             solver_order,
             unipc_variant,
             sde,
+            original_inference_steps: v["original_inference_steps"].as_u64().unwrap_or(50) as usize,
+            timestep_scaling: float("timestep_scaling", 10.0),
         })
     }
 
@@ -301,6 +309,7 @@ impl SchedulerConfig {
                 self.dpm_solver_schedule(&table, steps)
             }
             // DEIS has no `final_sigmas_type`: it ends at the table's first sigma, not at 0.
+            SchedulerClass::Lcm => self.lcm_schedule(&table, steps)?,
             SchedulerClass::DeisMultistep => {
                 let (mut sigmas, timesteps) = self.dpm_solver_schedule(&table, steps);
                 *sigmas.last_mut().expect("steps >= 1") = table.sigma_min();
@@ -331,6 +340,7 @@ impl SchedulerConfig {
             SchedulerClass::KDpm2AncestralDiscrete => (Algorithm::Dpm2Ancestral, 1.0),
             SchedulerClass::DpmSolverSde => (Algorithm::DpmPpSde, 1.0),
             SchedulerClass::Ddpm => (Algorithm::Ddpm, 0.0),
+            SchedulerClass::Lcm => (Algorithm::Lcm, 0.0),
             SchedulerClass::DeisMultistep => (
                 Algorithm::DeisLogRho {
                     order: self.solver_order as u8,
@@ -366,6 +376,8 @@ impl SchedulerConfig {
             initial_noise_scale,
             scaling: self.class.scaling(),
             label: format!("{}{karras}", self.class.class_name()),
+            lcm_timestep_scaling: (self.class == SchedulerClass::Lcm)
+                .then_some(self.timestep_scaling),
         })
     }
 }

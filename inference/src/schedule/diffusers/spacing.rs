@@ -43,6 +43,36 @@ impl SchedulerConfig {
         (sigmas, timesteps.into_iter().map(|t| t as f64).collect())
     }
 
+    /// LCM: `steps` of the `original_inference_steps` skipping schedule (every
+    /// `N / original` timesteps, `t = k * N / original - 1`), evenly picked from the top.
+    pub(super) fn lcm_schedule(
+        &self,
+        table: &DiscreteSchedule,
+        steps: usize,
+    ) -> crate::error::Result<(Vec<f32>, Vec<f64>)> {
+        let n = self.num_train_timesteps;
+        let original = self.original_inference_steps;
+        if original == 0 || original > n || steps > original {
+            return Err(crate::error::Error::settings(format!(
+                "LCMScheduler: {steps} steps need original_inference_steps ({original}) \
+                 between {steps} and {n}"
+            )));
+        }
+        let k = n / original;
+        let origin: Vec<i64> = (1..=original).rev().map(|i| (i * k) as i64 - 1).collect();
+        let timesteps: Vec<i64> = (0..steps)
+            .map(|i| origin[(i as f64 * original as f64 / steps as f64).floor() as usize])
+            .collect();
+        let mut sigmas: Vec<f32> = timesteps
+            .iter()
+            .map(|&t| {
+                DiscreteSchedule::sigma_of_alpha_cumprod(table.alphas_cumprod[t as usize]) as f32
+            })
+            .collect();
+        sigmas.push(0.0);
+        Ok((sigmas, timesteps.into_iter().map(|t| t as f64).collect()))
+    }
+
     /// Euler, Euler ancestral, Heun, LMS: float32 timesteps, sigmas interpolated linearly in
     /// the table (or Karras sigmas with `_sigma_to_t` timesteps), then a final 0.
     pub(super) fn euler_family_schedule(
