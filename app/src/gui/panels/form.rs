@@ -212,6 +212,8 @@ pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
 
     let sampler = SamplerName::parse(&s.sampler).ok();
     egui::ComboBox::from_label("Sampler")
+        // Tall enough to show most of the 33 samplers without scrolling.
+        .height(560.0)
         .selected_text(sampler.map_or(s.sampler.clone(), |n| n.a1111_name().to_owned()))
         .show_ui(ui, |ui| {
             for option in SamplerName::ALL {
