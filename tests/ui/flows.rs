@@ -199,3 +199,50 @@ fn a_missing_model_fails_with_a_notice_and_junk_drops_are_named() {
     click(&mut w, "Dismiss");
     assert!(app(&w).session.notices.is_empty());
 }
+
+#[test]
+fn every_sampler_and_schedule_is_in_the_menus_by_its_a1111_name() {
+    use inference::api::SamplerChoice;
+    use inference::schedule::named::{SamplerName, ScheduleName};
+
+    let home = tempfile::tempdir().unwrap();
+    let mut w = open(
+        FakeEngine::new(Duration::from_millis(1)),
+        Paths::under(home.path()),
+    );
+    w.step();
+    // Open the sampler menu (the combo box is labelled by its caption) and pick a newer
+    // sampler by its label.
+    click(&mut w, "Sampler");
+    for name in SamplerName::ALL {
+        assert!(
+            w.query_by_label(name.a1111_name()).is_some(),
+            "{} is not in the sampler menu",
+            name.a1111_name()
+        );
+    }
+    click(&mut w, "DPM++ 2M SDE");
+    assert_eq!(app(&w).settings.sampler, "dpmpp_2m_sde");
+
+    click(&mut w, "Schedule");
+    for name in ScheduleName::ALL {
+        assert!(
+            w.query_by_label(name.a1111_name()).is_some(),
+            "{} is not in the schedule menu",
+            name.a1111_name()
+        );
+    }
+    click(&mut w, "Align Your Steps");
+    let request = app(&w).request().unwrap();
+    assert!(
+        matches!(
+            request.sampler,
+            SamplerChoice::Named {
+                sampler: SamplerName::DpmPp2MSde,
+                schedule: ScheduleName::AlignYourSteps
+            }
+        ),
+        "{:?}",
+        request.sampler
+    );
+}

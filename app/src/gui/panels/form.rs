@@ -227,6 +227,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
         });
     let schedule = ScheduleName::parse(&s.schedule).ok();
     egui::ComboBox::from_label("Schedule")
+        .height(400.0)
         .selected_text(schedule.map_or(s.schedule.clone(), |n| n.a1111_name().to_owned()))
         .show_ui(ui, |ui| {
             for option in ScheduleName::ALL {
