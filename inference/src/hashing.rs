@@ -47,6 +47,14 @@ pub fn sha256_file(path: &Path) -> Result<String> {
         .collect())
 }
 
+/// The full SHA-256 of some bytes, hex (the canvas hashes the source image's pixels).
+pub fn sha256_bytes(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A1111's "Model hash" of a single-file checkpoint, using (and updating) the cache in
 /// `cache` when given. A broken cache file is ignored and rewritten.
 pub fn model_hash(path: &Path, cache: Option<&Path>) -> Result<String> {

@@ -1,6 +1,7 @@
 //! The desktop app driven through its widgets (egui_kittest: find by label, click, step),
 //! with the fake engine for the flows and the real engine on the reference model.
 
+mod canvas;
 mod flows;
 mod gallery;
 mod real_engine;

@@ -3,11 +3,13 @@
 
 use std::path::PathBuf;
 
-/// The app's two main views.
+/// The app's main views.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum View {
     #[default]
     Generate,
+    /// Image-to-image, inpainting and outpainting on a source image.
+    Canvas,
     Gallery,
 }
 
@@ -40,4 +42,21 @@ pub enum Action {
     DeleteSelected,
     DismissNotices,
     RollSeed,
+    /// Pick a source image for the canvas with the system dialog.
+    OpenCanvasImageDialog,
+    /// Load this image as the canvas source.
+    OpenCanvasImage(PathBuf),
+    /// Load this image (a result or a gallery image) as the canvas source and show the canvas.
+    SendToCanvas(PathBuf),
+    /// Pick a mask image with the system dialog.
+    OpenMaskDialog,
+    /// Use this image as the canvas mask.
+    OpenMask(PathBuf),
+    /// Grow the canvas by the settings' outpaint pixels on these sides.
+    Outpaint {
+        left: bool,
+        right: bool,
+        up: bool,
+        down: bool,
+    },
 }

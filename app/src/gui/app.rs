@@ -4,6 +4,9 @@
 //! **Invariants:** nothing here blocks (file work, dialogs and inference run on their own
 //! threads); every result is sent to be saved the moment it arrives; errors become notices.
 
+mod canvas_flow;
+
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -13,9 +16,10 @@ use inference::imaging::ImageRgb8;
 use inference::metadata::ImageMetadata;
 use inference::rng::random_seed;
 use inference::schedule::named::{SamplerName, ScheduleName};
-use inference::worker::{Engine, WorkerHandle};
+use inference::worker::{Engine, JobId, ResultImage, WorkerHandle};
 
 use super::action::{Action, View};
+use super::canvas::CanvasState;
 use super::dialogs::Dialogs;
 use super::gallery::Gallery;
 use super::models::{self, ModelEntry};
@@ -50,6 +54,12 @@ pub struct EmberApp {
     pub paths: Paths,
     /// Images dropped on the window whose settings should be restored when read.
     restoring: Vec<PathBuf>,
+    /// The canvas mode's image, mask and view.
+    pub canvas: CanvasState,
+    /// Files being read for the canvas.
+    incoming: Vec<canvas_flow::Incoming>,
+    /// Canvas jobs whose results must be put back onto their source.
+    canvas_jobs: HashMap<JobId, canvas_flow::CanvasJob>,
     worker: WorkerHandle,
     files: Service<gallery::store::Request, gallery::store::Reply>,
     models_service: Service<models::Request, models::Reply>,
@@ -85,6 +95,9 @@ impl EmberApp {
             display: Display::default(),
             models: Vec::new(),
             restoring: Vec::new(),
+            canvas: CanvasState::default(),
+            incoming: Vec::new(),
+            canvas_jobs: HashMap::new(),
             worker,
             files,
             models_service,
@@ -139,7 +152,7 @@ impl EmberApp {
                 break;
             };
             if let Some(finished) = self.session.apply(event, Instant::now()) {
-                self.show_results(finished.images);
+                self.show_results(finished.id, finished.images);
             }
         }
         if start.elapsed() >= DRAIN_BUDGET {
@@ -177,7 +190,10 @@ impl EmberApp {
         }
     }
 
-    fn show_results(&mut self, images: Vec<inference::worker::ResultImage>) {
+    fn show_results(&mut self, id: JobId, mut images: Vec<ResultImage>) {
+        if let Some(job) = self.canvas_jobs.remove(&id) {
+            self.finish_canvas(&job, &mut images);
+        }
         self.display.preview = None;
         self.display.results.clear();
         for (i, result) in images.into_iter().enumerate() {
@@ -216,6 +232,9 @@ impl EmberApp {
                 image,
                 metadata,
             } => {
+                if self.canvas_file_opened(&path, &image) {
+                    return;
+                }
                 if let Some(i) = self.restoring.iter().position(|p| *p == path) {
                     self.restoring.remove(i);
                     match image {
@@ -287,6 +306,8 @@ impl EmberApp {
         for path in dropped {
             if models::is_model_path(&path) {
                 actions.push(Action::LoadModel(path));
+            } else if gallery::is_image_path(&path) && self.view == View::Canvas {
+                actions.push(Action::OpenCanvasImage(path));
             } else if gallery::is_image_path(&path) {
                 self.restoring.push(path.clone());
                 self.files.send(gallery::store::Request::Open { path });
@@ -312,6 +333,12 @@ impl EmberApp {
     /// Does what an action asks.
     pub fn perform(&mut self, action: Action) {
         match action {
+            Action::OpenCanvasImageDialog
+            | Action::OpenCanvasImage(_)
+            | Action::SendToCanvas(_)
+            | Action::OpenMaskDialog
+            | Action::OpenMask(_)
+            | Action::Outpaint { .. } => self.perform_canvas(action),
             Action::Generate => self.generate(),
             Action::Cancel => {
                 if self.session.running.is_some() {
@@ -398,7 +425,13 @@ impl EmberApp {
             );
             return;
         }
-        let request = match self.request() {
+        let planned = self.request().and_then(|request| match self.view {
+            View::Canvas => self
+                .canvas_request(request)
+                .map(|(request, job)| (request, Some(job))),
+            _ => Ok((request, None)),
+        });
+        let (request, canvas_job) = match planned {
             Ok(r) => r,
             Err(e) => {
                 self.session.notify(Level::Error, e);
@@ -411,7 +444,10 @@ impl EmberApp {
         for i in 0..self.settings.batch_count.max(1) {
             let mut job = request.clone();
             job.seed = self.settings.seed.wrapping_add(u64::from(i));
-            let _ = self.session.enqueue(job);
+            let id = self.session.enqueue(job);
+            if let Some(canvas_job) = &canvas_job {
+                self.canvas_jobs.insert(id, canvas_job.clone());
+            }
         }
     }
 

@@ -95,3 +95,31 @@ impl Dialogs {
         );
     }
 }
+
+impl Dialogs {
+    /// An image to paint on in the canvas.
+    pub fn pick_canvas_image(&self) {
+        self.open(
+            || {
+                rfd::FileDialog::new()
+                    .set_title("Open an image for the canvas")
+                    .add_filter("Images", &["png", "jpg", "jpeg", "webp"])
+                    .pick_file()
+            },
+            Action::OpenCanvasImage,
+        );
+    }
+
+    /// A mask image (white = repaint) for the canvas.
+    pub fn pick_mask(&self) {
+        self.open(
+            || {
+                rfd::FileDialog::new()
+                    .set_title("Open a mask (white = repaint)")
+                    .add_filter("Images", &["png", "jpg", "jpeg", "webp"])
+                    .pick_file()
+            },
+            Action::OpenMask,
+        );
+    }
+}

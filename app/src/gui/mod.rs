@@ -6,6 +6,7 @@
 
 pub mod action;
 pub mod app;
+pub mod canvas;
 mod dialogs;
 pub mod gallery;
 pub mod models;

@@ -44,6 +44,48 @@ pub struct Settings {
     pub recent_models: Vec<PathBuf>,
     /// Loaded again at start when it still exists.
     pub last_model: Option<PathBuf>,
+    /// The canvas mode's options.
+    pub canvas: CanvasSettings,
+}
+
+/// The canvas mode's options (A1111's names and defaults where it has them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CanvasSettings {
+    /// Denoising strength: how much of the schedule runs on the image.
+    pub strength: f32,
+    /// Gaussian blur of the mask, pixels.
+    pub mask_blur: u32,
+    /// "Only masked" rather than the whole picture.
+    pub only_masked: bool,
+    /// Pixels around the mask for "only masked".
+    pub padding: u32,
+    /// original, fill, latent-noise or latent-nothing.
+    pub masked_content: String,
+    /// Composite the result over the source through the mask (unmasked pixels unchanged).
+    pub composite: bool,
+    pub overlay_opacity: f32,
+    pub brush_size: f32,
+    pub brush_hardness: f32,
+    /// Pixels each outpaint button adds.
+    pub outpaint_pixels: u32,
+}
+
+impl Default for CanvasSettings {
+    fn default() -> Self {
+        Self {
+            strength: 0.75,
+            mask_blur: 4,
+            only_masked: false,
+            padding: 32,
+            masked_content: "original".into(),
+            composite: true,
+            overlay_opacity: 0.5,
+            brush_size: 48.0,
+            brush_hardness: 0.7,
+            outpaint_pixels: 64,
+        }
+    }
 }
 
 impl Default for Settings {
@@ -66,6 +108,7 @@ impl Default for Settings {
             models_dir: None,
             recent_models: Vec::new(),
             last_model: None,
+            canvas: CanvasSettings::default(),
         }
     }
 }

@@ -11,7 +11,9 @@ mod mask;
 mod paint;
 
 pub use mask::{Rect, blur_mask, crop_region, invert};
-pub use paint::{Extension, FitMode, composite, crop, fill_masked, fit, outpaint, resize};
+pub use paint::{
+    Extension, FitMode, composite, crop, fill_masked, fit, outpaint, outpaint_placement, resize,
+};
 
 use crate::api::MaskedContent;
 use crate::error::{Error, Result};
@@ -54,6 +56,7 @@ impl Default for InpaintOptions {
 }
 
 /// The engine's inputs, and what [`finish`] needs to put its outputs back.
+#[derive(Clone)]
 pub struct Prepared {
     /// The image to inpaint, at the generation size.
     pub init: ImageRgb8,
@@ -63,6 +66,7 @@ pub struct Prepared {
 }
 
 /// How generated images go back onto the source.
+#[derive(Clone)]
 pub struct Paste {
     /// The source (canvas) and its blurred mask, at the canvas size.
     source: ImageRgb8,

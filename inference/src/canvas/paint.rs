@@ -207,6 +207,27 @@ pub fn fill_masked(img: &ImageRgb8, mask: &ImageGray8) -> ImageRgb8 {
     }
 }
 
+/// The sides [`outpaint`] really adds to an image of `size`: `ext` with each axis rounded
+/// up to a multiple of 8.
+pub fn outpaint_placement(size: (u32, u32), ext: Extension) -> Extension {
+    let round = |size: u32, lo: u32, hi: u32| -> (u32, u32) {
+        let extra = (size + lo + hi).next_multiple_of(8) - (size + lo + hi);
+        match (lo, hi) {
+            (_, h) if h > 0 => (lo, h + extra),
+            (l, _) if l > 0 => (l + extra, hi),
+            _ => (lo, hi + extra),
+        }
+    };
+    let (left, right) = round(size.0, ext.left, ext.right);
+    let (up, down) = round(size.1, ext.up, ext.down);
+    Extension {
+        left,
+        right,
+        up,
+        down,
+    }
+}
+
 /// How many pixels outpainting adds on each side.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Extension {
@@ -220,16 +241,12 @@ pub struct Extension {
 /// the right or bottom side being extended, else the left or top), the new area filled by
 /// stretching the edges, and the mask of the new area (white).
 pub fn outpaint(img: &ImageRgb8, ext: Extension) -> (ImageRgb8, ImageGray8) {
-    let round = |size: u32, lo: u32, hi: u32| -> (u32, u32) {
-        let extra = (size + lo + hi).next_multiple_of(8) - (size + lo + hi);
-        match (lo, hi) {
-            (_, h) if h > 0 => (lo, h + extra),
-            (l, _) if l > 0 => (l + extra, hi),
-            _ => (lo, hi + extra),
-        }
-    };
-    let (left, right) = round(img.width, ext.left, ext.right);
-    let (up, down) = round(img.height, ext.up, ext.down);
+    let Extension {
+        left,
+        right,
+        up,
+        down,
+    } = outpaint_placement((img.width, img.height), ext);
     let size = (img.width + left + right, img.height + up + down);
     let canvas = extend_edges(img, size, (left, up));
     let pixels = (0..size.1)

@@ -201,7 +201,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
         for (name, side) in [("Width", &mut s.width), ("Height", &mut s.height)] {
             let label = ui.label(name);
             let response = ui
-                .add(DragValue::new(side).speed(8.0).range(64..=MAX_SIDE))
+                .add(DragValue::new(side).speed(8.0).range(8..=MAX_SIDE))
                 .labelled_by(label.id);
             if !response.dragged() && !response.has_focus() {
                 // Sizes are multiples of 8 (the VAE's factor): round what was typed.

@@ -54,6 +54,13 @@ fn details(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
         {
             actions.push(Action::CopyParameters);
         }
+        if ui
+            .button("Send to canvas")
+            .on_hover_text("Work on this image: img2img, inpaint, outpaint")
+            .clicked()
+        {
+            actions.push(Action::SendToCanvas(selected.path.clone()));
+        }
         if ui.button("Open folder").clicked() {
             actions.push(Action::OpenOutputFolder);
         }

@@ -1,6 +1,7 @@
 //! The window's panels. Each reads the app's state, edits only the settings it shows, and
 //! returns [`Action`]s for the app to perform.
 
+mod canvas;
 mod form;
 mod gallery;
 mod model;
@@ -35,6 +36,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp) -> Vec<Action> {
                 });
             egui::CentralPanel::default().show(ui, |ui| output::draw(ui, app, &mut actions));
         }
+        View::Canvas => canvas::draw(ui, app, &mut actions),
         View::Gallery => gallery::draw(ui, app, &mut actions),
     }
     hover_hint(ui);
@@ -45,7 +47,11 @@ fn top_bar(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
     ui.horizontal(|ui| {
         ui.heading("Ember");
         ui.separator();
-        for (view, name) in [(View::Generate, "Create"), (View::Gallery, "Gallery")] {
+        for (view, name) in [
+            (View::Generate, "Create"),
+            (View::Canvas, "Canvas"),
+            (View::Gallery, "Gallery"),
+        ] {
             if ui.selectable_label(app.view == view, name).clicked() && app.view != view {
                 actions.push(Action::Show(view));
             }

@@ -22,7 +22,12 @@ pub fn draw(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
     } else {
         for (_, path) in &app.display.results {
             if let Some(path) = path {
-                ui.label(RichText::new(format!("saved {}", path.display())).weak());
+                ui.horizontal(|ui| {
+                    ui.label(RichText::new(format!("saved {}", path.display())).weak());
+                    if ui.small_button("Send to canvas").clicked() {
+                        actions.push(Action::SendToCanvas(path.clone()));
+                    }
+                });
             }
         }
         app.display.results.first().map(|(t, _)| t)

@@ -1,0 +1,222 @@
+//! The canvas mode's side of the app: loading sources and masks, outpainting, turning the
+//! canvas into engine jobs (through `inference::canvas::prepare`) and putting the results
+//! back onto the source (`finish`) before they are saved.
+
+use std::path::{Path, PathBuf};
+
+use inference::api::{GenerateRequest, MaskedContent};
+use inference::canvas::{self, Extension, InpaintArea, InpaintOptions, Paste};
+use inference::imaging::{ImageGray8, ImageRgb8};
+use inference::worker::ResultImage;
+
+use super::EmberApp;
+use crate::gui::action::{Action, View};
+use crate::gui::gallery::store::{Request, Rgba};
+use crate::gui::session::Level;
+
+/// What a canvas job needs when its images come back.
+#[derive(Clone)]
+pub struct CanvasJob {
+    paste: Option<Paste>,
+    composite: bool,
+    /// `Key: value` pairs appended to the images' parameters.
+    fields: String,
+}
+
+/// A file being read for the canvas: as the source, or as the mask.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Incoming {
+    Source(PathBuf),
+    Mask(PathBuf),
+}
+
+impl EmberApp {
+    /// Does what a canvas action asks (other actions are not sent here).
+    pub(super) fn perform_canvas(&mut self, action: Action) {
+        match action {
+            Action::OpenCanvasImageDialog => self.dialogs.pick_canvas_image(),
+            Action::OpenMaskDialog => self.dialogs.pick_mask(),
+            Action::OpenCanvasImage(path) | Action::SendToCanvas(path) => {
+                self.view = View::Canvas;
+                self.incoming.push(Incoming::Source(path.clone()));
+                self.files.send(Request::Open { path });
+            }
+            Action::OpenMask(path) => {
+                self.incoming.push(Incoming::Mask(path.clone()));
+                self.files.send(Request::Open { path });
+            }
+            Action::Outpaint {
+                left,
+                right,
+                up,
+                down,
+            } => {
+                let n = self.settings.canvas.outpaint_pixels;
+                let pick = |on: bool| if on { n } else { 0 };
+                self.canvas.outpaint(Extension {
+                    left: pick(left),
+                    right: pick(right),
+                    up: pick(up),
+                    down: pick(down),
+                });
+                if let Some(source) = &self.canvas.source {
+                    // Generate at the new canvas size.
+                    self.settings.width = source.width;
+                    self.settings.height = source.height;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A file read for the canvas arrived; `false` when `path` was not one.
+    pub(super) fn canvas_file_opened(&mut self, path: &Path, image: &Result<Rgba, String>) -> bool {
+        let Some(i) = self
+            .incoming
+            .iter()
+            .position(|f| matches!(f, Incoming::Source(p) | Incoming::Mask(p) if p == path))
+        else {
+            return false;
+        };
+        let incoming = self.incoming.remove(i);
+        let rgba = match image {
+            Ok(rgba) => rgba,
+            Err(e) => {
+                self.session.notify(Level::Error, e.clone());
+                return true;
+            }
+        };
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        match incoming {
+            Incoming::Source(_) => {
+                let rgb = to_rgb(rgba);
+                // Generate at the image's size, rounded down to multiples of 8.
+                self.settings.width = (rgb.width / 8 * 8).max(8);
+                self.settings.height = (rgb.height / 8 * 8).max(8);
+                self.canvas.set_source(rgb, &name);
+                self.canvas.result = None;
+                self.canvas.result_texture = None;
+            }
+            Incoming::Mask(_) => {
+                self.canvas.load_mask(to_gray(rgba));
+                self.session
+                    .notify(Level::Info, format!("mask loaded from {name}"));
+            }
+        }
+        true
+    }
+
+    /// The request and finishing data for a canvas generation from `base` (the form's
+    /// settings): img2img with the canvas image, or inpainting where a mask is painted.
+    pub(super) fn canvas_request(
+        &self,
+        mut base: GenerateRequest,
+    ) -> Result<(GenerateRequest, CanvasJob), String> {
+        let source = self
+            .canvas
+            .source
+            .as_ref()
+            .ok_or("open or drop an image on the canvas first")?;
+        let s = &self.settings.canvas;
+        let size = (base.width, base.height);
+        let masked_content = MaskedContent::parse(&s.masked_content).map_err(|e| e.to_string())?;
+        base.strength = s.strength.clamp(0.0, 1.0);
+        let hash = inference::hashing::sha256_bytes(&source.pixels);
+        let mut fields = format!("Init image hash: {}", &hash[..10]);
+        let mut job = CanvasJob {
+            paste: None,
+            composite: s.composite,
+            fields: String::new(),
+        };
+        match self.canvas.mask.as_ref().filter(|_| self.canvas.has_mask()) {
+            None => base.init_image = Some(canvas::resize(source, size)),
+            Some(mask) => {
+                let options = InpaintOptions {
+                    mask_blur: s.mask_blur,
+                    area: if s.only_masked {
+                        InpaintArea::OnlyMasked { padding: s.padding }
+                    } else {
+                        InpaintArea::Whole
+                    },
+                    masked_content,
+                    composite: s.composite,
+                };
+                let prepared =
+                    canvas::prepare(source, mask, size, &options).map_err(|e| e.to_string())?;
+                base.init_image = Some(prepared.init);
+                base.mask = Some(prepared.mask);
+                base.masked_content = masked_content;
+                job.paste = Some(prepared.paste);
+                fields.push_str(&format!(", Mask blur: {}", s.mask_blur));
+                if s.only_masked {
+                    fields.push_str(&format!(
+                        ", Inpaint area: Only masked, Masked area padding: {}",
+                        s.padding
+                    ));
+                }
+                fields.push_str(&format!(
+                    ", Masked content: {}",
+                    masked_content.a1111_name()
+                ));
+                if !s.composite {
+                    fields.push_str(", Composite: off");
+                }
+            }
+        }
+        job.fields = fields;
+        Ok((base, job))
+    }
+
+    /// Puts a canvas job's images back onto its source and notes its settings; keeps the
+    /// last result (composited and raw) for the canvas view.
+    pub(super) fn finish_canvas(&mut self, job: &CanvasJob, images: &mut [ResultImage]) {
+        for result in images.iter_mut() {
+            let (shown, raw) = match &job.paste {
+                Some(paste) => (
+                    canvas::finish(&result.image, paste, job.composite),
+                    canvas::finish(&result.image, paste, false),
+                ),
+                None => (result.image.clone(), result.image.clone()),
+            };
+            result.image = shown.clone();
+            result.parameters = format!("{}, {}", result.parameters, job.fields);
+            self.canvas.result = Some((shown, raw));
+            self.canvas.result_texture = None;
+        }
+    }
+}
+
+fn to_rgb(rgba: &Rgba) -> ImageRgb8 {
+    ImageRgb8 {
+        width: rgba.width as u32,
+        height: rgba.height as u32,
+        pixels: rgba
+            .pixels
+            .chunks_exact(4)
+            .flat_map(|p| [p[0], p[1], p[2]])
+            .collect(),
+    }
+}
+
+/// Luminance (PIL's "L" weights), as masks are read elsewhere.
+fn to_gray(rgba: &Rgba) -> ImageGray8 {
+    ImageGray8 {
+        width: rgba.width as u32,
+        height: rgba.height as u32,
+        pixels: rgba
+            .pixels
+            .chunks_exact(4)
+            .map(|p| {
+                ((u32::from(p[0]) * 19595
+                    + u32::from(p[1]) * 38470
+                    + u32::from(p[2]) * 7471
+                    + 0x8000)
+                    >> 16) as u8
+            })
+            .collect(),
+    }
+}

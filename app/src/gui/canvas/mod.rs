@@ -1,0 +1,245 @@
+//! The canvas mode's runtime state: the source image, the mask being painted with its undo
+//! history (one snapshot per stroke), the brush, the view (zoom and pan) and the textures
+//! that show them. Painting is pure image work ([`brush`]); nothing here touches files.
+
+pub mod brush;
+
+use egui::{Color32, ColorImage, TextureHandle, TextureOptions};
+use inference::canvas::{self as ops, Extension};
+use inference::imaging::{ImageGray8, ImageRgb8};
+
+use brush::Brush;
+
+/// Strokes that can be undone.
+const HISTORY: usize = 64;
+
+/// See the module docs.
+#[derive(Default)]
+pub struct CanvasState {
+    /// The image being worked on; `None` until one is loaded.
+    pub source: Option<ImageRgb8>,
+    /// Where it came from (for notices).
+    pub source_name: String,
+    /// The mask at the source's size (255 = repaint).
+    pub mask: Option<ImageGray8>,
+    undo: Vec<ImageGray8>,
+    redo: Vec<ImageGray8>,
+    pub brush: Brush,
+    /// 1 = fit the panel; the view scales by this and shifts by `pan` (screen points).
+    pub zoom: f32,
+    pub pan: egui::Vec2,
+    /// The last pointer position of the stroke in progress (image pixels).
+    stroke_at: Option<(f32, f32)>,
+    source_texture: Option<TextureHandle>,
+    overlay_texture: Option<TextureHandle>,
+    overlay_dirty: bool,
+    /// The last inpainting result: (composited, raw generation at the canvas size).
+    pub result: Option<(ImageRgb8, ImageRgb8)>,
+    pub result_texture: Option<TextureHandle>,
+    /// Show the raw generation instead of the composite.
+    pub show_raw: bool,
+}
+
+impl CanvasState {
+    /// Starts over with `image` and an empty mask.
+    pub fn set_source(&mut self, image: ImageRgb8, name: impl Into<String>) {
+        self.mask = Some(ImageGray8 {
+            width: image.width,
+            height: image.height,
+            pixels: vec![0; (image.width * image.height) as usize],
+        });
+        self.source = Some(image);
+        self.source_name = name.into();
+        self.undo.clear();
+        self.redo.clear();
+        self.source_texture = None;
+        self.overlay_dirty = true;
+        self.zoom = 1.0;
+        self.pan = egui::Vec2::ZERO;
+    }
+
+    /// Whether any pixel is masked.
+    pub fn has_mask(&self) -> bool {
+        self.mask
+            .as_ref()
+            .is_some_and(|m| m.pixels.iter().any(|&v| v > 0))
+    }
+
+    pub fn can_undo(&self) -> bool {
+        !self.undo.is_empty()
+    }
+
+    pub fn can_redo(&self) -> bool {
+        !self.redo.is_empty()
+    }
+
+    /// Remembers the mask before a change.
+    fn checkpoint(&mut self) {
+        if let Some(mask) = &self.mask {
+            self.undo.push(mask.clone());
+            if self.undo.len() > HISTORY {
+                self.undo.remove(0);
+            }
+            self.redo.clear();
+        }
+    }
+
+    /// Starts a stroke at `at` (image pixels).
+    pub fn begin_stroke(&mut self, at: (f32, f32)) {
+        self.checkpoint();
+        if let Some(mask) = &mut self.mask {
+            brush::stamp(mask, at, self.brush);
+            self.stroke_at = Some(at);
+            self.overlay_dirty = true;
+        }
+    }
+
+    /// Continues the stroke to `at`, filling the path from the last position.
+    pub fn stroke_to(&mut self, at: (f32, f32)) {
+        let Some(from) = self.stroke_at else {
+            return self.begin_stroke(at);
+        };
+        if let Some(mask) = &mut self.mask {
+            brush::stroke(mask, from, at, self.brush);
+            self.stroke_at = Some(at);
+            self.overlay_dirty = true;
+        }
+    }
+
+    pub fn end_stroke(&mut self) {
+        self.stroke_at = None;
+    }
+
+    pub fn undo(&mut self) {
+        if let (Some(previous), Some(mask)) = (self.undo.pop(), self.mask.as_mut()) {
+            self.redo.push(std::mem::replace(mask, previous));
+            self.overlay_dirty = true;
+        }
+    }
+
+    pub fn redo(&mut self) {
+        if let (Some(next), Some(mask)) = (self.redo.pop(), self.mask.as_mut()) {
+            self.undo.push(std::mem::replace(mask, next));
+            self.overlay_dirty = true;
+        }
+    }
+
+    pub fn clear_mask(&mut self) {
+        self.checkpoint();
+        if let Some(mask) = &mut self.mask {
+            mask.pixels.fill(0);
+            self.overlay_dirty = true;
+        }
+    }
+
+    pub fn invert_mask(&mut self) {
+        self.checkpoint();
+        if let Some(mask) = &mut self.mask {
+            *mask = ops::invert(mask);
+            self.overlay_dirty = true;
+        }
+    }
+
+    /// Uses `mask` (any size; resized to the source) as the mask, undoably.
+    pub fn load_mask(&mut self, mask: ImageGray8) {
+        let Some(source) = &self.source else {
+            return;
+        };
+        let size = (source.width, source.height);
+        let resized = if (mask.width, mask.height) == size {
+            mask
+        } else {
+            let img = image::GrayImage::from_raw(mask.width, mask.height, mask.pixels)
+                .expect("buffer matches size");
+            let img = image::imageops::resize(
+                &img,
+                size.0,
+                size.1,
+                image::imageops::FilterType::Lanczos3,
+            );
+            ImageGray8 {
+                width: size.0,
+                height: size.1,
+                pixels: img.into_raw(),
+            }
+        };
+        self.checkpoint();
+        self.mask = Some(resized);
+        self.overlay_dirty = true;
+    }
+
+    /// Grows the canvas for outpainting: the new area is stretched from the edges and
+    /// masked; what was painted stays painted. Clears the undo history (sizes change).
+    pub fn outpaint(&mut self, ext: Extension) {
+        let (Some(source), Some(mask)) = (&self.source, &self.mask) else {
+            return;
+        };
+        let (grown, mut combined) = ops::outpaint(source, ext);
+        // The old mask goes where the source went.
+        let at = ops::outpaint_placement((source.width, source.height), ext);
+        let (w, old_w) = (grown.width as usize, mask.width as usize);
+        for y in 0..mask.height as usize {
+            for x in 0..old_w {
+                let v = &mut combined.pixels[(y + at.up as usize) * w + x + at.left as usize];
+                *v = (*v).max(mask.pixels[y * old_w + x]);
+            }
+        }
+        self.source = Some(grown);
+        self.mask = Some(combined);
+        self.undo.clear();
+        self.redo.clear();
+        self.source_texture = None;
+        self.overlay_dirty = true;
+    }
+
+    /// The source and mask textures, made or refreshed for this frame.
+    pub fn textures(
+        &mut self,
+        ctx: &egui::Context,
+        opacity: f32,
+    ) -> Option<(TextureHandle, TextureHandle)> {
+        let source = self.source.as_ref()?;
+        if self.source_texture.is_none() {
+            self.source_texture = Some(ctx.load_texture(
+                "canvas-source",
+                super::app::color_image(source),
+                TextureOptions::LINEAR,
+            ));
+        }
+        if self.overlay_dirty || self.overlay_texture.is_none() {
+            let mask = self.mask.as_ref()?;
+            let overlay = overlay_image(mask, opacity);
+            match &mut self.overlay_texture {
+                Some(t) => t.set(overlay, TextureOptions::NEAREST),
+                None => {
+                    self.overlay_texture =
+                        Some(ctx.load_texture("canvas-mask", overlay, TextureOptions::NEAREST));
+                }
+            }
+            self.overlay_dirty = false;
+        }
+        Some((self.source_texture.clone()?, self.overlay_texture.clone()?))
+    }
+
+    /// The overlay must be redrawn (its opacity changed).
+    pub fn refresh_overlay(&mut self) {
+        self.overlay_dirty = true;
+    }
+}
+
+/// The mask as a translucent red layer.
+fn overlay_image(mask: &ImageGray8, opacity: f32) -> ColorImage {
+    let pixels = mask
+        .pixels
+        .iter()
+        .map(|&v| {
+            let a = (f32::from(v) * opacity.clamp(0.0, 1.0)).round() as u8;
+            Color32::from_rgba_unmultiplied(255, 40, 40, a)
+        })
+        .collect();
+    ColorImage {
+        size: [mask.width as usize, mask.height as usize],
+        pixels,
+        source_size: egui::Vec2::new(mask.width as f32, mask.height as f32),
+    }
+}

@@ -1,0 +1,280 @@
+//! The canvas view: the source image with its painted mask, the inpainting options beside
+//! the prompt, and the last result. Mask edits change the canvas state directly (like the
+//! form edits the settings); files and generating go through [`Action`]s.
+
+use egui::{Color32, PointerButton, Rect, Role, Sense, Stroke, WidgetInfo};
+
+use super::form;
+use crate::gui::action::Action;
+use crate::gui::app::EmberApp;
+
+/// Masked-content choices: (settings value, label).
+const MASKED_CONTENT: [(&str, &str); 4] = [
+    ("original", "original"),
+    ("fill", "fill"),
+    ("latent-noise", "latent noise"),
+    ("latent-nothing", "latent nothing"),
+];
+
+pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
+    shortcuts(ui.ctx(), app);
+    egui::Panel::left("canvas-settings")
+        .resizable(true)
+        .default_size(320.0)
+        .show(ui, |ui| {
+            egui::ScrollArea::vertical().show(ui, |ui| {
+                form::draw(ui, app, actions);
+                ui.separator();
+                options(ui, app, actions);
+            });
+        });
+    if app.canvas.result.is_some() {
+        egui::Panel::right("canvas-result")
+            .resizable(true)
+            .default_size(360.0)
+            .show(ui, |ui| result(ui, app, actions));
+    }
+    egui::CentralPanel::default().show(ui, |ui| painter(ui, app));
+}
+
+/// `[` / `]` brush size, `B` brush, `E` eraser, Ctrl+Z undo, Ctrl+Shift+Z redo — unless a
+/// text field has the keyboard.
+fn shortcuts(ctx: &egui::Context, app: &mut EmberApp) {
+    if ctx.egui_wants_keyboard_input() {
+        return;
+    }
+    let canvas = &mut app.canvas;
+    let settings = &mut app.settings.canvas;
+    ctx.input_mut(|i| {
+        if i.consume_key(
+            egui::Modifiers::COMMAND | egui::Modifiers::SHIFT,
+            egui::Key::Z,
+        ) {
+            canvas.redo();
+        }
+        if i.consume_key(egui::Modifiers::COMMAND, egui::Key::Z) {
+            canvas.undo();
+        }
+        if i.consume_key(egui::Modifiers::NONE, egui::Key::OpenBracket) {
+            settings.brush_size = (settings.brush_size / 1.25).max(1.0);
+        }
+        if i.consume_key(egui::Modifiers::NONE, egui::Key::CloseBracket) {
+            settings.brush_size = (settings.brush_size * 1.25).min(1024.0);
+        }
+        if i.consume_key(egui::Modifiers::NONE, egui::Key::E) {
+            canvas.brush.erase = true;
+        }
+        if i.consume_key(egui::Modifiers::NONE, egui::Key::B) {
+            canvas.brush.erase = false;
+        }
+    });
+}
+
+fn options(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
+    ui.heading("Canvas");
+    ui.horizontal(|ui| {
+        if ui.button("Open image…").clicked() {
+            actions.push(Action::OpenCanvasImageDialog);
+        }
+        if ui
+            .add_enabled(app.canvas.source.is_some(), egui::Button::new("Load mask…"))
+            .clicked()
+        {
+            actions.push(Action::OpenMaskDialog);
+        }
+    });
+    let steps = app.settings.steps;
+    let s = &mut app.settings.canvas;
+    ui.add(egui::Slider::new(&mut s.strength, 0.0..=1.0).text("Strength"));
+    let effective = ((f64::from(steps) * f64::from(s.strength)) as u32).min(steps);
+    ui.label(format!("{effective} of {steps} steps run on the image"));
+
+    ui.separator();
+    let canvas = &mut app.canvas;
+    ui.horizontal(|ui| {
+        if ui
+            .selectable_label(!canvas.brush.erase, "Brush (B)")
+            .clicked()
+        {
+            canvas.brush.erase = false;
+        }
+        if ui
+            .selectable_label(canvas.brush.erase, "Eraser (E)")
+            .clicked()
+        {
+            canvas.brush.erase = true;
+        }
+    });
+    ui.add(
+        egui::Slider::new(&mut s.brush_size, 1.0..=512.0)
+            .logarithmic(true)
+            .text("Size ([ ])"),
+    );
+    ui.add(egui::Slider::new(&mut s.brush_hardness, 0.0..=1.0).text("Hardness"));
+    canvas.brush.size = s.brush_size;
+    canvas.brush.hardness = s.brush_hardness;
+    if ui
+        .add(egui::Slider::new(&mut s.overlay_opacity, 0.0..=1.0).text("Mask opacity"))
+        .changed()
+    {
+        canvas.refresh_overlay();
+    }
+    ui.horizontal(|ui| {
+        if ui
+            .add_enabled(canvas.can_undo(), egui::Button::new("Undo"))
+            .clicked()
+        {
+            canvas.undo();
+        }
+        if ui
+            .add_enabled(canvas.can_redo(), egui::Button::new("Redo"))
+            .clicked()
+        {
+            canvas.redo();
+        }
+        if ui.button("Clear mask").clicked() {
+            canvas.clear_mask();
+        }
+        if ui.button("Invert mask").clicked() {
+            canvas.invert_mask();
+        }
+    });
+
+    ui.separator();
+    ui.add(egui::Slider::new(&mut s.mask_blur, 0..=64).text("Mask blur"));
+    ui.horizontal(|ui| {
+        ui.radio_value(&mut s.only_masked, false, "Whole picture");
+        ui.radio_value(&mut s.only_masked, true, "Only masked");
+    });
+    if s.only_masked {
+        ui.add(egui::Slider::new(&mut s.padding, 0..=256).text("Only masked padding"));
+    }
+    let current = MASKED_CONTENT
+        .iter()
+        .find(|(v, _)| *v == s.masked_content)
+        .map_or(s.masked_content.as_str(), |(_, l)| l)
+        .to_owned();
+    egui::ComboBox::from_label("Masked content")
+        .selected_text(current)
+        .show_ui(ui, |ui| {
+            for (value, label) in MASKED_CONTENT {
+                if ui
+                    .selectable_label(s.masked_content == value, label)
+                    .clicked()
+                {
+                    s.masked_content = value.into();
+                }
+            }
+        });
+    ui.checkbox(&mut s.composite, "Keep unmasked pixels exactly (composite)");
+
+    ui.separator();
+    ui.horizontal(|ui| {
+        ui.label("Outpaint");
+        ui.add(
+            egui::DragValue::new(&mut s.outpaint_pixels)
+                .range(8..=1024)
+                .suffix(" px"),
+        );
+    });
+    ui.horizontal(|ui| {
+        let enabled = canvas.source.is_some();
+        for (label, side) in [("Left", 0), ("Right", 1), ("Up", 2), ("Down", 3)] {
+            if ui.add_enabled(enabled, egui::Button::new(label)).clicked() {
+                actions.push(Action::Outpaint {
+                    left: side == 0,
+                    right: side == 1,
+                    up: side == 2,
+                    down: side == 3,
+                });
+            }
+        }
+    });
+}
+
+fn result(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
+    ui.heading("Result");
+    let canvas = &mut app.canvas;
+    if ui
+        .checkbox(&mut canvas.show_raw, "Show raw result")
+        .changed()
+    {
+        canvas.result_texture = None;
+    }
+    if let Some((composite, raw)) = &canvas.result {
+        let image = if canvas.show_raw { raw } else { composite };
+        let texture = canvas.result_texture.get_or_insert_with(|| {
+            ui.ctx().load_texture(
+                "canvas-result",
+                crate::gui::app::color_image(image),
+                egui::TextureOptions::LINEAR,
+            )
+        });
+        let size = texture.size_vec2();
+        // Fit the panel's width (small models' images are scaled up, crisp).
+        ui.image((texture.id(), size * (ui.available_width() / size.x)));
+    }
+    if let Some(path) = app.display.results.first().and_then(|(_, p)| p.clone())
+        && ui.button("Send result to canvas").clicked()
+    {
+        actions.push(Action::SendToCanvas(path));
+    }
+}
+
+fn painter(ui: &mut egui::Ui, app: &mut EmberApp) {
+    let opacity = app.settings.canvas.overlay_opacity;
+    let Some((source, overlay)) = app.canvas.textures(ui.ctx(), opacity) else {
+        ui.centered_and_justified(|ui| {
+            ui.label(
+                "Drop an image here (or open one) to paint a mask, then inpaint or outpaint it",
+            );
+        });
+        return;
+    };
+    let (response, painter) = ui.allocate_painter(ui.available_size(), Sense::click_and_drag());
+    response.widget_info(|| WidgetInfo::labeled(Role::Canvas, true, "Canvas"));
+    let canvas = &mut app.canvas;
+    let image_size = source.size_vec2();
+    let fit = (response.rect.width() / image_size.x).min(response.rect.height() / image_size.y);
+    let scale = fit * canvas.zoom.max(0.05);
+    let rect = Rect::from_center_size(response.rect.center() + canvas.pan, image_size * scale);
+    let uv = Rect::from_min_max(egui::pos2(0.0, 0.0), egui::pos2(1.0, 1.0));
+    painter.image(source.id(), rect, uv, Color32::WHITE);
+    painter.image(overlay.id(), rect, uv, Color32::WHITE);
+
+    let to_image = |pos: egui::Pos2| ((pos.x - rect.min.x) / scale, (pos.y - rect.min.y) / scale);
+    if let Some(pos) = response.interact_pointer_pos() {
+        if response.drag_started_by(PointerButton::Primary) {
+            canvas.begin_stroke(to_image(pos));
+        } else if response.dragged_by(PointerButton::Primary) {
+            canvas.stroke_to(to_image(pos));
+        } else if response.clicked_by(PointerButton::Primary) {
+            canvas.begin_stroke(to_image(pos));
+            canvas.end_stroke();
+        }
+    }
+    if response.drag_stopped() {
+        canvas.end_stroke();
+    }
+    if response.dragged_by(PointerButton::Middle) || response.dragged_by(PointerButton::Secondary) {
+        canvas.pan += response.drag_delta();
+    }
+    if response.hovered() {
+        let scroll = ui.input(|i| i.smooth_scroll_delta.y);
+        if scroll != 0.0 {
+            canvas.zoom = (canvas.zoom * (scroll * 0.002).exp()).clamp(0.1, 32.0);
+        }
+        if let Some(pos) = response.hover_pos() {
+            let colour = if canvas.brush.erase {
+                Color32::LIGHT_BLUE
+            } else {
+                Color32::WHITE
+            };
+            painter.circle_stroke(
+                pos,
+                canvas.brush.size / 2.0 * scale,
+                Stroke::new(1.0, colour),
+            );
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! The canvas mode with the real engine on the reference model: drop an image, paint a
+//! stroke with the pointer, undo / redo it, invert the mask (and undo that with Ctrl+Z),
+//! inpaint, and find the result in the gallery with its inpainting parameters and every
+//! pixel outside the blurred mask unchanged.
+
+use egui::{Modifiers, Vec2};
+use egui_kittest::kittest::Queryable;
+use ember_app::gui::paths::Paths;
+use ember_tests::{json, reference, run_input};
+use inference::canvas::blur_mask;
+use inference::device::{DeviceKind, Precision};
+use inference::imaging::{self, read_png_text};
+use inference::worker::BurnEngine;
+
+use crate::{Window, app, click, drop_files, open, step_until};
+
+fn masked(w: &Window) -> usize {
+    app(w)
+        .canvas
+        .mask
+        .as_ref()
+        .map_or(0, |m| m.pixels.iter().filter(|&&v| v > 0).count())
+}
+
+#[test]
+fn paint_undo_invert_then_inpaint_and_find_it_in_the_gallery() {
+    let home = tempfile::tempdir().unwrap();
+    let engine = BurnEngine::new(DeviceKind::Cpu.device().unwrap(), Precision::F32);
+    let mut w = open(engine, Paths::under(home.path()));
+    w.step();
+    drop_files(&mut w, &[&reference("sd15/pipeline")]);
+    step_until(&mut w, "the reference model to load", |a| {
+        a.session.model().is_some()
+    });
+
+    click(&mut w, "Canvas");
+    let source_path = run_input(&json("sd15/runs/inpaint_blend.json"), "init_image").unwrap();
+    drop_files(&mut w, &[&source_path]);
+    step_until(&mut w, "the image on the canvas", |a| {
+        a.canvas.source.is_some()
+    });
+    let source = imaging::load_rgb(&source_path, None).unwrap();
+    assert_eq!(
+        (app(&w).settings.width, app(&w).settings.height),
+        (source.width, source.height),
+        "generates at the image's size"
+    );
+
+    // A horizontal stroke across the middle of the painter.
+    w.state_mut().as_mut().unwrap().settings.canvas.brush_size = 6.0;
+    w.step();
+    let rect = w
+        .get_all_by_label("Canvas")
+        .map(|n| n.rect())
+        .max_by(|a, b| a.area().total_cmp(&b.area()))
+        .unwrap();
+    let (from, to) = (
+        rect.center() - Vec2::new(rect.width() / 8.0, 0.0),
+        rect.center() + Vec2::new(rect.width() / 8.0, 0.0),
+    );
+    w.hover_at(from);
+    w.step();
+    w.drag_at(from);
+    w.step();
+    for t in [0.25, 0.5, 0.75, 1.0] {
+        w.hover_at(from + (to - from) * t);
+        w.step();
+    }
+    w.drop_at(to);
+    w.step();
+    let painted = masked(&w);
+    assert!(painted > 0, "the stroke painted nothing");
+    assert!(painted < (source.width * source.height) as usize / 2);
+
+    click(&mut w, "Undo");
+    assert_eq!(masked(&w), 0, "undo removes the stroke");
+    click(&mut w, "Redo");
+    assert_eq!(masked(&w), painted, "redo brings it back");
+    let stroke = app(&w).canvas.mask.clone().unwrap();
+    click(&mut w, "Invert mask");
+    let inverted = app(&w).canvas.mask.clone().unwrap();
+    assert!(
+        stroke
+            .pixels
+            .iter()
+            .zip(&inverted.pixels)
+            .all(|(&a, &b)| b == 255 - a),
+        "inverted"
+    );
+    w.key_press_modifiers(Modifiers::COMMAND, egui::Key::Z);
+    w.step();
+    assert_eq!(masked(&w), painted, "Ctrl+Z undoes the inversion");
+    let mask = app(&w).canvas.mask.clone().unwrap();
+
+    {
+        let s = &mut w.state_mut().as_mut().unwrap().settings;
+        s.prompt = "a red door".into();
+        s.steps = 4;
+        s.sampler = "euler".into();
+        s.schedule = "normal".into();
+        s.seed = 3;
+        s.seed_locked = true;
+        s.canvas.mask_blur = 2;
+    }
+    click(&mut w, "Generate");
+    step_until(&mut w, "the inpainted image to be saved", |a| {
+        !a.display.results.is_empty() && a.display.results.iter().all(|(_, p)| p.is_some())
+    });
+    let saved = app(&w).display.results[0].1.clone().unwrap();
+    assert!(
+        app(&w).canvas.result.is_some(),
+        "the canvas shows the result"
+    );
+
+    let out = imaging::load_rgb(&saved, None).unwrap();
+    assert_eq!((out.width, out.height), (source.width, source.height));
+    let blurred = blur_mask(&mask, 2);
+    for (i, &m) in blurred.pixels.iter().enumerate() {
+        if m == 0 {
+            assert_eq!(
+                &out.pixels[i * 3..i * 3 + 3],
+                &source.pixels[i * 3..i * 3 + 3],
+                "pixel {i} outside the mask changed"
+            );
+        }
+    }
+    let text = read_png_text(&saved).unwrap();
+    let parameters = &text.iter().find(|(k, _)| k == "parameters").unwrap().1;
+    for field in [
+        "Denoising strength: 0.75",
+        "Mask blur: 2",
+        "Masked content: original",
+        "Init image hash: ",
+    ] {
+        assert!(
+            parameters.contains(field),
+            "{field:?} missing from {parameters}"
+        );
+    }
+
+    click(&mut w, "Gallery");
+    step_until(&mut w, "the gallery to list it", |a| {
+        a.gallery.entries.iter().any(|e| e.path == saved)
+    });
+}
