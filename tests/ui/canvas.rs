@@ -143,3 +143,48 @@ fn paint_undo_invert_then_inpaint_and_find_it_in_the_gallery() {
         a.gallery.entries.iter().any(|e| e.path == saved)
     });
 }
+
+#[test]
+fn a_pasted_image_goes_on_the_canvas_and_outpainting_grows_it() {
+    use ember_app::gui::action::Action;
+    use ember_tests::fake_engine::FakeEngine;
+    use inference::imaging::ImageRgb8;
+
+    let home = tempfile::tempdir().unwrap();
+    let mut w = open(
+        FakeEngine::new(std::time::Duration::from_millis(1)),
+        Paths::under(home.path()),
+    );
+    w.step();
+    let pasted = ImageRgb8 {
+        width: 40,
+        height: 24,
+        pixels: vec![90; 40 * 24 * 3],
+    };
+    // What the clipboard thread sends back after "Paste image".
+    w.state_mut()
+        .as_mut()
+        .unwrap()
+        .perform(Action::CanvasImagePasted(Box::new(pasted.clone())));
+    w.step();
+    assert_eq!(app(&w).canvas.source.as_ref(), Some(&pasted));
+    assert_eq!((app(&w).settings.width, app(&w).settings.height), (40, 24));
+
+    w.state_mut()
+        .as_mut()
+        .unwrap()
+        .settings
+        .canvas
+        .outpaint_pixels = 16;
+    click(&mut w, "Right");
+    let source = app(&w).canvas.source.clone().unwrap();
+    assert_eq!((source.width, source.height), (56, 24));
+    assert_eq!((app(&w).settings.width, app(&w).settings.height), (56, 24));
+    let mask = app(&w).canvas.mask.clone().unwrap();
+    for y in 0..24 {
+        for x in 0..56 {
+            let expected = if x >= 40 { 255 } else { 0 };
+            assert_eq!(mask.pixels[y * 56 + x], expected, "mask at ({x}, {y})");
+        }
+    }
+}

@@ -48,6 +48,12 @@ pub enum Action {
     OpenCanvasImage(PathBuf),
     /// Load this image (a result or a gallery image) as the canvas source and show the canvas.
     SendToCanvas(PathBuf),
+    /// Read an image from the clipboard for the canvas.
+    PasteCanvasImage,
+    /// An image arrived from the clipboard.
+    CanvasImagePasted(Box<inference::imaging::ImageRgb8>),
+    /// Something the user should read (from a background helper).
+    Notice(String),
     /// Pick a mask image with the system dialog.
     OpenMaskDialog,
     /// Use this image as the canvas mask.

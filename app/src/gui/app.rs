@@ -338,7 +338,10 @@ impl EmberApp {
             | Action::SendToCanvas(_)
             | Action::OpenMaskDialog
             | Action::OpenMask(_)
+            | Action::PasteCanvasImage
+            | Action::CanvasImagePasted(_)
             | Action::Outpaint { .. } => self.perform_canvas(action),
+            Action::Notice(text) => self.session.notify(Level::Warning, text),
             Action::Generate => self.generate(),
             Action::Cancel => {
                 if self.session.running.is_some() {

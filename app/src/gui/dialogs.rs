@@ -110,6 +110,31 @@ impl Dialogs {
         );
     }
 
+    /// Reads an image from the clipboard on its own thread (the system clipboard can take a
+    /// moment to answer).
+    pub fn paste_image(&self) {
+        let tx = self.tx.clone();
+        let wake = self.wake.clone();
+        let _ = std::thread::Builder::new()
+            .name("clipboard".into())
+            .spawn(move || {
+                let read = arboard::Clipboard::new().and_then(|mut c| c.get_image());
+                let action = match read {
+                    Ok(img) => {
+                        let pixels = img.bytes.chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]);
+                        Action::CanvasImagePasted(Box::new(inference::imaging::ImageRgb8 {
+                            width: img.width as u32,
+                            height: img.height as u32,
+                            pixels: pixels.collect(),
+                        }))
+                    }
+                    Err(e) => Action::Notice(format!("no image to paste from the clipboard ({e})")),
+                };
+                let _ = tx.send(action);
+                wake();
+            });
+    }
+
     /// A mask image (white = repaint) for the canvas.
     pub fn pick_mask(&self) {
         self.open(

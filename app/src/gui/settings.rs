@@ -69,6 +69,9 @@ pub struct CanvasSettings {
     pub brush_hardness: f32,
     /// Pixels each outpaint button adds.
     pub outpaint_pixels: u32,
+    /// How a source of another size becomes the generation size: resize, crop or fill
+    /// (A1111's Just resize / Crop and resize / Resize and fill).
+    pub resize_mode: String,
 }
 
 impl Default for CanvasSettings {
@@ -84,6 +87,7 @@ impl Default for CanvasSettings {
             brush_size: 48.0,
             brush_hardness: 0.7,
             outpaint_pixels: 64,
+            resize_mode: "resize".into(),
         }
     }
 }

@@ -12,7 +12,8 @@ mod paint;
 
 pub use mask::{Rect, blur_mask, crop_region, invert};
 pub use paint::{
-    Extension, FitMode, composite, crop, fill_masked, fit, outpaint, outpaint_placement, resize,
+    Extension, FitMode, composite, crop, fill_masked, fit, fit_mask, outpaint, outpaint_placement,
+    resize,
 };
 
 use crate::api::MaskedContent;

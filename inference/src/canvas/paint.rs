@@ -137,6 +137,21 @@ pub fn fit(img: &ImageRgb8, size: (u32, u32), mode: FitMode) -> ImageRgb8 {
     }
 }
 
+/// A mask fitted like [`fit`] fits its image, so the two stay aligned.
+pub fn fit_mask(mask: &ImageGray8, size: (u32, u32), mode: FitMode) -> ImageGray8 {
+    let as_rgb = ImageRgb8 {
+        width: mask.width,
+        height: mask.height,
+        pixels: mask.pixels.iter().flat_map(|&v| [v, v, v]).collect(),
+    };
+    let fitted = fit(&as_rgb, size, mode);
+    ImageGray8 {
+        width: fitted.width,
+        height: fitted.height,
+        pixels: fitted.pixels.chunks_exact(3).map(|p| p[0]).collect(),
+    }
+}
+
 /// `img` placed at `offset` on a canvas of `size`, the rest filled by repeating the nearest
 /// edge pixel.
 fn extend_edges(img: &ImageRgb8, size: (u32, u32), offset: (u32, u32)) -> ImageRgb8 {

@@ -226,5 +226,12 @@ fn fitting_gives_the_exact_size_in_every_mode() {
         let out = fit(&img, (64, 64), mode);
         assert_eq!((out.width, out.height), (64, 64), "{mode:?}");
         assert_eq!(out.pixels.len(), 64 * 64 * 3);
+        let mask = fit_mask(&rect_mask(90, 40, rect(0, 0, 45, 40)), (64, 64), mode);
+        assert_eq!((mask.width, mask.height), (64, 64), "{mode:?}");
+        // The left half stays masked, the right half not, whatever the mode.
+        assert!(
+            mask.pixels[32 * 64 + 2] > 128 && mask.pixels[32 * 64 + 61] < 128,
+            "{mode:?}"
+        );
     }
 }

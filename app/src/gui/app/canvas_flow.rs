@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use inference::api::{GenerateRequest, MaskedContent};
-use inference::canvas::{self, Extension, InpaintArea, InpaintOptions, Paste};
+use inference::canvas::{self, Extension, FitMode, InpaintArea, InpaintOptions, Paste};
 use inference::imaging::{ImageGray8, ImageRgb8};
 use inference::worker::ResultImage;
 
@@ -40,6 +40,11 @@ impl EmberApp {
                 self.view = View::Canvas;
                 self.incoming.push(Incoming::Source(path.clone()));
                 self.files.send(Request::Open { path });
+            }
+            Action::PasteCanvasImage => self.dialogs.paste_image(),
+            Action::CanvasImagePasted(image) => {
+                self.view = View::Canvas;
+                self.use_as_source(*image, "pasted image");
             }
             Action::OpenMask(path) => {
                 self.incoming.push(Incoming::Mask(path.clone()));
@@ -92,15 +97,7 @@ impl EmberApp {
             .to_string_lossy()
             .to_string();
         match incoming {
-            Incoming::Source(_) => {
-                let rgb = to_rgb(rgba);
-                // Generate at the image's size, rounded down to multiples of 8.
-                self.settings.width = (rgb.width / 8 * 8).max(8);
-                self.settings.height = (rgb.height / 8 * 8).max(8);
-                self.canvas.set_source(rgb, &name);
-                self.canvas.result = None;
-                self.canvas.result_texture = None;
-            }
+            Incoming::Source(_) => self.use_as_source(to_rgb(rgba), &name),
             Incoming::Mask(_) => {
                 self.canvas.load_mask(to_gray(rgba));
                 self.session
@@ -108,6 +105,15 @@ impl EmberApp {
             }
         }
         true
+    }
+
+    /// Puts `image` on the canvas and generates at its size (rounded down to multiples of 8).
+    fn use_as_source(&mut self, image: ImageRgb8, name: &str) {
+        self.settings.width = (image.width / 8 * 8).max(8);
+        self.settings.height = (image.height / 8 * 8).max(8);
+        self.canvas.set_source(image, name);
+        self.canvas.result = None;
+        self.canvas.result_texture = None;
     }
 
     /// The request and finishing data for a canvas generation from `base` (the form's
@@ -125,6 +131,23 @@ impl EmberApp {
         let size = (base.width, base.height);
         let masked_content = MaskedContent::parse(&s.masked_content).map_err(|e| e.to_string())?;
         base.strength = s.strength.clamp(0.0, 1.0);
+        // A whole-picture generation of another size fits the canvas to it first.
+        let fitted;
+        let (source, mask) = match (&self.canvas.mask, s.only_masked) {
+            (Some(mask), false) if (source.width, source.height) != size => {
+                let mode = match s.resize_mode.as_str() {
+                    "crop" => FitMode::Crop,
+                    "fill" => FitMode::Fill,
+                    _ => FitMode::Resize,
+                };
+                fitted = (
+                    canvas::fit(source, size, mode),
+                    canvas::fit_mask(mask, size, mode),
+                );
+                (&fitted.0, Some(&fitted.1))
+            }
+            (mask, _) => (source, mask.as_ref()),
+        };
         let hash = inference::hashing::sha256_bytes(&source.pixels);
         let mut fields = format!("Init image hash: {}", &hash[..10]);
         let mut job = CanvasJob {
@@ -132,7 +155,7 @@ impl EmberApp {
             composite: s.composite,
             fields: String::new(),
         };
-        match self.canvas.mask.as_ref().filter(|_| self.canvas.has_mask()) {
+        match mask.filter(|_| self.canvas.has_mask()) {
             None => base.init_image = Some(canvas::resize(source, size)),
             Some(mask) => {
                 let options = InpaintOptions {

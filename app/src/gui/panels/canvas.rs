@@ -76,6 +76,9 @@ fn options(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
         if ui.button("Open image…").clicked() {
             actions.push(Action::OpenCanvasImageDialog);
         }
+        if ui.button("Paste image").clicked() {
+            actions.push(Action::PasteCanvasImage);
+        }
         if ui
             .add_enabled(app.canvas.source.is_some(), egui::Button::new("Load mask…"))
             .clicked()
@@ -167,6 +170,26 @@ fn options(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
             }
         });
     ui.checkbox(&mut s.composite, "Keep unmasked pixels exactly (composite)");
+    let modes = [
+        ("resize", "Just resize"),
+        ("crop", "Crop and resize"),
+        ("fill", "Resize and fill"),
+    ];
+    let current = modes
+        .iter()
+        .find(|(v, _)| *v == s.resize_mode)
+        .map_or("Just resize", |(_, l)| l);
+    egui::ComboBox::from_label("Resize mode")
+        .selected_text(current)
+        .show_ui(ui, |ui| {
+            for (value, label) in modes {
+                if ui.selectable_label(s.resize_mode == value, label).clicked() {
+                    s.resize_mode = value.into();
+                }
+            }
+        })
+        .response
+        .on_hover_text("When the size above differs from the image's (whole picture only)");
 
     ui.separator();
     ui.horizontal(|ui| {
