@@ -78,6 +78,11 @@ pub fn load_rgb(path: &Path, size: Option<(u32, u32)>) -> Result<ImageRgb8> {
     })
 }
 
+/// PIL's `convert("L")`: ITU-R 601-2 luma in 16-bit fixed point.
+pub fn luminance([r, g, b]: [u8; 3]) -> u8 {
+    ((u32::from(r) * 19595 + u32::from(g) * 38470 + u32::from(b) * 7471 + 0x8000) >> 16) as u8
+}
+
 /// Reads a mask as grayscale (PIL's `convert("L")` weights), resized to `size` if it differs.
 pub fn load_mask(path: &Path, size: Option<(u32, u32)>) -> Result<ImageGray8> {
     let img = decode(path)?;
@@ -86,16 +91,7 @@ pub fn load_mask(path: &Path, size: Option<(u32, u32)>) -> Result<ImageGray8> {
         other => {
             let rgb = other.to_rgb8();
             let (w, h) = rgb.dimensions();
-            let pixels = rgb
-                .pixels()
-                .map(|p| {
-                    ((u32::from(p[0]) * 19595
-                        + u32::from(p[1]) * 38470
-                        + u32::from(p[2]) * 7471
-                        + 0x8000)
-                        >> 16) as u8
-                })
-                .collect();
+            let pixels = rgb.pixels().map(|p| luminance(p.0)).collect();
             image::GrayImage::from_raw(w, h, pixels).expect("buffer matches dimensions")
         }
     };

@@ -10,7 +10,7 @@
 
 use burn::tensor::Tensor;
 
-use super::{AlgorithmOptions, Hooks, StepState, ancestral_step};
+use super::{AlgorithmOptions, Hooks, StepState, add_noise, ancestral_step};
 use crate::error::{Error, Result};
 use crate::schedule::torch_linspace_f32;
 
@@ -112,15 +112,6 @@ fn ancestral_target(t: f32, t_next: f32, t_end: f32, options: AlgorithmOptions) 
     let landed = t_end.min(t_of(down));
     let su = (sigma_of(t_next).powi(2) - sigma_of(landed).powi(2)).sqrt();
     (landed, su)
-}
-
-fn add_noise(hooks: &mut Hooks<'_>, x: Tensor<4>, su: f32, options: AlgorithmOptions) -> Tensor<4> {
-    if su > 0.0 && options.s_noise > 0.0 {
-        let noise = hooks.noise.draw(&x);
-        x + noise.mul_scalar(su * options.s_noise)
-    } else {
-        x
-    }
 }
 
 pub fn dpm_fast(

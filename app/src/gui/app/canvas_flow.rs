@@ -233,13 +233,7 @@ fn to_gray(rgba: &Rgba) -> ImageGray8 {
         pixels: rgba
             .pixels
             .chunks_exact(4)
-            .map(|p| {
-                ((u32::from(p[0]) * 19595
-                    + u32::from(p[1]) * 38470
-                    + u32::from(p[2]) * 7471
-                    + 0x8000)
-                    >> 16) as u8
-            })
+            .map(|p| inference::imaging::luminance([p[0], p[1], p[2]]))
             .collect(),
     }
 }
