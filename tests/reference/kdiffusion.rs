@@ -25,7 +25,7 @@ const TOL: f64 = 1e-4;
 /// direction, so nothing is skipped silently.
 /// - `comfy_lms`: ComfyUI's LMS returns the denoised sample on its last step; Ember's `lms`
 ///   is k-diffusion's (A1111's, and diffusers' LMSDiscrete), replayed by the `lms` run.
-const NOT_YET_PORTED: &[&str] = &["comfy_lms"];
+const NOT_REPRODUCED: &[&str] = &["comfy_lms"];
 
 /// The sampler (and its options) that reproduces a run, or `None` when Ember has none yet.
 fn sampler_for(run: &Json) -> Option<(Algorithm, AlgorithmOptions)> {
@@ -300,10 +300,10 @@ fn every_ported_sampler_replays_its_kdiffusion_run() {
         eprintln!("{name}: {algorithm:?} replayed, worst error {worst:.1e} (tolerance {TOL:e})");
         replayed += 1;
     }
-    let expected: BTreeSet<String> = NOT_YET_PORTED.iter().map(|s| s.to_string()).collect();
+    let expected: BTreeSet<String> = NOT_REPRODUCED.iter().map(|s| s.to_string()).collect();
     assert_eq!(
         unported, expected,
-        "runs without an Ember sampler differ from NOT_YET_PORTED"
+        "runs without an Ember sampler differ from NOT_REPRODUCED"
     );
     assert!(replayed >= 39, "only {replayed} runs replayed");
 }

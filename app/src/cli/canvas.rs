@@ -142,7 +142,6 @@ impl Canvas {
             mask_blur: args.mask_blur,
             area,
             masked_content,
-            composite: canvas.composite,
         };
         let prepared = canvas::prepare(&source, &mask, size, &options).map_err(err)?;
         canvas

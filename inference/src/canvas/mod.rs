@@ -38,10 +38,6 @@ pub struct InpaintOptions {
     pub area: InpaintArea,
     /// `Fill` is done here; the latent modes by the engine (see [`MaskedContent`]).
     pub masked_content: MaskedContent,
-    /// Put the result over the source through the blurred mask, so unmasked pixels stay
-    /// exactly as they were. Off: the raw generation (pasted as a rectangle for
-    /// "only masked").
-    pub composite: bool,
 }
 
 impl Default for InpaintOptions {
@@ -51,7 +47,6 @@ impl Default for InpaintOptions {
             mask_blur: 4,
             area: InpaintArea::Whole,
             masked_content: MaskedContent::Original,
-            composite: true,
         }
     }
 }
@@ -123,7 +118,9 @@ pub fn prepare(
 }
 
 /// Puts a generated image back onto the source: resized into the "only masked" box, then
-/// (with `composite`) over the source through the blurred mask.
+/// (with `composite_on`) over the source through the blurred mask, so unmasked pixels stay
+/// exactly as they were. Without it: the raw generation (pasted as a rectangle for "only
+/// masked").
 pub fn finish(generated: &ImageRgb8, paste: &Paste, composite_on: bool) -> ImageRgb8 {
     let placed = match paste.region {
         None => generated.clone(),

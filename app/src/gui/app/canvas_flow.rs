@@ -166,7 +166,6 @@ impl EmberApp {
                         InpaintArea::Whole
                     },
                     masked_content,
-                    composite: s.composite,
                 };
                 let prepared =
                     canvas::prepare(source, mask, size, &options).map_err(|e| e.to_string())?;
