@@ -6,13 +6,11 @@
 use egui::{Modifiers, Vec2};
 use egui_kittest::kittest::Queryable;
 use ember_app::gui::paths::Paths;
-use ember_tests::{json, reference, run_input};
+use ember_tests::{json, run_input};
 use inference::canvas::blur_mask;
-use inference::device::{DeviceKind, Precision};
 use inference::imaging::{self, read_png_text};
-use inference::worker::BurnEngine;
 
-use crate::{Window, app, click, drop_files, open, step_until};
+use crate::{Window, app, click, drop_files, open, open_with_reference_model, step_until};
 
 fn masked(w: &Window) -> usize {
     app(w)
@@ -25,13 +23,7 @@ fn masked(w: &Window) -> usize {
 #[test]
 fn paint_undo_invert_then_inpaint_and_find_it_in_the_gallery() {
     let home = tempfile::tempdir().unwrap();
-    let engine = BurnEngine::new(DeviceKind::Cpu.device().unwrap(), Precision::F32);
-    let mut w = open(engine, Paths::under(home.path()));
-    w.step();
-    drop_files(&mut w, &[&reference("sd15/pipeline")]);
-    step_until(&mut w, "the reference model to load", |a| {
-        a.session.model().is_some()
-    });
+    let mut w = open_with_reference_model(home.path());
 
     click(&mut w, "Canvas");
     let source_path = run_input(&json("sd15/runs/inpaint_blend.json"), "init_image").unwrap();

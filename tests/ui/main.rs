@@ -103,3 +103,17 @@ pub fn fake_model(dir: &Path) -> PathBuf {
     std::fs::write(&path, b"fake").unwrap();
     path
 }
+
+/// The app with the real engine (CPU) in `home`, the reference model dropped and loaded.
+pub fn open_with_reference_model(home: &Path) -> Window {
+    use inference::device::{DeviceKind, Precision};
+    let engine =
+        inference::worker::BurnEngine::new(DeviceKind::Cpu.device().unwrap(), Precision::F32);
+    let mut w = open(engine, ember_app::gui::paths::Paths::under(home));
+    w.step();
+    drop_files(&mut w, &[&ember_tests::reference("sd15/pipeline")]);
+    step_until(&mut w, "the reference model to load", |a| {
+        a.session.model().is_some()
+    });
+    w
+}

@@ -1,23 +1,14 @@
 //! The window driving the real engine on the reference model: the image it saves is the
 //! one `ember generate` makes with the same settings.
 
-use ember_app::gui::paths::Paths;
 use ember_tests::reference;
-use inference::device::{DeviceKind, Precision};
-use inference::worker::BurnEngine;
 
-use crate::{app, click, drop_files, open, step_until};
+use crate::{app, click, open_with_reference_model, step_until};
 
 #[test]
 fn the_window_makes_the_same_png_as_the_command_line() {
     let home = tempfile::tempdir().unwrap();
-    let engine = BurnEngine::new(DeviceKind::Cpu.device().unwrap(), Precision::F32);
-    let mut w = open(engine, Paths::under(home.path()));
-    w.step();
-    drop_files(&mut w, &[&reference("sd15/pipeline")]);
-    step_until(&mut w, "the reference model to load", |a| {
-        a.session.model().is_some()
-    });
+    let mut w = open_with_reference_model(home.path());
     assert_eq!(
         (app(&w).settings.width, app(&w).settings.height),
         (512, 512),
