@@ -7,6 +7,7 @@
 
 use burn::tensor::Tensor;
 
+use super::dpmpp_2s_ancestral::step_2s;
 use super::{AlgorithmOptions, Hooks, add_noise, ancestral_step, to_d};
 use crate::error::{Error, Result};
 
@@ -59,19 +60,9 @@ pub fn dpmpp_2s_ancestral_cfg_pp(
         let (denoised, uncond) = denoise_both(hooks, &x, sigma)?;
         let guidance = denoised.clone() - uncond.clone();
         let (sigma_down, sigma_up) = ancestral_step(sigma, sigma_next, options.eta);
-        x = if sigma_down == 0.0 {
-            let d = to_d(&x, &uncond, sigma);
-            x + d.mul_scalar(sigma_down - sigma)
-        } else {
-            let (t, t_next) = (-f64::from(sigma).ln(), -f64::from(sigma_down).ln());
-            let h = t_next - t;
-            let sigma_s = (-(t + h / 2.0)).exp();
-            let x_2 = x.clone().mul_scalar(sigma_s / f64::from(sigma))
-                - uncond.mul_scalar((-h / 2.0).exp_m1());
-            let (_, uncond_2) = denoise_both(hooks, &x_2, sigma_s as f32)?;
-            x.mul_scalar(f64::from(sigma_down) / f64::from(sigma))
-                - uncond_2.mul_scalar((-h).exp_m1())
-        };
+        x = step_2s(x, &uncond, sigma, sigma_down, |x, s| {
+            Ok(denoise_both(hooks, x, s)?.1)
+        })?;
         x = add_noise(hooks, x, sigma_up, options);
         x = x + guidance;
         x = hooks.step_done(i, sigmas, x, denoised)?;

@@ -199,16 +199,6 @@ impl SamplerName {
     pub fn default_eta(self) -> f32 {
         self.entry().3
     }
-
-    /// Whether the sampler adds fresh noise as it goes (the same seed still gives the same
-    /// image: the noise comes from the seeded generator).
-    pub fn is_stochastic(self) -> bool {
-        self.default_eta() > 0.0
-            || matches!(
-                self,
-                SamplerName::Ddpm | SamplerName::Lcm | SamplerName::ErSde | SamplerName::SaSolver
-            )
-    }
 }
 
 /// ComfyUI's `sample_unipc`: order min(3, steps - 1), a final sigma of 0 run as 0.001.

@@ -44,7 +44,7 @@ impl EmberApp {
             Action::PasteCanvasImage => self.dialogs.paste_image(),
             Action::CanvasImagePasted(image) => {
                 self.view = View::Canvas;
-                self.use_as_source(*image, "pasted image");
+                self.use_as_source(*image);
             }
             Action::OpenMask(path) => {
                 self.incoming.push(Incoming::Mask(path.clone()));
@@ -97,7 +97,7 @@ impl EmberApp {
             .to_string_lossy()
             .to_string();
         match incoming {
-            Incoming::Source(_) => self.use_as_source(to_rgb(rgba), &name),
+            Incoming::Source(_) => self.use_as_source(to_rgb(rgba)),
             Incoming::Mask(_) => {
                 self.canvas.load_mask(to_gray(rgba));
                 self.session
@@ -108,10 +108,10 @@ impl EmberApp {
     }
 
     /// Puts `image` on the canvas and generates at its size (rounded down to multiples of 8).
-    fn use_as_source(&mut self, image: ImageRgb8, name: &str) {
+    fn use_as_source(&mut self, image: ImageRgb8) {
         self.settings.width = (image.width / 8 * 8).max(8);
         self.settings.height = (image.height / 8 * 8).max(8);
-        self.canvas.set_source(image, name);
+        self.canvas.set_source(image);
         self.canvas.result = None;
         self.canvas.result_texture = None;
     }

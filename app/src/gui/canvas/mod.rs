@@ -18,8 +18,6 @@ const HISTORY: usize = 64;
 pub struct CanvasState {
     /// The image being worked on; `None` until one is loaded.
     pub source: Option<ImageRgb8>,
-    /// Where it came from (for notices).
-    pub source_name: String,
     /// The mask at the source's size (255 = repaint).
     pub mask: Option<ImageGray8>,
     undo: Vec<ImageGray8>,
@@ -42,14 +40,13 @@ pub struct CanvasState {
 
 impl CanvasState {
     /// Starts over with `image` and an empty mask.
-    pub fn set_source(&mut self, image: ImageRgb8, name: impl Into<String>) {
+    pub fn set_source(&mut self, image: ImageRgb8) {
         self.mask = Some(ImageGray8 {
             width: image.width,
             height: image.height,
             pixels: vec![0; (image.width * image.height) as usize],
         });
         self.source = Some(image);
-        self.source_name = name.into();
         self.undo.clear();
         self.redo.clear();
         self.source_texture = None;
