@@ -71,6 +71,47 @@ pub struct GenerateRequest {
     pub mask: Option<ImageGray8>,
     /// What the masked area starts from (inpainting only).
     pub masked_content: MaskedContent,
+    /// Where the DPM++ SDE samplers' noise comes from.
+    pub sde_noise: SdeNoise,
+}
+
+/// The noise of the DPM++ SDE samplers (`dpmpp_sde`, `dpmpp_2m_sde`, `dpmpp_2m_sde_heun`,
+/// `dpmpp_3m_sde`); the other samplers always draw from the image's generator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SdeNoise {
+    /// torchsde's Brownian tree seeded with the image's seed: ComfyUI's and A1111's default,
+    /// so the same seed gives their image.
+    #[default]
+    BrownianTree,
+    /// Fresh draws from the image's generator, one per noise injection (diffusers'
+    /// `DPMSolverMultistepScheduler` with `sde-dpmsolver++` does this).
+    Generator,
+}
+
+impl SdeNoise {
+    /// Parses `brownian` (or `brownian-tree`) or `generator`.
+    pub fn parse(name: &str) -> crate::error::Result<Self> {
+        match name
+            .trim()
+            .to_ascii_lowercase()
+            .replace(['_', ' '], "-")
+            .as_str()
+        {
+            "brownian" | "brownian-tree" => Ok(Self::BrownianTree),
+            "generator" => Ok(Self::Generator),
+            _ => Err(crate::error::Error::settings(format!(
+                "unknown SDE noise {name:?}; valid: brownian, generator"
+            ))),
+        }
+    }
+
+    /// The name [`SdeNoise::parse`] reads (also written to PNG metadata).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::BrownianTree => "brownian",
+            Self::Generator => "generator",
+        }
+    }
 }
 
 /// What the masked area of an inpainting run starts from (A1111's "Masked content").
@@ -138,6 +179,7 @@ impl Default for GenerateRequest {
             strength: 1.0,
             mask: None,
             masked_content: MaskedContent::Original,
+            sde_noise: SdeNoise::BrownianTree,
         }
     }
 }

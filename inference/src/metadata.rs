@@ -300,6 +300,14 @@ pub fn for_generation(
     if let SamplerChoice::Diffusers(config) = &request.sampler {
         p.push("Diffusers scheduler", config.class.class_name());
     }
+    // Brownian trees are what A1111 and ComfyUI use, so only the other choice is written.
+    let sde = match &request.sampler {
+        SamplerChoice::Named { sampler, .. } => sampler.algorithm().brownian_by_default(),
+        SamplerChoice::Diffusers(_) => false,
+    };
+    if sde && request.sde_noise != crate::api::SdeNoise::BrownianTree {
+        p.push("SDE noise", request.sde_noise.name());
+    }
     p.push("Version", concat!("Ember ", env!("CARGO_PKG_VERSION")));
     p
 }

@@ -122,9 +122,7 @@ fn cli_reproduces_every_supported_run_from_both_layouts() {
     let inpaint = vec!["--model".to_string(), arg(inpaint_dir.path())];
     let mut done = 0;
     for (name, run) in runs() {
-        if SchedulerConfig::from_json(&run["scheduler_config"].to_string()).is_err()
-            || ember_tests::uses_brownian_tree(&run)
-        {
+        if SchedulerConfig::from_json(&run["scheduler_config"].to_string()).is_err() {
             continue;
         }
         if run["model"]

@@ -1,7 +1,8 @@
 //! Every sampler against `samplers_kdiffusion/runs`: k-diffusion's and ComfyUI's sampling
 //! functions driven by a closed-form dummy denoiser, with every random draw recorded. Each
-//! run is replayed through Ember's sampler (same sigmas, same draws) and compared call by
-//! call (the denoiser's inputs) and step by step (`x_after_step`, `final_x`).
+//! run is replayed through Ember's sampler (same sigmas, same draws; Brownian-tree noise is
+//! regenerated from the run's entropy instead) and compared call by call (the denoiser's
+//! inputs) and step by step (`x_after_step`, `final_x`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
@@ -9,7 +10,8 @@ use std::ops::ControlFlow;
 
 use burn::tensor::{Device, Tensor};
 use ember_tests::{Fixture, Fixtures, Json, assert_close_scaled, json};
-use inference::device::tensor_to_vec;
+use inference::device::{tensor_from_vec, tensor_to_vec};
+use inference::rng::brownian::BrownianNoise;
 use inference::sampling::{
     self, Algorithm, AlgorithmOptions, Hooks, NoiseSource, StepState, UniPcFlavor, UniPcOptions,
     UniPcVariant,
@@ -135,6 +137,41 @@ impl NoiseSource for Replay {
     }
 }
 
+/// k-diffusion's `BrownianTreeNoiseSampler` regenerated from the run's entropy: the SDE
+/// samplers' noise is then made by Ember from the seed alone, at the noise levels its own
+/// sampler asks for (which must be k-diffusion's to the last bit to pick the same nodes).
+struct Tree(BrownianNoise);
+
+impl NoiseSource for Tree {
+    fn draw(&mut self, like: &Tensor<4>) -> Tensor<4> {
+        panic!(
+            "a Brownian-tree run drew noise without noise levels ({:?})",
+            like.dims()
+        )
+    }
+
+    fn draw_between(&mut self, like: &Tensor<4>, sigma: f32, sigma_next: f32) -> Tensor<4> {
+        tensor_from_vec(
+            self.0.sample(sigma, sigma_next),
+            like.dims(),
+            &like.device(),
+        )
+    }
+}
+
+fn brownian_tree(run: &Json, sigmas: &[f32]) -> Tree {
+    let tree = &run["brownian_tree"];
+    let entropy = tree["entropy"].as_u64().expect("brownian_tree.entropy");
+    let numel = run["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_u64().unwrap() as usize)
+        .product();
+    let noise = BrownianNoise::for_sigmas(sigmas, &[entropy], numel).expect("positive sigmas");
+    Tree(noise)
+}
+
 fn effective_draws(run: &Json, tensors: &Fixtures, device: &Device) -> Vec<Tensor<4>> {
     run["draws"]
         .as_array()
@@ -246,10 +283,17 @@ fn replay(name: &str, run: &Json, algorithm: Algorithm, options: AlgorithmOption
         *w = w.max(scaled(d));
         ControlFlow::Continue(())
     };
-    let mut noise = Replay(effective_draws(run, &tensors, &device).into_iter());
+    let mut replayed = Replay(effective_draws(run, &tensors, &device).into_iter());
+    let mut tree;
+    let noise: &mut dyn NoiseSource = if run["noise"] == "brownian" {
+        tree = brownian_tree(run, &sigmas);
+        &mut tree
+    } else {
+        &mut replayed
+    };
     let mut hooks = Hooks {
         denoise: &mut denoise,
-        noise: &mut noise,
+        noise,
         uncond: &mut || last_uncond.borrow().clone(),
         on_step: &mut on_step,
     };

@@ -1,5 +1,6 @@
 //! Golden tests: every engine stage against `../shared/reference` (one test binary, one link).
 
+mod brownian;
 mod components;
 mod engine;
 mod kdiffusion;

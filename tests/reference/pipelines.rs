@@ -148,12 +148,6 @@ fn every_supported_run_reproduces_through_the_engine() {
         let Ok(config) = SchedulerConfig::from_json(&run["scheduler_config"].to_string()) else {
             continue;
         };
-        if ember_tests::uses_brownian_tree(&run) {
-            eprintln!(
-                "{name}: Brownian-tree noise, not reproducible end to end (replayed instead)"
-            );
-            continue;
-        }
         if run["model"]
             .as_str()
             .is_some_and(|m| m.contains("unet_inpaint"))

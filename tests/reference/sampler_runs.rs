@@ -11,6 +11,7 @@ use ember_tests::{Fixture, Json, assert_close, files_in, json};
 use inference::device::{tensor_from_vec, tensor_to_vec};
 use inference::pipeline::guidance;
 use inference::rng::TorchRng;
+use inference::rng::brownian::BrownianNoise;
 use inference::sampling::{self, Hooks, NoiseSource, StepState};
 use inference::schedule::LatentScaling;
 use inference::schedule::diffusers::{SchedulerClass, SchedulerConfig};
@@ -169,15 +170,29 @@ fn every_supported_run_replays_step_by_step() {
     }
 }
 
+/// The noise levels of the Brownian-tree draws of a `DPMSolverSDEScheduler` run, in draw
+/// order: two per step that does not end at 0 (diffusers' `sigma_fn(t)` round trips).
+fn brownian_queries(run: &Json) -> Vec<(f32, f32)> {
+    let config = SchedulerConfig::from_json(&run["scheduler_config"].to_string()).unwrap();
+    let steps = run["num_inference_steps"].as_u64().unwrap() as usize;
+    let sigmas = config.plan(steps, 0.0).unwrap().sigmas;
+    let mut queries = Vec::new();
+    for pair in sigmas.windows(2).filter(|p| p[1] > 0.0) {
+        let (from, mid, next) = sampling::sde_noise_levels(pair[0], pair[1]);
+        queries.extend([(from, mid), (from, next)]);
+    }
+    queries
+}
+
 #[test]
 fn every_generator_draw_is_regenerated_from_the_seed() {
+    let mut brownian_draws = 0;
     for (name, run) in txt2img_runs() {
         let tensors = ember_tests::Fixtures::load(&format!("sd15/runs/{name}.safetensors"));
         let mut rng = TorchRng::new(run["seed"].as_u64().unwrap());
+        let mut tree = None;
+        let mut queries = None;
         for draw in run["rng_draws"].as_array().unwrap() {
-            if draw["caller"].as_str().unwrap().contains("BrownianTree") {
-                break; // torchsde's Brownian tree is not the torch generator (samplers issue)
-            }
             let tensor = draw["tensor"].as_str().unwrap();
             let numel: usize = draw["shape"]
                 .as_array()
@@ -185,8 +200,25 @@ fn every_generator_draw_is_regenerated_from_the_seed() {
                 .iter()
                 .map(|d| d.as_u64().unwrap() as usize)
                 .product();
-            let ours = rng.randn(numel);
             let theirs = tensors.get(tensor).f32();
+            if draw["caller"].as_str().unwrap().contains("BrownianTree") {
+                // DPMSolverSDEScheduler: torchsde's tree seeded with `noise_sampler_seed`
+                // over the whole schedule's sigma range.
+                let tree = tree.get_or_insert_with(|| {
+                    let config = &run["scheduler_config"];
+                    let seed = config["noise_sampler_seed"].as_u64().expect("noise seed");
+                    let sigmas = tensors.get("sigmas").f32();
+                    BrownianNoise::for_sigmas(&sigmas, &[seed], numel).unwrap()
+                });
+                let queries = queries.get_or_insert_with(|| brownian_queries(&run).into_iter());
+                let (sigma, sigma_next) = queries.next().expect("a query per draw");
+                let ours = tree.sample(sigma, sigma_next);
+                let expected: Vec<f64> = theirs.iter().map(|&v| f64::from(v)).collect();
+                assert_close(&format!("{name}: {tensor}"), &ours, &expected, 1e-6, 0.0);
+                brownian_draws += 1;
+                continue;
+            }
+            let ours = rng.randn(numel);
             assert!(
                 ours.iter()
                     .zip(&theirs)
@@ -195,4 +227,5 @@ fn every_generator_draw_is_regenerated_from_the_seed() {
             );
         }
     }
+    assert!(brownian_draws > 0, "no Brownian-tree run found");
 }

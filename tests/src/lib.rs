@@ -340,16 +340,3 @@ pub fn required_scheduler_classes() -> [inference::schedule::diffusers::Schedule
         C::Lcm,
     ]
 }
-
-/// Whether a run's sampler noise came from torchsde's Brownian tree (diffusers'
-/// `DPMSolverSDEScheduler`), which Ember does not reproduce: its sampler maths is checked by
-/// replaying the recorded draws (`sampler_runs`), but a whole generation cannot match.
-pub fn uses_brownian_tree(run: &Json) -> bool {
-    run["rng_draws"].as_array().is_some_and(|draws| {
-        draws.iter().any(|d| {
-            d["caller"]
-                .as_str()
-                .is_some_and(|c| c.contains("BrownianTree"))
-        })
-    })
-}

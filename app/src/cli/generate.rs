@@ -4,7 +4,7 @@ use std::io::{IsTerminal, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use inference::api::{GenerateRequest, MaskedContent, Progress, SamplerChoice, Stage};
+use inference::api::{GenerateRequest, MaskedContent, Progress, SamplerChoice, SdeNoise, Stage};
 use inference::device::{DeviceKind, Precision};
 use inference::imaging::{self, write_atomic};
 use inference::model::{Layout, Model};
@@ -57,6 +57,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         },
         mask: None,
         masked_content: MaskedContent::Original,
+        sde_noise: SdeNoise::parse(&args.sde_noise).map_err(err)?,
     };
     // Everything that does not need the model fails now, before a long load.
     request.validate_settings().map_err(err)?;

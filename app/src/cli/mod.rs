@@ -97,6 +97,10 @@ pub struct GenerateArgs {
     pub schedule: Option<String>,
     #[arg(long, allow_negative_numbers = true)]
     pub eta: Option<f32>,
+    /// Noise of the DPM++ SDE samplers: brownian (torchsde's Brownian tree from the seed, as
+    /// ComfyUI and A1111 do) or generator (fresh draws from the seed's generator).
+    #[arg(long, default_value = "brownian")]
+    pub sde_noise: String,
     /// A1111 numbering: 1 = last layer, 2 = penultimate.
     #[arg(long, default_value_t = 1)]
     pub clip_skip: u32,

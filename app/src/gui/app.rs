@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use egui::{ColorImage, TextureHandle, TextureOptions};
-use inference::api::{GenerateRequest, SamplerChoice};
+use inference::api::{GenerateRequest, SamplerChoice, SdeNoise};
 use inference::imaging::ImageRgb8;
 use inference::metadata::ImageMetadata;
 use inference::rng::random_seed;
@@ -470,6 +470,11 @@ impl EmberApp {
             batch: 1,
             sampler: SamplerChoice::Named { sampler, schedule },
             clip_skip: s.clip_skip,
+            sde_noise: if s.sde_brownian {
+                SdeNoise::BrownianTree
+            } else {
+                SdeNoise::Generator
+            },
             ..GenerateRequest::default()
         };
         request.validate_settings().map_err(|e| e.to_string())?;

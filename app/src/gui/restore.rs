@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use inference::api::SdeNoise;
 use inference::metadata::{ImageMetadata, Parameters};
 use inference::schedule::named::{SamplerName, ScheduleName};
 
@@ -140,6 +141,8 @@ fn apply_a1111(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
         (s.width, s.height) = size;
         r.applied.push("size");
     }
+    // A1111 and ComfyUI always use Brownian trees; Ember writes the field only otherwise.
+    s.sde_brownian = p.get("SDE noise") != Some(SdeNoise::Generator.name());
     if let Some(name) = p.get("Sampler") {
         // Before A1111 1.9 the schedule was part of the sampler's name ("DPM++ 2M Karras").
         let split = ScheduleName::ALL.iter().find_map(|schedule| {

@@ -36,6 +36,9 @@ pub struct Settings {
     pub batch_count: u32,
     /// A1111 numbering: 1 = last text-encoder layer.
     pub clip_skip: u32,
+    /// The DPM++ SDE samplers draw from a Brownian tree (ComfyUI's and A1111's default)
+    /// rather than from the seed's generator.
+    pub sde_brownian: bool,
     /// Where results are saved; `None` = the default under the user's pictures folder.
     pub output_dir: Option<PathBuf>,
     /// A folder of checkpoints the model panel lists.
@@ -108,6 +111,7 @@ impl Default for Settings {
             schedule: "karras".into(),
             batch_count: 1,
             clip_skip: 1,
+            sde_brownian: true,
             output_dir: None,
             models_dir: None,
             recent_models: Vec::new(),

@@ -11,12 +11,15 @@ use burn::tensor::Tensor;
 use super::guidance;
 use super::image_inputs::{self, MaskInputs};
 use super::prompt::{self, check_finite};
-use crate::api::{GenerateRequest, Generation, MaskedContent, Progress, SamplerChoice, Stage};
+use crate::api::{
+    GenerateRequest, Generation, MaskedContent, Progress, SamplerChoice, SdeNoise, Stage,
+};
 use crate::device::{tensor_from_vec, tensor_to_vec};
 use crate::error::{Error, Result};
 use crate::imaging;
 use crate::model::Model;
 use crate::rng::BatchRng;
+use crate::rng::brownian::{BrownianNoise, sigma_range};
 use crate::sampling::{self, Hooks, NoiseSource, StepState};
 use crate::schedule::{BetaSchedule, DiscreteSchedule, Plan, TableArithmetic, named};
 
@@ -51,16 +54,47 @@ impl<F: FnMut(Progress) -> ControlFlow<()>> Observer for F {
     }
 }
 
-/// Step noise from the generation's generators (one per image).
-struct RngNoise<'a> {
+/// Step noise from the generation's generators (one per image), and for the SDE samplers
+/// from Brownian trees where the plan asks for them.
+struct StepNoise<'a> {
     rng: &'a mut BatchRng,
+    trees: Option<BrownianNoise>,
 }
 
-impl NoiseSource for RngNoise<'_> {
+impl<'a> StepNoise<'a> {
+    fn new(rng: &'a mut BatchRng, plan: &Plan, seed: u64, shape: [usize; 4]) -> Self {
+        let trees = plan.brownian.and_then(|brownian| {
+            let (sigma_min, sigma_max) = brownian.range.or_else(|| sigma_range(&plan.sigmas))?;
+            let per_image: usize = shape[1..].iter().product();
+            Some(match brownian.entropy {
+                Some(entropy) => {
+                    BrownianNoise::new(sigma_min, sigma_max, &[entropy], per_image * shape[0])
+                }
+                None => {
+                    let seeds: Vec<u64> =
+                        (0..shape[0] as u64).map(|i| seed.wrapping_add(i)).collect();
+                    BrownianNoise::new(sigma_min, sigma_max, &seeds, per_image)
+                }
+            })
+        });
+        Self { rng, trees }
+    }
+}
+
+impl NoiseSource for StepNoise<'_> {
     fn draw(&mut self, like: &Tensor<4>) -> Tensor<4> {
         let dims = like.dims();
         let per_image = dims[1..].iter().product();
         tensor_from_vec(self.rng.randn(per_image), dims, &like.device())
+    }
+
+    fn draw_between(&mut self, like: &Tensor<4>, sigma: f32, sigma_next: f32) -> Tensor<4> {
+        match &mut self.trees {
+            Some(trees) => {
+                tensor_from_vec(trees.sample(sigma, sigma_next), like.dims(), &like.device())
+            }
+            None => self.draw(like),
+        }
     }
 }
 
@@ -130,13 +164,17 @@ impl Start {
 /// The sampling plan for a request.
 pub fn plan_for(request: &GenerateRequest) -> Result<Plan> {
     let steps = request.steps as usize;
-    match &request.sampler {
-        SamplerChoice::Diffusers(config) => config.plan(steps, request.eta.unwrap_or(0.0)),
+    let mut plan = match &request.sampler {
+        SamplerChoice::Diffusers(config) => config.plan(steps, request.eta.unwrap_or(0.0))?,
         SamplerChoice::Named { sampler, schedule } => {
             let table = DiscreteSchedule::new(BetaSchedule::SD, 1000, TableArithmetic::ComfyF64)?;
-            Ok(named::plan(*sampler, *schedule, steps, request.eta, table))
+            named::plan(*sampler, *schedule, steps, request.eta, table)
         }
+    };
+    if request.sde_noise == SdeNoise::Generator {
+        plan.brownian = None;
     }
+    Ok(plan)
 }
 
 /// Runs a generation. The request is validated first.
@@ -275,7 +313,7 @@ pub fn generate(
         };
         observer.progress(progress)
     };
-    let mut noise_source = RngNoise { rng: &mut rng };
+    let mut noise_source = StepNoise::new(&mut rng, &plan, request.seed, shape);
     let mut hooks = Hooks {
         denoise: &mut denoise,
         noise: &mut noise_source,

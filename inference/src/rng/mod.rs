@@ -12,7 +12,9 @@
 //! `avx_mathfun` log/sincos (see [`avx_mathfun`]).
 
 mod avx_mathfun;
+pub mod brownian;
 mod mt19937;
+mod seed_sequence;
 
 pub use mt19937::Mt19937;
 

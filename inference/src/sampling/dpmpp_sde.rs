@@ -4,13 +4,15 @@
 //! `comfy/k_diffusion/sampling.py` @ 02159d81 for eps-prediction models, where ComfyUI's
 //! `alpha_t` factors are 1; written in `t = -ln sigma` as k-diffusion 0.1.1 writes them.
 //!
-//! Their noise comes from [`Hooks::noise`], one draw per noise injection, in loop order.
-//! ComfyUI and A1111 default to a Brownian tree here, which Ember does not reproduce yet:
-//! with the same seed these samplers give Ember's own (deterministic) image, not theirs.
+//! Their noise comes from [`Hooks::noise`] through [`super::NoiseSource::draw_between`], one
+//! call per noise injection, in loop order, with the noise levels k-diffusion passes its
+//! noise sampler: with a Brownian tree (ComfyUI's and A1111's default, see
+//! [`crate::rng::brownian`]) those levels pick the tree's nodes, so they are computed in
+//! float32 exactly as torch computes them.
 
 use burn::tensor::Tensor;
 
-use super::{AlgorithmOptions, Hooks, add_noise, ancestral_step};
+use super::{AlgorithmOptions, Hooks, add_noise_between, ancestral_step};
 use crate::error::Result;
 
 /// `t = -ln sigma`, in double precision.
@@ -22,6 +24,18 @@ fn t_of(sigma: f32) -> f64 {
 pub fn sde_midpoint(sigma: f32, sigma_next: f32) -> f32 {
     let (t, t_next) = (t_of(sigma), t_of(sigma_next));
     (-(t + (t_next - t) * 0.5)).exp() as f32
+}
+
+/// The noise levels `sample_dpmpp_sde` (k-diffusion 0.1.1, A1111; diffusers'
+/// `DPMSolverSDEScheduler` alike) passes its noise sampler for a step: `sigma_fn(t)`,
+/// `sigma_fn(s)` and `sigma_fn(t_next)` with `t = -ln sigma`, `s = t + h / 2`, in float32.
+/// The round trip `exp(-(-ln sigma))` may move sigma by an ulp, which can move a Brownian
+/// tree query across its 1e-6 grid; ComfyUI's port queries `sigma` itself instead.
+pub fn sde_noise_levels(sigma: f32, sigma_next: f32) -> (f32, f32, f32) {
+    let t = -sigma.ln();
+    let t_next = -sigma_next.ln();
+    let s = t + (t_next - t) * 0.5;
+    ((-t).exp(), (-s).exp(), (-t_next).exp())
 }
 
 /// DPM-Solver++ (stochastic, `r = 1/2`): two denoiser calls per step, each stage followed by
@@ -43,12 +57,13 @@ pub fn dpmpp_sde(
             // `r = 1/2`: the second evaluation sits halfway in t.
             let sigma_s = sde_midpoint(sigma, sigma_next);
             let fac = 1.0 / (2.0 * R);
+            let (from, to_mid, to_next) = sde_noise_levels(sigma, sigma_next);
 
             let (down, up) = ancestral_step(sigma, sigma_s, options.eta);
             let s_ = t_of(down);
             let x_2 = x.clone().mul_scalar((-s_).exp() / f64::from(sigma))
                 - denoised.clone().mul_scalar((t - s_).exp_m1());
-            let x_2 = add_noise(hooks, x_2, up, options);
+            let x_2 = add_noise_between(hooks, x_2, up, options, (from, to_mid));
             let denoised_2 = (hooks.denoise)(&x_2, sigma_s)?;
 
             let (down, up) = ancestral_step(sigma, sigma_next, options.eta);
@@ -56,7 +71,7 @@ pub fn dpmpp_sde(
             let denoised_d = denoised.clone().mul_scalar(1.0 - fac) + denoised_2.mul_scalar(fac);
             let x = x.mul_scalar((-t_next_).exp() / f64::from(sigma))
                 - denoised_d.mul_scalar((t - t_next_).exp_m1());
-            add_noise(hooks, x, up, options)
+            add_noise_between(hooks, x, up, options, (from, to_next))
         };
         x = hooks.step_done(i, sigmas, x, denoised)?;
     }
@@ -101,7 +116,7 @@ pub fn dpmpp_2m_sde(
                 x = x + (denoised.clone() - old_denoised.clone()).mul_scalar(factor);
             }
             let up = f64::from(sigma_next) * (-(-2.0 * eta_h).exp_m1()).sqrt();
-            x = add_noise(hooks, x, up as f32, options);
+            x = add_noise_between(hooks, x, up as f32, options, (sigma, sigma_next));
             previous = Some((denoised.clone(), h));
         }
         x = hooks.step_done(i, sigmas, x, denoised)?;
@@ -151,7 +166,7 @@ pub fn dpmpp_3m_sde(
                 _ => {}
             }
             let up = f64::from(sigma_next) * (-(-2.0 * h * eta).exp_m1()).sqrt();
-            x = add_noise(hooks, x, up as f32, options);
+            x = add_noise_between(hooks, x, up as f32, options, (sigma, sigma_next));
             history.insert(0, (denoised.clone(), h));
             history.truncate(2);
         }

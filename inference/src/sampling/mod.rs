@@ -41,7 +41,7 @@ use crate::error::{Error, Result};
 
 pub use ancestral::ancestral_step;
 pub use dpm_2::log_midpoint;
-pub use dpmpp_sde::{SdeSolver, sde_midpoint};
+pub use dpmpp_sde::{SdeSolver, sde_midpoint, sde_noise_levels};
 pub use lms::lms_coefficient;
 pub use uni_pc::{UniPcFlavor, UniPcOptions, UniPcVariant};
 
@@ -113,6 +113,18 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    /// Whether ComfyUI and A1111 feed this sampler torchsde's Brownian tree by default
+    /// (`BrownianTreeNoiseSampler` in their `sample_dpmpp_*sde`) rather than fresh draws.
+    pub fn brownian_by_default(self) -> bool {
+        matches!(
+            self,
+            Algorithm::DpmPpSde
+                | Algorithm::DpmPp2MSde
+                | Algorithm::DpmPp2MSdeHeun
+                | Algorithm::DpmPp3MSde
+        )
+    }
+
     /// Whether the sampler reads the unconditional prediction (CFG++), so the pipeline must
     /// run the negative prompt even at CFG scale 1.
     pub fn needs_uncond(self) -> bool {
@@ -160,6 +172,15 @@ impl Default for AlgorithmOptions {
 pub trait NoiseSource {
     /// A standard-normal tensor of the given shape, on the device of `like`.
     fn draw(&mut self, like: &Tensor<4>) -> Tensor<4>;
+
+    /// Unit-variance noise for the stretch from `sigma` to `sigma_next`: k-diffusion's
+    /// `noise_sampler(sigma, sigma_next)`, which the SDE samplers call. A Brownian-tree source
+    /// returns the normalised increment of its Brownian motion over that stretch; every other
+    /// source ignores the noise levels and draws.
+    fn draw_between(&mut self, like: &Tensor<4>, sigma: f32, sigma_next: f32) -> Tensor<4> {
+        let _ = (sigma, sigma_next);
+        self.draw(like)
+    }
 }
 
 /// What a sampler reports after each of its steps.
@@ -294,6 +315,23 @@ fn add_noise(
 ) -> Tensor<4> {
     if options.eta > 0.0 && options.s_noise > 0.0 && amount > 0.0 {
         let noise = hooks.noise.draw(&x);
+        x + noise.mul_scalar(amount * options.s_noise)
+    } else {
+        x
+    }
+}
+
+/// [`add_noise`] for the SDE samplers, whose noise belongs to the stretch `from -> to` (see
+/// [`NoiseSource::draw_between`]).
+fn add_noise_between(
+    hooks: &mut Hooks<'_>,
+    x: Tensor<4>,
+    amount: f32,
+    options: AlgorithmOptions,
+    (from, to): (f32, f32),
+) -> Tensor<4> {
+    if options.eta > 0.0 && options.s_noise > 0.0 && amount > 0.0 {
+        let noise = hooks.noise.draw_between(&x, from, to);
         x + noise.mul_scalar(amount * options.s_noise)
     } else {
         x

@@ -83,6 +83,21 @@ pub struct Plan {
     /// prediction becomes `c_out * x0 + c_skip * x_vp` at timestep `t * scaling`
     /// (see [`Plan::boundary_condition`]).
     pub lcm_timestep_scaling: Option<f64>,
+    /// `Some`: the SDE samplers' noise comes from Brownian trees (see
+    /// [`crate::rng::brownian`]) rather than fresh draws from the image's generator.
+    pub brownian: Option<BrownianPlan>,
+}
+
+/// How the Brownian trees of a generation are seeded and over which noise levels.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BrownianPlan {
+    /// `None`: one tree per image, seeded with the image's seed (A1111's convention; for one
+    /// image also ComfyUI's). `Some`: one tree over the whole batch with this entropy
+    /// (diffusers' `noise_sampler_seed`).
+    pub entropy: Option<u64>,
+    /// The trees' `(sigma_min, sigma_max)`; `None`: the smallest non-zero and the largest
+    /// sigma the sampler runs (after img2img trims the list), as k-diffusion takes them.
+    pub range: Option<(f32, f32)>,
 }
 
 impl Plan {

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::{DiscreteSchedule, LatentScaling, Plan, TimestepMap, torch_linspace_f32};
+use super::{BrownianPlan, DiscreteSchedule, LatentScaling, Plan, TimestepMap, torch_linspace_f32};
 use crate::error::{Error, Result};
 use crate::sampling::AlgorithmOptions;
 
@@ -167,6 +167,13 @@ pub fn plan(
         scaling: LatentScaling::VarianceExploding,
         label: format!("{sampler} {schedule}"),
         lcm_timestep_scaling: None,
+        brownian: sampler
+            .algorithm()
+            .brownian_by_default()
+            .then_some(BrownianPlan {
+                entropy: None,
+                range: None,
+            }),
     }
 }
 

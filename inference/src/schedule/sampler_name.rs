@@ -191,7 +191,8 @@ impl SamplerName {
         )
     }
 
-    pub(super) fn algorithm(self) -> Algorithm {
+    /// The sampling algorithm behind the name.
+    pub fn algorithm(self) -> Algorithm {
         self.entry().2
     }
 

@@ -253,6 +253,11 @@ pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
                 .labelled_by(label.id)
                 .on_hover_text("1 = last text-encoder layer (A1111's numbering)");
         });
+        ui.checkbox(&mut s.sde_brownian, "Brownian-tree SDE noise")
+            .on_hover_text(
+                "DPM++ SDE samplers: noise from torchsde's Brownian tree, as ComfyUI and \
+                 A1111 make it (same seed, same image). Off: fresh draws from the seed.",
+            );
     });
 }
 

@@ -9,8 +9,11 @@ mod spacing;
 
 use serde_json::Value;
 
-use super::{BetaSchedule, DiscreteSchedule, LatentScaling, Plan, TableArithmetic, TimestepMap};
+use super::{
+    BetaSchedule, BrownianPlan, DiscreteSchedule, LatentScaling, Plan, TableArithmetic, TimestepMap,
+};
 use crate::error::{Error, Result};
+use crate::rng::brownian;
 use crate::sampling::{Algorithm, AlgorithmOptions, UniPcFlavor, UniPcOptions, UniPcVariant};
 
 /// What the UNet predicts.
@@ -127,6 +130,9 @@ pub struct SchedulerConfig {
     pub unipc_variant: UniPcVariant,
     /// DPM-Solver: `algorithm_type` "sde-dpmsolver++" (DPM++ 2M SDE) rather than "dpmsolver++".
     pub sde: bool,
+    /// `DPMSolverSDEScheduler`'s Brownian-tree entropy (`noise_sampler_seed`); `None` = the
+    /// image's seed (diffusers would draw one at random).
+    pub noise_sampler_seed: Option<u64>,
 }
 
 impl SchedulerConfig {
@@ -278,6 +284,7 @@ impl SchedulerConfig {
             solver_order,
             unipc_variant,
             sde,
+            noise_sampler_seed: v["noise_sampler_seed"].as_u64(),
             original_inference_steps: v["original_inference_steps"].as_u64().unwrap_or(50) as usize,
             timestep_scaling: float("timestep_scaling", 10.0),
         })
@@ -361,6 +368,11 @@ impl SchedulerConfig {
         } else {
             ""
         };
+        // diffusers' trees span the whole schedule, even when img2img starts part-way.
+        let brownian = (self.class == SchedulerClass::DpmSolverSde).then(|| BrownianPlan {
+            entropy: self.noise_sampler_seed,
+            range: brownian::sigma_range(&sigmas),
+        });
         Ok(Plan {
             algorithm,
             options: AlgorithmOptions {
@@ -376,6 +388,7 @@ impl SchedulerConfig {
             initial_noise_scale,
             scaling: self.class.scaling(),
             label: format!("{}{karras}", self.class.class_name()),
+            brownian,
             lcm_timestep_scaling: (self.class == SchedulerClass::Lcm)
                 .then_some(self.timestep_scaling),
         })
