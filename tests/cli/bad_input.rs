@@ -253,6 +253,11 @@ fn every_bad_input_is_a_one_line_error() {
             "not supported",
         ),
         ("batch 0", vec!["--batch", "0"], "batch"),
+        (
+            "unknown SDE noise",
+            vec!["--sde-noise", "pink"],
+            "valid: brownian, generator",
+        ),
         ("output not a PNG", vec!["--out", "image.jpg"], ".png"),
         (
             "output folder missing",

@@ -5,7 +5,7 @@ use std::ops::ControlFlow;
 
 use burn::tensor::Device;
 use ember_tests::{Fixture, reference, write_edited_checkpoint};
-use inference::api::{GenerateRequest, Progress, SamplerChoice, Stage};
+use inference::api::{GenerateRequest, Progress, SamplerChoice, SdeNoise, Stage};
 use inference::device::Precision;
 use inference::metadata::{self, ImageMetadata, Parameters};
 use inference::model::Model;
@@ -97,9 +97,19 @@ fn every_image_of_a_batch_is_its_own_seeds_image() {
     let m = model(Precision::F32);
     let init =
         imaging::load_rgb(&reference("sd15/runs/input_init_image.png"), Some((24, 40))).unwrap();
-    for img2img in [false, true] {
+    // Euler a draws from each image's generator; DPM++ 2M SDE from each image's Brownian tree.
+    let samplers = [
+        (false, SamplerName::EulerAncestral),
+        (true, SamplerName::EulerAncestral),
+        (false, SamplerName::DpmPp2MSde),
+    ];
+    for (img2img, sampler) in samplers {
         let mut batch = request(&m, 100);
         batch.batch = 3;
+        batch.sampler = SamplerChoice::Named {
+            sampler,
+            schedule: ScheduleName::Karras,
+        };
         if img2img {
             batch.init_image = Some(init.clone());
             (batch.width, batch.height, batch.strength) = (24, 40, 0.7);
@@ -119,7 +129,7 @@ fn every_image_of_a_batch_is_its_own_seeds_image() {
                 .unwrap();
             assert!(
                 worst <= 1,
-                "img2img={img2img}: image {i} differs from its seed's run by {worst} levels"
+                "{sampler} img2img={img2img}: image {i} differs from its seed's run by {worst} levels"
             );
         }
     }
@@ -203,6 +213,33 @@ fn load_report_names_unused_and_ignored_tensors() {
         report.components.iter().map(|c| c.applied).sum::<usize>(),
         m.info.tensor_count - report.ignored.len() - 1
     );
+}
+
+#[test]
+fn sde_noise_choice_changes_the_sde_samplers_only_and_is_recorded() {
+    let m = model(Precision::F32);
+    let image = |sampler, sde_noise| {
+        let mut r = request(&m, 9);
+        r.sampler = SamplerChoice::Named {
+            sampler,
+            schedule: ScheduleName::Karras,
+        };
+        r.sde_noise = sde_noise;
+        let generation = generate(&m, &r, &mut quiet).unwrap();
+        let text = metadata::for_generation(&r, &m.info, None, 0).to_text();
+        (generation.images[0].pixels.clone(), text)
+    };
+    for sampler in [SamplerName::DpmPpSde, SamplerName::DpmPp2MSde] {
+        let (tree, tree_text) = image(sampler, SdeNoise::BrownianTree);
+        let (drawn, drawn_text) = image(sampler, SdeNoise::Generator);
+        assert_ne!(tree, drawn, "{sampler}: the noise source changes the image");
+        assert!(!tree_text.contains("SDE noise"), "{tree_text}");
+        assert!(drawn_text.contains("SDE noise: generator"), "{drawn_text}");
+    }
+    let (a, a_text) = image(SamplerName::EulerAncestral, SdeNoise::BrownianTree);
+    let (b, b_text) = image(SamplerName::EulerAncestral, SdeNoise::Generator);
+    assert_eq!(a, b, "Euler a never uses a Brownian tree");
+    assert_eq!(a_text, b_text);
 }
 
 #[test]

@@ -246,3 +246,24 @@ fn every_sampler_and_schedule_is_in_the_menus_by_its_a1111_name() {
         request.sampler
     );
 }
+
+#[test]
+fn the_sde_noise_checkbox_reaches_the_request() {
+    use inference::api::SdeNoise;
+
+    let home = tempfile::tempdir().unwrap();
+    let mut w = open(
+        FakeEngine::new(Duration::from_millis(1)),
+        Paths::under(home.path()),
+    );
+    w.step();
+    assert_eq!(
+        app(&w).request().unwrap().sde_noise,
+        SdeNoise::BrownianTree,
+        "ComfyUI's and A1111's default"
+    );
+    click(&mut w, "Advanced");
+    click(&mut w, "Brownian-tree SDE noise");
+    assert!(!app(&w).settings.sde_brownian);
+    assert_eq!(app(&w).request().unwrap().sde_noise, SdeNoise::Generator);
+}

@@ -36,6 +36,9 @@ impl Restored {
 /// Applies `metadata` to `settings`; `with_seed` also takes the seed (and locks it).
 pub fn apply(metadata: &ImageMetadata, settings: &mut Settings, with_seed: bool) -> Restored {
     let mut r = Restored::default();
+    // A1111, ComfyUI and Fooocus always feed their SDE samplers Brownian trees; Ember writes
+    // "SDE noise" only when it did not.
+    settings.sde_brownian = true;
     match metadata {
         ImageMetadata::A1111(p) => apply_a1111(p, settings, with_seed, &mut r),
         ImageMetadata::ComfyUi { samplers, texts } => {
@@ -141,8 +144,10 @@ fn apply_a1111(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
         (s.width, s.height) = size;
         r.applied.push("size");
     }
-    // A1111 and ComfyUI always use Brownian trees; Ember writes the field only otherwise.
-    s.sde_brownian = p.get("SDE noise") != Some(SdeNoise::Generator.name());
+    if p.get("SDE noise") == Some(SdeNoise::Generator.name()) {
+        s.sde_brownian = false;
+        r.applied.push("SDE noise");
+    }
     if let Some(name) = p.get("Sampler") {
         // Before A1111 1.9 the schedule was part of the sampler's name ("DPM++ 2M Karras").
         let split = ScheduleName::ALL.iter().find_map(|schedule| {
@@ -232,4 +237,25 @@ pub fn parse_size(text: &str) -> Option<(u32, u32)> {
     let mut numbers = cleaned.split_whitespace().map(str::parse::<u32>);
     let (w, h) = (numbers.next()?.ok()?, numbers.next()?.ok()?);
     (numbers.next().is_none() && w > 0 && h > 0 && w % 8 == 0 && h % 8 == 0).then_some((w, h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sde_noise_is_brownian_unless_the_image_says_generator() {
+        let text = |extra: &str| {
+            format!("a fox\nSteps: 20, Sampler: DPM++ 2M SDE, Schedule type: Karras{extra}")
+        };
+        let mut s = Settings {
+            sde_brownian: false,
+            ..Settings::default()
+        };
+        apply(&ImageMetadata::A1111(Parameters::parse(&text(""))), &mut s, false);
+        assert!(s.sde_brownian, "A1111's images use Brownian trees");
+        let generator = Parameters::parse(&text(", SDE noise: generator"));
+        apply(&ImageMetadata::A1111(generator), &mut s, false);
+        assert!(!s.sde_brownian);
+    }
 }
