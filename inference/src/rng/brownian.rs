@@ -20,8 +20,10 @@ use super::seed_sequence::SeedSequence;
 const POOL_SIZE: usize = 24;
 /// Interval ends are rounded to this many decimals (`tol = 1e-6`).
 const DECIMALS: usize = 6;
-/// Increments kept between queries (only speed depends on it, never values).
-const CACHE_LIMIT: usize = 256;
+/// Node increments kept between queries: about two root-to-leaf paths, so consecutive
+/// queries (which share most of their path) rarely recompute. Only speed depends on it,
+/// never values; memory is this many copies of the noise tensor per image.
+const CACHE_LIMIT: usize = 64;
 
 /// Python's `round(x, 6)`: the correctly rounded 6-decimal value, ties to even.
 fn round_tol(x: f64) -> f64 {
