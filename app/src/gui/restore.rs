@@ -252,7 +252,11 @@ mod tests {
             sde_brownian: false,
             ..Settings::default()
         };
-        apply(&ImageMetadata::A1111(Parameters::parse(&text(""))), &mut s, false);
+        apply(
+            &ImageMetadata::A1111(Parameters::parse(&text(""))),
+            &mut s,
+            false,
+        );
         assert!(s.sde_brownian, "A1111's images use Brownian trees");
         let generator = Parameters::parse(&text(", SDE noise: generator"));
         apply(&ImageMetadata::A1111(generator), &mut s, false);
