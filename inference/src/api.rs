@@ -91,12 +91,7 @@ pub enum SdeNoise {
 impl SdeNoise {
     /// Parses `brownian` (or `brownian-tree`) or `generator`.
     pub fn parse(name: &str) -> crate::error::Result<Self> {
-        match name
-            .trim()
-            .to_ascii_lowercase()
-            .replace(['_', ' '], "-")
-            .as_str()
-        {
+        match option_key(name).as_str() {
             "brownian" | "brownian-tree" => Ok(Self::BrownianTree),
             "generator" => Ok(Self::Generator),
             _ => Err(crate::error::Error::settings(format!(
@@ -132,12 +127,7 @@ pub enum MaskedContent {
 impl MaskedContent {
     /// Parses `original`, `fill`, `latent-noise` or `latent-nothing` (A1111's labels too).
     pub fn parse(name: &str) -> crate::error::Result<Self> {
-        match name
-            .trim()
-            .to_ascii_lowercase()
-            .replace(['_', ' '], "-")
-            .as_str()
-        {
+        match option_key(name).as_str() {
             "original" => Ok(Self::Original),
             "fill" => Ok(Self::Fill),
             "latent-noise" => Ok(Self::LatentNoise),
@@ -157,6 +147,12 @@ impl MaskedContent {
             Self::LatentNothing => "latent nothing",
         }
     }
+}
+
+/// An option name as typed (`Latent noise`, `latent_noise`) in its canonical form
+/// (`latent-noise`).
+fn option_key(name: &str) -> String {
+    name.trim().to_ascii_lowercase().replace(['_', ' '], "-")
 }
 
 impl Default for GenerateRequest {

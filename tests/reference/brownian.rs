@@ -2,7 +2,7 @@
 //! k-diffusion's `BrownianTreeNoiseSampler` runs (`samplers_kdiffusion`, entropy listed per
 //! run) regenerated from their entropy and query times alone.
 
-use ember_tests::{Fixtures, assert_close, json};
+use ember_tests::{Fixtures, assert_close, json, numel};
 use inference::rng::brownian::BrownianNoise;
 
 /// Unit-variance noise; the port follows torch's float32 operations one by one, so only
@@ -21,12 +21,7 @@ fn every_recorded_kdiffusion_brownian_draw_is_regenerated_from_its_entropy() {
         }
         let tree = &run["brownian_tree"];
         let get = |key: &str| tree[key].as_f64().expect(key) as f32;
-        let numel: usize = run["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_u64().unwrap() as usize)
-            .product();
+        let numel = numel(&run["shape"]);
         let entropy = tree["entropy"].as_u64().expect("entropy");
         let mut noise = BrownianNoise::new(get("sigma_min"), get("sigma_max"), &[entropy], numel);
         let tensors = Fixtures::load(&format!("samplers_kdiffusion/runs/{name}.safetensors"));

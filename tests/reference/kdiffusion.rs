@@ -162,12 +162,7 @@ impl NoiseSource for Tree {
 fn brownian_tree(run: &Json, sigmas: &[f32]) -> Tree {
     let tree = &run["brownian_tree"];
     let entropy = tree["entropy"].as_u64().expect("brownian_tree.entropy");
-    let numel = run["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap() as usize)
-        .product();
+    let numel = ember_tests::numel(&run["shape"]);
     let noise = BrownianNoise::for_sigmas(sigmas, &[entropy], numel).expect("positive sigmas");
     Tree(noise)
 }

@@ -1,16 +1,7 @@
 //! The torch CPU generator: every tensor of `rng/` reproduced bit for bit.
 
-use ember_tests::{Fixtures, json};
+use ember_tests::{Fixtures, json, numel};
 use inference::rng::{Mt19937, NormalKernel, TorchRng};
-
-fn shape_numel(shape: &ember_tests::Json) -> usize {
-    shape
-        .as_array()
-        .expect("shape list")
-        .iter()
-        .map(|d| d.as_u64().unwrap() as usize)
-        .product()
-}
 
 fn draw(rng: &mut TorchRng, op: &str, numel: usize) -> Vec<f32> {
     match op {
@@ -78,7 +69,7 @@ fn every_single_tensor_is_bit_exact() {
     for entry in tensors {
         let name = entry["tensor"].as_str().unwrap();
         let seed = entry["seed"].as_u64().unwrap();
-        let numel = shape_numel(&entry["shape"]);
+        let numel = numel(&entry["shape"]);
         let mut rng = TorchRng::new(seed);
         let ours = draw(&mut rng, entry["op"].as_str().unwrap(), numel);
         assert_bits_equal(name, &ours, &fixtures.get(name).f32());
@@ -93,11 +84,7 @@ fn sequences_share_one_generator_and_its_cached_normal() {
         let mut rng = TorchRng::new(sequence["seed"].as_u64().unwrap());
         for op in sequence["ops"].as_array().unwrap() {
             let name = op["tensor"].as_str().unwrap();
-            let ours = draw(
-                &mut rng,
-                op["op"].as_str().unwrap(),
-                shape_numel(&op["shape"]),
-            );
+            let ours = draw(&mut rng, op["op"].as_str().unwrap(), numel(&op["shape"]));
             assert_bits_equal(name, &ours, &fixtures.get(name).f32());
         }
     }
@@ -114,7 +101,7 @@ fn scalar_kernel_matches_torch_without_avx2() {
     for entry in entries {
         let name = entry["tensor"].as_str().unwrap();
         let mut rng = TorchRng::with_kernel(entry["seed"].as_u64().unwrap(), NormalKernel::Scalar);
-        let ours = rng.randn(shape_numel(&entry["shape"]));
+        let ours = rng.randn(numel(&entry["shape"]));
         assert_bits_equal(name, &ours, &fixtures.get(name).f32());
     }
 }

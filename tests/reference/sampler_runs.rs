@@ -194,12 +194,7 @@ fn every_generator_draw_is_regenerated_from_the_seed() {
         let mut queries = None;
         for draw in run["rng_draws"].as_array().unwrap() {
             let tensor = draw["tensor"].as_str().unwrap();
-            let numel: usize = draw["shape"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| d.as_u64().unwrap() as usize)
-                .product();
+            let numel = ember_tests::numel(&draw["shape"]);
             let theirs = tensors.get(tensor).f32();
             if draw["caller"].as_str().unwrap().contains("BrownianTree") {
                 // DPMSolverSDEScheduler: torchsde's tree seeded with `noise_sampler_seed`

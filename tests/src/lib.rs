@@ -234,6 +234,16 @@ pub fn assert_close_scaled(what: &str, actual: &[f32], expected: &[f64], tol: f6
     assert_close(what, actual, expected, tol * max.max(1.0), 0.0)
 }
 
+/// The element count of a JSON shape (`[1, 4, 8, 8]`).
+pub fn numel(shape: &Json) -> usize {
+    shape
+        .as_array()
+        .expect("a shape is an array")
+        .iter()
+        .map(|d| d.as_u64().expect("a dimension") as usize)
+        .product()
+}
+
 /// Every run of `sd15/runs` (name, JSON).
 pub fn runs() -> Vec<(String, Json)> {
     files_in("sd15/runs", ".json")
