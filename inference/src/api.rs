@@ -7,10 +7,83 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::family::Family;
 use crate::imaging::{ImageGray8, ImageRgb8};
-use crate::model::Model;
-use crate::schedule::diffusers::SchedulerConfig;
+use crate::schedule::diffusers::{Prediction, SchedulerConfig};
 use crate::schedule::named::{SamplerName, ScheduleName};
+
+/// What a loaded model can do, as plain data: what requests are validated against, and what
+/// front ends show (family, sizes, which prompts apply).
+#[derive(Clone, Debug)]
+pub struct ModelCapabilities {
+    pub family: Family,
+    /// A 9-channel inpainting UNet.
+    pub inpainting: bool,
+    pub prediction: Prediction,
+    pub zero_terminal_snr: bool,
+    /// `(width, height)` the model was trained at.
+    pub native_size: (u32, u32),
+    /// The smallest side it generates (one latent cell at its lowest resolution).
+    pub min_side: u32,
+    pub max_clip_skip: u32,
+    /// A diffusers folder's own scheduler, else A1111's default sampler.
+    pub default_sampler: SamplerChoice,
+}
+
+impl ModelCapabilities {
+    /// Whether the model reads a second prompt (SDXL's bigG encoder).
+    pub fn second_prompt(&self) -> bool {
+        self.family.spec().has_second_prompt()
+    }
+
+    /// Whether the model takes aesthetic scores (the SDXL refiner).
+    pub fn aesthetic_score(&self) -> bool {
+        self.family.spec().takes_aesthetic_score()
+    }
+
+    /// Whether the model takes SDXL size conditioning.
+    pub fn size_conditioning(&self) -> bool {
+        self.family.spec().time_ids.is_some()
+    }
+
+    /// The family as users read it: `SDXL`, `SD 2.x v-prediction`, `SD 1.x inpainting`.
+    pub fn label(&self) -> String {
+        let mut label = self.family.to_string();
+        if self.inpainting {
+            label.push_str(" inpainting");
+        }
+        if self.prediction == Prediction::V {
+            label.push_str(" v-prediction");
+        }
+        if self.zero_terminal_snr {
+            label.push_str(" (zero terminal SNR)");
+        }
+        label
+    }
+}
+
+/// SDXL's size conditioning (diffusers' `original_size`, `crops_coords_top_left`,
+/// `target_size`); sizes are `(width, height)` in pixels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SizeConditioning {
+    /// `None`: the generation size.
+    pub original: Option<(u32, u32)>,
+    /// The crop's top-left corner `(x, y)`.
+    pub crop: (u32, u32),
+    /// `None`: the generation size.
+    pub target: Option<(u32, u32)>,
+}
+
+impl SizeConditioning {
+    /// Whether anything differs from the defaults.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// Aesthetic scores the SDXL refiner is conditioned on by default (diffusers', A1111's).
+pub const DEFAULT_AESTHETIC_SCORE: f32 = 6.0;
+pub const DEFAULT_NEGATIVE_AESTHETIC_SCORE: f32 = 2.5;
 
 /// Which sampler and noise schedule to run.
 #[derive(Clone, Debug)]
@@ -73,6 +146,20 @@ pub struct GenerateRequest {
     pub masked_content: MaskedContent,
     /// Where the DPM++ SDE samplers' noise comes from.
     pub sde_noise: SdeNoise,
+    /// The second text encoder's prompts (SDXL's bigG); `None`: the first ones.
+    pub prompt_2: Option<String>,
+    pub negative_prompt_2: Option<String>,
+    /// SDXL size conditioning.
+    pub size_conditioning: SizeConditioning,
+    /// SDXL refiner aesthetic scores; `None`: [`DEFAULT_AESTHETIC_SCORE`] and
+    /// [`DEFAULT_NEGATIVE_AESTHETIC_SCORE`].
+    pub aesthetic_score: Option<f32>,
+    pub negative_aesthetic_score: Option<f32>,
+    /// diffusers' `guidance_rescale` (A1111's and ComfyUI's CFG rescale φ): 0 = off.
+    pub cfg_rescale: f32,
+    /// With a refiner: the fraction of the schedule the base model runs before the refiner
+    /// takes over (diffusers' `denoising_end` / `denoising_start`); `None` = no refiner.
+    pub refiner_switch: Option<f32>,
 }
 
 /// The noise of the DPM++ SDE samplers (`dpmpp_sde`, `dpmpp_2m_sde`, `dpmpp_2m_sde_heun`,
@@ -176,21 +263,28 @@ impl Default for GenerateRequest {
             mask: None,
             masked_content: MaskedContent::Original,
             sde_noise: SdeNoise::BrownianTree,
+            prompt_2: None,
+            negative_prompt_2: None,
+            size_conditioning: SizeConditioning::default(),
+            aesthetic_score: None,
+            negative_aesthetic_score: None,
+            cfg_rescale: 0.0,
+            refiner_switch: None,
         }
     }
 }
 
 impl GenerateRequest {
-    /// A request with A1111's defaults for `model`: its native size, 20 steps, CFG 7,
+    /// A request with A1111's defaults for a model: its native size, 20 steps, CFG 7,
     /// DPM++ 2M Karras (or a diffusers folder's own scheduler), CLIP skip 1.
-    pub fn new(model: &Model, prompt: &str, seed: u64) -> Self {
+    pub fn new(model: &ModelCapabilities, prompt: &str, seed: u64) -> Self {
         let (width, height) = model.native_size;
         Self {
             prompt: prompt.to_string(),
             width,
             height,
             seed,
-            sampler: model.default_sampler(),
+            sampler: model.default_sampler.clone(),
             ..Self::default()
         }
     }
@@ -245,14 +339,48 @@ impl GenerateRequest {
                 self.strength
             ));
         }
+        if !(0.0..=1.0).contains(&self.cfg_rescale) {
+            return bad(format!(
+                "CFG rescale must be between 0 and 1, got {}",
+                self.cfg_rescale
+            ));
+        }
+        for (name, score) in [
+            ("aesthetic score", self.aesthetic_score),
+            ("negative aesthetic score", self.negative_aesthetic_score),
+        ] {
+            if let Some(s) = score.filter(|s| !s.is_finite() || !(0.0..=10.0).contains(s)) {
+                return bad(format!("{name} must be between 0 and 10, got {s}"));
+            }
+        }
+        if let Some(s) = self.refiner_switch.filter(|s| !(*s > 0.0 && *s < 1.0)) {
+            return bad(format!(
+                "the refiner switch must be between 0 and 1 (the fraction of the steps the base model runs), got {s}"
+            ));
+        }
+        let sc = &self.size_conditioning;
+        for (name, size) in [("original size", sc.original), ("target size", sc.target)] {
+            if let Some((w, h)) = size.filter(|&(w, h)| w == 0 || h == 0 || w > 16384 || h > 16384)
+            {
+                return bad(format!(
+                    "{name} must be between 1 and 16384 pixels a side, got {w}x{h}"
+                ));
+            }
+        }
+        if sc.crop.0 > 16384 || sc.crop.1 > 16384 {
+            return bad(format!(
+                "the crop's top-left corner must be within 16384 pixels, got {},{}",
+                sc.crop.0, sc.crop.1
+            ));
+        }
         Ok(())
     }
 
     /// Checks every setting against the model; the message says what to change.
-    pub fn validate(&self, model: &Model) -> Result<()> {
+    pub fn validate(&self, model: &ModelCapabilities) -> Result<()> {
         self.validate_settings()?;
         let bad = |m: String| Err(Error::settings(m));
-        let min = (model.vae_factor() << (model.unet.down_blocks.len() - 1)).max(8) as u32;
+        let min = model.min_side;
         for (name, v) in [("width", self.width), ("height", self.height)] {
             if v < min {
                 return bad(format!(
@@ -260,11 +388,35 @@ impl GenerateRequest {
                 ));
             }
         }
-        if self.clip_skip as usize > model.text_layers {
+        if self.clip_skip > model.max_clip_skip {
             return bad(format!(
                 "CLIP skip must be between 1 and {}, got {}",
-                model.text_layers, self.clip_skip
+                model.max_clip_skip, self.clip_skip
             ));
+        }
+        let family = model.family;
+        if !family.spec().txt2img && self.init_image.is_none() {
+            return bad(format!(
+                "this is an {family} model: it refines images rather than making them from noise; use it as the refiner of an SDXL model (--refiner), or give it an init image"
+            ));
+        }
+        if (self.prompt_2.is_some() || self.negative_prompt_2.is_some()) && !model.second_prompt() {
+            return bad(format!(
+                "a second prompt needs a model with a second text encoder (SDXL); this is {family}"
+            ));
+        }
+        if !self.size_conditioning.is_default() && !model.size_conditioning() {
+            return bad(format!(
+                "original size, crop and target size are SDXL conditioning; this is {family}"
+            ));
+        }
+        if self.size_conditioning.target.is_some()
+            && model.aesthetic_score()
+            && self.refiner_switch.is_none()
+        {
+            return bad(
+                "the SDXL refiner is conditioned on an aesthetic score, not a target size".into(),
+            );
         }
         let matches_size = |w: u32, h: u32| (w, h) == (self.width, self.height);
         match (&self.init_image, &self.mask) {
@@ -272,10 +424,10 @@ impl GenerateRequest {
             (None, None) if self.strength < 1.0 => {
                 bad("strength below 1 needs an init image".into())
             }
-            (None, None) if model.is_inpainting() => {
+            (None, None) if model.inpainting => {
                 bad("this is an inpainting model: give an init image and a mask".into())
             }
-            (Some(_), None) if model.is_inpainting() => {
+            (Some(_), None) if model.inpainting => {
                 bad("this is an inpainting model: give a mask too".into())
             }
             (Some(img), _) if !matches_size(img.width, img.height) => bad(format!(
@@ -291,6 +443,44 @@ impl GenerateRequest {
                 self.strength, self.steps
             )),
             _ => Ok(()),
+        }
+    }
+
+    /// Checks a two-stage request: `base` runs first, `refiner` takes over at
+    /// [`GenerateRequest::refiner_switch`].
+    pub fn validate_refiner(
+        &self,
+        base: &ModelCapabilities,
+        refiner: Option<&ModelCapabilities>,
+    ) -> Result<()> {
+        let bad = |m: String| Err(Error::settings(m));
+        let takes_scores = base.aesthetic_score() || refiner.is_some_and(|r| r.aesthetic_score());
+        if (self.aesthetic_score.is_some() || self.negative_aesthetic_score.is_some())
+            && !takes_scores
+        {
+            return bad(
+                "aesthetic scores condition the SDXL refiner, and no refiner is in play".into(),
+            );
+        }
+        match (refiner, self.refiner_switch) {
+            (None, None) => Ok(()),
+            (None, Some(_)) => bad("a refiner switch needs a refiner model".into()),
+            (Some(_), None) => bad("a refiner needs a switch point (0 to 1)".into()),
+            (Some(r), Some(_)) => {
+                if !base.family.spec().shares_latents_with(r.family.spec()) {
+                    return bad(format!(
+                        "a {} model cannot refine a {} model's latents; pick a refiner of the same family (the SDXL refiner or another SDXL model for SDXL)",
+                        r.family, base.family
+                    ));
+                }
+                if r.inpainting != base.inpainting {
+                    return bad(
+                        "the base model and the refiner must both be inpainting models or both not"
+                            .into(),
+                    );
+                }
+                Ok(())
+            }
         }
     }
 

@@ -1,5 +1,6 @@
-//! `ember bench`: times the real SD 1.5 networks with random weights (no file needed) and
-//! counts their floating-point work, to compare with PyTorch on the same machine.
+//! `ember bench`: times the real networks of a family (SD 1.5, SD 2.x, SDXL, the SDXL
+//! refiner) with random weights (no file needed) and counts their floating-point work, to
+//! compare with PyTorch on the same machine.
 
 use std::time::{Duration, Instant};
 
@@ -8,8 +9,9 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::device::{Precision, tensor_from_vec};
 use crate::error::{Error, Result};
+use crate::family::{Family, TimeIds};
 use crate::models::clip::ClipConfig;
-use crate::models::unet::UNetConfig;
+use crate::models::unet::{AddedConditioning, UNetConfig};
 use crate::models::vae::VaeConfig;
 
 /// What to time.
@@ -37,10 +39,25 @@ impl Target {
     }
 }
 
+/// The architecture names `ember bench --arch` takes.
+pub fn parse_arch(name: &str) -> Result<Family> {
+    match name {
+        "sd15" | "sd1" => Ok(Family::Sd1),
+        "sd2" => Ok(Family::Sd2),
+        "sdxl" => Ok(Family::Sdxl),
+        "sdxl-refiner" => Ok(Family::SdxlRefiner),
+        other => Err(Error::settings(format!(
+            "unknown architecture {other:?}; valid: sd15, sd2, sdxl, sdxl-refiner"
+        ))),
+    }
+}
+
 /// A benchmark to run.
 #[derive(Clone, Debug)]
 pub struct BenchConfig {
     pub target: Target,
+    /// Whose released architecture to time.
+    pub family: Family,
     /// Image size in pixels (square).
     pub size: usize,
     pub batch: usize,
@@ -72,7 +89,7 @@ impl BenchResult {
     }
 }
 
-/// Runs a benchmark on the SD 1.5 architecture.
+/// Runs a benchmark on the family's architecture.
 pub fn run(config: &BenchConfig) -> Result<BenchResult> {
     if config.size == 0 || !config.size.is_multiple_of(64) || config.size > 2048 {
         return Err(Error::settings(format!(
@@ -86,45 +103,65 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
     let d = &config.device;
     let dtype = config.precision.dtype();
     let (b, latent) = (config.batch, config.size / 8);
+    let spec = config.family.spec();
     let (mut call, flops): (Box<dyn FnMut()>, f64) = match config.target {
         Target::Unet => {
-            let cfg = UNetConfig::sd15(4);
+            let cfg = (spec.unet_preset)(4);
             let unet = cfg.init(d).map(&mut Cast(dtype));
             let x = random([b, 4, latent, latent], d).cast(dtype);
-            let context = random([b, 77, 768, 1], d).reshape([b, 77, 768]).cast(dtype);
+            let ctx = cfg.cross_attention_dim;
+            let context = random([b, 77, ctx, 1], d).reshape([b, 77, ctx]).cast(dtype);
+            let added = cfg.addition.map(|add| {
+                let ids = spec.time_ids.map_or(0, TimeIds::len);
+                let pooled = add.input_dim - ids * add.time_embed_dim;
+                AddedConditioning {
+                    text_embeds: random([b, pooled, 1, 1], d).reshape([b, pooled]),
+                    time_ids: (0..b * ids)
+                        .map(|i| [1024.0, 1024.0, 0.0, 0.0, 1024.0, 1024.0][i % 6])
+                        .collect(),
+                }
+            });
             let flops = unet_flops(&cfg, b, latent, latent, 77);
             (
-                Box::new(move || sync(unet.forward(x.clone(), &vec![500.0; b], &context))),
+                Box::new(move || {
+                    sync(unet.forward(x.clone(), &vec![500.0; b], &context, added.as_ref()))
+                }),
                 flops,
             )
         }
         Target::VaeDecode => {
-            let cfg = VaeConfig::sd();
+            let cfg = spec.vae_preset();
             let vae = cfg.init(d).map(&mut Cast(dtype));
             let z = random([b, 4, latent, latent], d).cast(dtype);
             let flops = vae_decode_flops(&cfg, b, latent, latent);
             (Box::new(move || sync(vae.decode(z.clone()))), flops)
         }
         Target::TextEncoder => {
-            let cfg = ClipConfig::vit_l14();
-            let clip = cfg.init(d).map(&mut Cast(dtype));
+            let configs: Vec<ClipConfig> = spec.encoders.iter().map(|e| (e.preset)()).collect();
+            let encoders: Vec<_> = configs
+                .iter()
+                .map(|cfg| cfg.init(d).map(&mut Cast(dtype)))
+                .collect();
             let ids =
                 Tensor::<2, Int>::from_data(TensorData::new(vec![320i64; b * 77], [b, 77]), d);
-            let flops = clip_flops(&cfg, b);
+            let flops = configs.iter().map(|cfg| clip_flops(cfg, b)).sum();
             (
                 Box::new(move || {
-                    sync(clip.forward(ids.clone()).last_hidden_state.unsqueeze::<4>())
+                    for clip in &encoders {
+                        sync(clip.forward(ids.clone()).last_hidden_state.unsqueeze::<4>());
+                    }
                 }),
                 flops,
             )
         }
         Target::Preview => {
             let z = random([b, 4, latent, latent], d).cast(dtype);
+            let config = config.clone();
             // One [hw, 4] x [4, 3] product: the rest (scale, clamp, read-back) is not counted.
             let flops = (latent * latent * 4 * 3 * 2) as f64;
             (
                 Box::new(move || {
-                    std::hint::black_box(crate::preview::latent_preview(&z));
+                    std::hint::black_box(crate::preview::latent_preview(&z, config.family));
                 }),
                 flops,
             )
@@ -189,7 +226,8 @@ fn resnet(c_in: usize, c_out: usize, h: usize, w: usize) -> f64 {
 /// a fraction of a percent).
 pub fn unet_flops(cfg: &UNetConfig, batch: usize, h: usize, w: usize, tokens: usize) -> f64 {
     let ch = &cfg.block_out_channels;
-    let transformer = |c: usize, h: usize, w: usize| {
+    // proj_in/proj_out, then `depth` blocks of self-attention, cross-attention and GEGLU.
+    let transformer = |c: usize, h: usize, w: usize, depth: usize| {
         let n = (h * w) as f64;
         let c = c as f64;
         let ctx = cfg.cross_attention_dim as f64;
@@ -197,8 +235,9 @@ pub fn unet_flops(cfg: &UNetConfig, batch: usize, h: usize, w: usize, tokens: us
         let self_attn = 2.0 * 4.0 * c * c * n + 4.0 * n * n * c;
         let cross_attn = 2.0 * 2.0 * c * c * n + 2.0 * 2.0 * c * ctx * t + 4.0 * n * t * c;
         let ff = 2.0 * (8.0 * c * c + 4.0 * c * c) * n;
-        2.0 * 2.0 * c * c * n + self_attn + cross_attn + ff
+        2.0 * 2.0 * c * c * n + depth as f64 * (self_attn + cross_attn + ff)
     };
+    let depth = &cfg.transformer_depth;
     let levels = cfg.levels();
     let mut total = conv(cfg.in_channels, ch[0], 3, h, w);
     let (mut h_l, mut w_l) = (h, w);
@@ -208,7 +247,7 @@ pub fn unet_flops(cfg: &UNetConfig, batch: usize, h: usize, w: usize, tokens: us
         for j in 0..cfg.layers_per_block {
             total += resnet(if j == 0 { c_in } else { ch[i] }, ch[i], h_l, w_l);
             if cfg.down_attention[i] {
-                total += transformer(ch[i], h_l, w_l);
+                total += transformer(ch[i], h_l, w_l, depth[i]);
             }
         }
         sizes.push((h_l, w_l));
@@ -218,7 +257,7 @@ pub fn unet_flops(cfg: &UNetConfig, batch: usize, h: usize, w: usize, tokens: us
         }
     }
     let c_mid = ch[levels - 1];
-    total += 2.0 * resnet(c_mid, c_mid, h_l, w_l) + transformer(c_mid, h_l, w_l);
+    total += 2.0 * resnet(c_mid, c_mid, h_l, w_l) + transformer(c_mid, h_l, w_l, depth[levels - 1]);
     for i in 0..levels {
         let level = levels - 1 - i;
         let (hh, ww) = sizes[level];
@@ -236,7 +275,7 @@ pub fn unet_flops(cfg: &UNetConfig, batch: usize, h: usize, w: usize, tokens: us
                 ww,
             );
             if cfg.up_attention[i] {
-                total += transformer(ch[level], hh, ww);
+                total += transformer(ch[level], hh, ww, depth[level]);
             }
         }
         if level > 0 {

@@ -256,14 +256,84 @@ fn diffusers_names(
     )
 }
 
-/// The parameters of image `index` of a generation (its seed is `request.seed + index`).
+/// A model as metadata names it: A1111's name (file stem) and short hash, when known.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelRef<'a> {
+    pub info: &'a crate::model::ModelInfo,
+    pub hash: Option<&'a str>,
+}
+
+/// `(width, height)` as A1111 writes sizes.
+fn size_text((w, h): (u32, u32)) -> String {
+    format!("{w}x{h}")
+}
+
+/// The SDXL and refiner fields of a generation.
+fn push_family_fields(
+    p: &mut Parameters,
+    request: &crate::api::GenerateRequest,
+    model: ModelRef<'_>,
+    refiner: Option<ModelRef<'_>>,
+) {
+    use crate::api::{DEFAULT_AESTHETIC_SCORE, DEFAULT_NEGATIVE_AESTHETIC_SCORE};
+    if let Some(prompt_2) = &request.prompt_2 {
+        p.push("Prompt 2", prompt_2);
+    }
+    if let Some(negative_2) = &request.negative_prompt_2 {
+        p.push("Negative prompt 2", negative_2);
+    }
+    let sc = &request.size_conditioning;
+    if let Some(size) = sc.original {
+        p.push("Original size", size_text(size));
+    }
+    if sc.crop != (0, 0) {
+        p.push("Crop top left", format!("{},{}", sc.crop.0, sc.crop.1));
+    }
+    if let Some(size) = sc.target {
+        p.push("Target size", size_text(size));
+    }
+    if let Some(r) = refiner {
+        let name = match r.hash {
+            Some(hash) => format!("{} [{hash}]", r.info.name),
+            None => r.info.name.clone(),
+        };
+        p.push("Refiner", name);
+        if let Some(switch) = request.refiner_switch {
+            p.push("Refiner switch at", switch);
+        }
+    }
+    let scored = model.info.detected.family.spec().takes_aesthetic_score()
+        || refiner.is_some_and(|r| r.info.detected.family.spec().takes_aesthetic_score());
+    if scored {
+        p.push(
+            "Aesthetic score",
+            request.aesthetic_score.unwrap_or(DEFAULT_AESTHETIC_SCORE),
+        );
+        p.push(
+            "Negative aesthetic score",
+            request
+                .negative_aesthetic_score
+                .unwrap_or(DEFAULT_NEGATIVE_AESTHETIC_SCORE),
+        );
+    }
+    if request.cfg_rescale > 0.0 {
+        p.push("CFG Rescale", request.cfg_rescale);
+    }
+    if model.info.detected.zero_terminal_snr {
+        p.push("Noise Schedule", "Zero Terminal SNR");
+    }
+}
+
+/// The parameters of image `index` of a generation (its seed is `request.seed + index`) on
+/// `model`, refined by `refiner` when the request hands over to one.
 pub fn for_generation(
     request: &crate::api::GenerateRequest,
-    model: &crate::model::ModelInfo,
-    model_hash: Option<&str>,
+    model: ModelRef<'_>,
+    refiner: Option<ModelRef<'_>>,
     index: usize,
 ) -> Parameters {
     use crate::api::SamplerChoice;
+    let refiner = refiner.filter(|_| request.refiner_switch.is_some());
     let mut p = Parameters {
         prompt: request.prompt.clone(),
         negative_prompt: request.negative_prompt.clone(),
@@ -284,10 +354,10 @@ pub fn for_generation(
     p.push("CFG scale", request.cfg_scale);
     p.push("Seed", request.seed.wrapping_add(index as u64));
     p.push("Size", format!("{}x{}", request.width, request.height));
-    if let Some(hash) = model_hash {
+    if let Some(hash) = model.hash {
         p.push("Model hash", hash);
     }
-    p.push("Model", &model.name);
+    p.push("Model", &model.info.name);
     if request.init_image.is_some() {
         p.push("Denoising strength", request.strength);
     }
@@ -308,6 +378,7 @@ pub fn for_generation(
     if sde && request.sde_noise != crate::api::SdeNoise::BrownianTree {
         p.push("SDE noise", request.sde_noise.name());
     }
+    push_family_fields(&mut p, request, model, refiner);
     p.push("Version", concat!("Ember ", env!("CARGO_PKG_VERSION")));
     p
 }

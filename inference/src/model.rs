@@ -1,11 +1,13 @@
-//! A loaded model: the three networks, the tokenizer and what loading found.
+//! A loaded model: its text encoders with their tokenizers, the UNet, the VAE, what loading
+//! found, and the plain [`ModelCapabilities`] the API validates requests against.
 
 use std::path::PathBuf;
 
 use burn::tensor::{Device, Tensor};
 
+use crate::api::{ModelCapabilities, SamplerChoice};
 use crate::device::Precision;
-
+use crate::family::{EncoderSpec, Family, FamilySpec};
 use crate::models::clip::ClipTextModel;
 use crate::models::unet::UNet;
 use crate::models::vae::{Vae, VaeConfig};
@@ -88,21 +90,37 @@ pub struct ModelInfo {
     pub report: LoadReport,
 }
 
+/// One text encoder with its tokenizer, and what its family does with it.
+pub struct TextEncoder {
+    pub spec: &'static EncoderSpec,
+    pub tokenizer: ClipTokenizer,
+    pub network: ClipTextModel,
+}
+
+impl TextEncoder {
+    /// The largest CLIP skip this encoder allows: back to the first layer's output.
+    pub fn max_clip_skip(&self) -> usize {
+        self.network.num_layers().max(2)
+    }
+}
+
 /// Everything needed to generate images.
 pub struct Model {
     pub info: ModelInfo,
-    pub tokenizer: ClipTokenizer,
-    pub text_encoder: ClipTextModel,
+    /// The family's text encoders, in [`FamilySpec::encoders`] order.
+    pub encoders: Vec<TextEncoder>,
     pub unet: UNet,
     pub vae: Vae,
     pub vae_config: VaeConfig,
     /// A diffusers folder's own scheduler (its default sampler).
     pub default_scheduler: Option<SchedulerConfig>,
     pub prediction: Prediction,
+    /// Trained with a zero-terminal-SNR schedule (its sampling tables are rescaled).
+    pub zero_terminal_snr: bool,
+    /// An empty negative prompt is zero conditioning (`force_zeros_for_empty_prompt`).
+    pub zero_empty_negative: bool,
     /// `(width, height)` in pixels the model was trained at.
     pub native_size: (u32, u32),
-    /// Text-encoder layers (the largest valid CLIP skip).
-    pub text_layers: usize,
     pub device: Device,
     /// The float format the networks compute in.
     pub precision: Precision,
@@ -131,15 +149,53 @@ impl Model {
     }
 
     /// The model's own sampler: a diffusers folder's scheduler, else A1111's default.
-    pub fn default_sampler(&self) -> crate::api::SamplerChoice {
+    pub fn default_sampler(&self) -> SamplerChoice {
         self.default_scheduler
             .clone()
-            .map(crate::api::SamplerChoice::Diffusers)
-            .unwrap_or_else(crate::api::SamplerChoice::a1111_default)
+            .map(SamplerChoice::Diffusers)
+            .unwrap_or_else(SamplerChoice::a1111_default)
     }
 
     /// Whether the UNet takes the 9-channel inpainting input.
     pub fn is_inpainting(&self) -> bool {
         self.info.detected.inpainting
+    }
+
+    pub fn family(&self) -> Family {
+        self.info.detected.family
+    }
+
+    /// The family's description.
+    pub fn spec(&self) -> &'static FamilySpec {
+        self.family().spec()
+    }
+
+    /// The largest CLIP skip every encoder allows.
+    pub fn max_clip_skip(&self) -> usize {
+        self.encoders
+            .iter()
+            .map(TextEncoder::max_clip_skip)
+            .min()
+            .unwrap_or(1)
+    }
+
+    /// What requests may ask of this model, as plain data.
+    pub fn capabilities(&self) -> ModelCapabilities {
+        let levels = self.unet.down_blocks.len();
+        ModelCapabilities {
+            family: self.family(),
+            inpainting: self.is_inpainting(),
+            prediction: self.prediction,
+            zero_terminal_snr: self.zero_terminal_snr,
+            native_size: self.native_size,
+            min_side: ((self.vae_factor() << (levels - 1)).max(8)) as u32,
+            max_clip_skip: self.max_clip_skip() as u32,
+            default_sampler: self.default_sampler(),
+        }
+    }
+
+    /// A request with A1111's defaults for this model (see [`crate::api::GenerateRequest::new`]).
+    pub fn request(&self, prompt: &str, seed: u64) -> crate::api::GenerateRequest {
+        crate::api::GenerateRequest::new(&self.capabilities(), prompt, seed)
     }
 }

@@ -5,37 +5,31 @@
 use burn::tensor::Tensor;
 
 use crate::device::tensor_from_vec;
+use crate::family::Family;
 use crate::imaging::ImageRgb8;
 
-/// SD 1.x latent channel -> RGB factors (ComfyUI `latent_formats.SD15`).
-const SD15_LATENT_RGB: [[f32; 3]; 4] = [
-    [0.3512, 0.2297, 0.3227],
-    [0.3250, 0.4974, 0.2350],
-    [-0.2829, 0.1762, 0.2721],
-    [-0.2120, -0.2616, -0.7177],
-];
-
-/// An RGB preview of the first image of a latent batch: `((latent @ factors) + 1) / 2`,
-/// clamped, as 8-bit pixels.
+/// An RGB preview of the first image of a latent batch: `((latent @ factors + bias) + 1) / 2`
+/// with the family's factors, clamped, as 8-bit pixels.
 ///
 /// # Shapes
 /// - `latents`: `[batch, 4, h, w]` (scaled latents, as the sampler holds them) -> `h x w`
-pub fn latent_preview(latents: &Tensor<4>) -> ImageRgb8 {
+pub fn latent_preview(latents: &Tensor<4>, family: Family) -> ImageRgb8 {
+    let spec = family.spec();
     let [_, c, h, w] = latents.dims();
     let device = latents.device();
     let factors = tensor_from_vec(
-        SD15_LATENT_RGB.iter().flatten().copied().collect(),
+        spec.preview_factors.iter().flatten().copied().collect(),
         [4, 3, 1, 1],
         &device,
     )
     .reshape([4, 3]);
+    let bias = tensor_from_vec(spec.preview_bias.to_vec(), [1, 3, 1, 1], &device).reshape([1, 3]);
     let first = latents
         .clone()
         .narrow(0, 0, 1)
         .reshape([c, h * w])
         .swap_dims(0, 1); // [hw, 4]
-    let rgb = first
-        .matmul(factors)
+    let rgb = (first.matmul(factors) + bias)
         .add_scalar(1.0)
         .div_scalar(2.0)
         .clamp(0.0, 1.0)

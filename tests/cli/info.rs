@@ -35,7 +35,26 @@ fn info_names_the_family_and_layout_of_every_model() {
             "SD 1.x inpainting",
             "diffusers folder",
         ),
-        (reference("sd2v/pipeline"), "SD 2.x", "diffusers folder"),
+        (
+            reference("sd2v/pipeline"),
+            "SD 2.x v-prediction",
+            "diffusers folder",
+        ),
+        (
+            reference("sd2v/checkpoint.safetensors"),
+            "SD 2.x",
+            "single file",
+        ),
+        (
+            reference("sdxl/refiner"),
+            "SDXL refiner",
+            "diffusers folder (StableDiffusionXLImg2ImgPipeline)",
+        ),
+        (
+            reference("sdxl/refiner_checkpoint.safetensors"),
+            "SDXL refiner",
+            "single file",
+        ),
         (
             reference("sdxl/checkpoint.safetensors"),
             "SDXL",

@@ -6,6 +6,7 @@
 
 mod bad_input;
 mod canvas;
+mod families;
 mod info;
 mod reproduce;
 

@@ -1,18 +1,62 @@
 //! `ember generate --scheduler-config` reproduces every supported `sd15/runs` run: the PNG
 //! within 2 levels, `--save-latents` within the README's latent tolerance, from the
-//! diffusers folder and from the single-file checkpoint.
+//! diffusers folder and from the single-file checkpoint. [`reproduce`] serves the other
+//! families' runs too (`families`).
 
 use std::path::Path;
 
 use ember_tests::{
-    Fixtures, assert_close, inpainting_folder, read_png_rgb, reference, run_input, runs,
+    Fixtures, Json, assert_close, inpainting_folder, read_png_rgb, reference, run_input_in, runs,
 };
 use inference::metadata::Parameters;
 use inference::schedule::diffusers::SchedulerConfig;
 
 use crate::{arg, ember};
 
-fn reproduce(name: &str, layout: &str, run: &ember_tests::Json, model_args: &[String], dir: &Path) {
+/// `[height, width]` as the `WxH` of a size flag.
+fn size_flag(v: &Json) -> Option<String> {
+    let a = v.as_array()?;
+    Some(format!("{}x{}", a.get(1)?, a.first()?))
+}
+
+/// The SDXL flags a run's settings call for.
+fn sdxl_flags(run: &Json, flag: &mut dyn FnMut(&str, String)) {
+    if let Some(p) = run["prompt_2"].as_str() {
+        flag("--prompt-2", p.into());
+    }
+    if let Some(p) = run["negative_prompt_2"].as_str() {
+        flag("--negative-2", p.into());
+    }
+    if let Some(size) = size_flag(&run["original_size"]) {
+        flag("--original-size", size);
+    }
+    if let Some(size) = size_flag(&run["target_size"]) {
+        flag("--target-size", size);
+    }
+    if let Some(c) = run["crops_coords_top_left"].as_array() {
+        flag("--crop-top-left", format!("{},{}", c[1], c[0]));
+    }
+    if let Some(score) = run["aesthetic_score"].as_f64() {
+        flag("--aesthetic-score", score.to_string());
+    }
+    if let Some(score) = run["negative_aesthetic_score"].as_f64() {
+        flag("--negative-aesthetic-score", score.to_string());
+    }
+    if let Some(switch) = run["denoising_end"].as_f64() {
+        flag("--refiner-switch", switch.to_string());
+    }
+}
+
+/// Runs `ember generate` with a run's settings (from `runs_dir`, e.g. `sd15/runs`) on the
+/// model `model_args` names and checks the PNG, the latents and the metadata.
+pub fn reproduce(
+    runs_dir: &str,
+    name: &str,
+    layout: &str,
+    run: &Json,
+    model_args: &[String],
+    dir: &Path,
+) -> inference::metadata::Parameters {
     let label = format!("{name}-{layout}");
     let config = dir.join(format!("{label}-scheduler.json"));
     std::fs::write(&config, run["scheduler_config"].to_string()).unwrap();
@@ -28,6 +72,7 @@ fn reproduce(name: &str, layout: &str, run: &ember_tests::Json, model_args: &[St
         "--negative",
         run["negative_prompt"].as_str().unwrap_or("").into(),
     );
+    sdxl_flags(run, &mut flag);
     flag("--width", run["width"].to_string());
     flag("--height", run["height"].to_string());
     flag("--steps", run["num_inference_steps"].to_string());
@@ -37,16 +82,16 @@ fn reproduce(name: &str, layout: &str, run: &ember_tests::Json, model_args: &[St
     if let Some(eta) = run["eta"].as_f64() {
         flag("--eta", eta.to_string());
     }
-    if let Some(init) = run_input(run, "init_image") {
+    if let Some(init) = run_input_in(runs_dir, run, "init_image") {
         flag("--init-image", arg(&init));
         flag("--strength", run["strength"].to_string());
     }
-    if let Some(mask) = run_input(run, "mask_image") {
+    if let Some(mask) = run_input_in(runs_dir, run, "mask_image") {
         flag("--mask", arg(&mask));
         // diffusers neither blurs the mask nor composites: turn Ember's canvas defaults off.
         flag("--mask-blur", "0".into());
     }
-    let raw = run_input(run, "mask_image").is_some();
+    let raw = run_input_in(runs_dir, run, "mask_image").is_some();
     flag("--out", arg(&out));
     flag("--save-latents", arg(&latents));
     if raw {
@@ -60,7 +105,7 @@ fn reproduce(name: &str, layout: &str, run: &ember_tests::Json, model_args: &[St
         String::from_utf8_lossy(&output.stderr)
     );
 
-    let tensors = Fixtures::load(&format!("sd15/runs/{name}.safetensors"));
+    let tensors = Fixtures::load(&format!("{runs_dir}/{name}.safetensors"));
     let final_ref = tensors.get("final_latents").f64();
     let ours = Fixtures::load_path(&latents).get("latents").f32();
     let max = final_ref.iter().fold(0f64, |m, v| m.max(v.abs()));
@@ -106,6 +151,7 @@ fn reproduce(name: &str, layout: &str, run: &ember_tests::Json, model_args: &[St
         Some(run["num_inference_steps"].to_string().as_str())
     );
     assert_eq!(params.get("Size"), Some(format!("{w}x{h}").as_str()));
+    params
 }
 
 #[test]
@@ -129,10 +175,17 @@ fn cli_reproduces_every_supported_run_from_both_layouts() {
             .as_str()
             .is_some_and(|m| m.contains("unet_inpaint"))
         {
-            reproduce(&name, "inpainting-folder", &run, &inpaint, dir.path());
+            reproduce(
+                "sd15/runs",
+                &name,
+                "inpainting-folder",
+                &run,
+                &inpaint,
+                dir.path(),
+            );
         } else {
-            reproduce(&name, "folder", &run, &folder, dir.path());
-            reproduce(&name, "single-file", &run, &single, dir.path());
+            reproduce("sd15/runs", &name, "folder", &run, &folder, dir.path());
+            reproduce("sd15/runs", &name, "single-file", &run, &single, dir.path());
         }
         done += 1;
     }

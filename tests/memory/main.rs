@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use burn::tensor::Device;
 use ember_tests::reference;
 use inference::device::Precision;
-use inference::worker::{BurnEngine, CancelToken, Command, Event, WorkerHandle};
+use inference::worker::{BurnEngine, CancelToken, Command, Event, ModelRole, WorkerHandle};
 
 const SWITCHES: usize = 10;
 
@@ -33,6 +33,7 @@ fn load(worker: &WorkerHandle, model: &str) {
     worker.send(Command::LoadModel {
         path: reference(model),
         config_dir,
+        role: ModelRole::Main,
         cancel: CancelToken::new(),
     });
     let start = Instant::now();

@@ -14,8 +14,7 @@ const TOL: f64 = 1e-4;
 fn options(config_dir: Option<&str>) -> LoadOptions {
     LoadOptions {
         config_dir: config_dir.map(reference),
-        device: Device::flex(),
-        precision: Precision::F32,
+        ..LoadOptions::new(Device::flex(), Precision::F32)
     }
 }
 
@@ -56,7 +55,7 @@ pub fn all_layouts() -> Vec<(&'static str, Model)> {
     ]
 }
 
-fn tensor<const D: usize>(f: &ember_tests::Fixture) -> Tensor<D> {
+pub fn tensor<const D: usize>(f: &ember_tests::Fixture) -> Tensor<D> {
     let dims: [usize; D] = f.shape.clone().try_into().expect("rank");
     tensor_from_vec(f.f32(), dims, &Device::flex())
 }
@@ -69,7 +68,7 @@ fn text_encoder_matches_every_hidden_state() {
     for (layout, model) in all_layouts() {
         let ids_t =
             Tensor::<2, Int>::from_data(TensorData::new(ids.i64(), [batch, tokens]), &model.device);
-        let out = model.text_encoder.forward(ids_t.clone());
+        let out = model.encoders[0].network.forward(ids_t.clone());
         let hidden = golden.get("hidden_states").f64();
         let per = hidden.len() / out.hidden_states.len();
         assert_eq!(
@@ -102,7 +101,7 @@ fn text_encoder_matches_every_hidden_state() {
             &golden.get("penultimate").f64(),
             TOL,
         );
-        let skip = tensor_to_vec(model.text_encoder.final_layer_norm(penultimate));
+        let skip = tensor_to_vec(model.encoders[0].network.final_layer_norm(penultimate));
         assert_close_scaled(
             &format!("{layout}: penultimate_final_ln"),
             &skip,
@@ -140,6 +139,7 @@ fn unet_matches_every_block_activation() {
             tensor(golden.get("sample")),
             &timesteps,
             &tensor(golden.get("encoder_hidden_states")),
+            None,
             Some(&mut trace),
         );
         assert_close_scaled(
@@ -178,6 +178,7 @@ fn unet_matches_every_block_activation() {
             tensor(golden.get("scalar_sample")),
             &[t],
             &tensor(golden.get("scalar_encoder_hidden_states")),
+            None,
         );
         assert_close_scaled(
             &format!("{layout}: UNet scalar_out"),
@@ -234,6 +235,7 @@ fn every_layout_gives_identical_outputs() {
                 tensor(golden.get("sample")),
                 &golden.get("timestep").f32(),
                 &tensor(golden.get("encoder_hidden_states")),
+                None,
             );
             tensor_to_vec(o)
         })
@@ -257,6 +259,7 @@ fn half_precision_files_load_into_f32() {
             tensor(golden.get("sample")),
             &golden.get("timestep").f32(),
             &tensor(golden.get("encoder_hidden_states")),
+            None,
         );
         (tensor_to_vec(out), m.info.report.notes())
     };

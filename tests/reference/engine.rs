@@ -17,14 +17,13 @@ use inference::{Error, imaging};
 fn model(precision: Precision) -> Model {
     let options = LoadOptions {
         config_dir: None,
-        device: Device::flex(),
-        precision,
+        ..LoadOptions::new(Device::flex(), precision)
     };
     load(&reference("sd15/pipeline"), &options).unwrap()
 }
 
 fn request(model: &Model, seed: u64) -> GenerateRequest {
-    let mut r = GenerateRequest::new(model, "a red ball on a table", seed);
+    let mut r = model.request("a red ball on a table", seed);
     r.negative_prompt = "blurry".into();
     r.steps = 6;
     r.sampler = SamplerChoice::Named {
@@ -38,8 +37,7 @@ fn request(model: &Model, seed: u64) -> GenerateRequest {
 fn single_file_options() -> LoadOptions {
     LoadOptions {
         config_dir: Some(reference("sd15/pipeline")),
-        device: Device::flex(),
-        precision: Precision::F32,
+        ..LoadOptions::new(Device::flex(), Precision::F32)
     }
 }
 
@@ -226,7 +224,16 @@ fn sde_noise_choice_changes_the_sde_samplers_only_and_is_recorded() {
         };
         r.sde_noise = sde_noise;
         let generation = generate(&m, &r, &mut quiet).unwrap();
-        let text = metadata::for_generation(&r, &m.info, None, 0).to_text();
+        let text = metadata::for_generation(
+            &r,
+            metadata::ModelRef {
+                info: &m.info,
+                hash: None,
+            },
+            None,
+            0,
+        )
+        .to_text();
         (generation.images[0].pixels.clone(), text)
     };
     for sampler in [SamplerName::DpmPpSde, SamplerName::DpmPp2MSde] {
@@ -247,7 +254,15 @@ fn metadata_round_trips_and_reads_other_tools() {
     let m = model(Precision::F32);
     let mut r = request(&m, 42);
     r.prompt = "a cat, sitting: on a mat\nsecond line".into();
-    let params = metadata::for_generation(&r, &m.info, Some("0123456789"), 2);
+    let params = metadata::for_generation(
+        &r,
+        metadata::ModelRef {
+            info: &m.info,
+            hash: Some("0123456789"),
+        },
+        None,
+        2,
+    );
     let text = params.to_text();
     let parsed = Parameters::parse(&text);
     assert_eq!(parsed, params, "what Ember writes it reads back");

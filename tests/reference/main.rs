@@ -3,6 +3,8 @@
 mod brownian;
 mod components;
 mod engine;
+mod families;
+mod family_runs;
 mod kdiffusion;
 mod pipelines;
 mod rng;

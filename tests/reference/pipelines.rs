@@ -1,17 +1,18 @@
 //! Whole generations through the engine against every `sd15/runs/*` run whose scheduler
 //! Ember reproduces: latents after every step, final latents and the 8-bit image, from the
-//! diffusers folder and from the single-file checkpoint.
+//! diffusers folder and from the single-file checkpoint. The request and run checks here
+//! serve the other families' runs too (`family_runs`).
 
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use burn::tensor::Device;
-use ember_tests::{Fixtures, Json, assert_close, inpainting_folder, reference, run_input, runs};
+use ember_tests::{Fixtures, Json, assert_close, inpainting_folder, reference, runs};
 use inference::api::{GenerateRequest, Progress, SamplerChoice};
 use inference::device::{Precision, tensor_to_vec};
 use inference::imaging;
 use inference::model::Model;
-use inference::pipeline::{Observer, StepLatents, generate};
+use inference::pipeline::{Observer, StepLatents, generate_refined};
 use inference::schedule::diffusers::SchedulerConfig;
 use inference::weights::{LoadOptions, load};
 
@@ -20,10 +21,20 @@ const LATENT_TOL: f64 = 1e-4;
 /// Most pixel levels a channel may be off (the issue allows 2).
 const PIXEL_TOL: i32 = 2;
 
-/// The request a run describes.
-pub fn request_for(model: &Model, run: &Json, config: SchedulerConfig) -> GenerateRequest {
-    let mut r = GenerateRequest::new(
-        model,
+/// A `[height, width]` JSON pair as `(width, height)`.
+fn hw(v: &Json) -> Option<(u32, u32)> {
+    let a = v.as_array()?;
+    Some((a.get(1)?.as_u64()? as u32, a.first()?.as_u64()? as u32))
+}
+
+/// The request a run of `dir` (`sd15/runs`, `sdxl/runs`, ...) describes.
+pub fn request_for(
+    model: &Model,
+    dir: &str,
+    run: &Json,
+    config: SchedulerConfig,
+) -> GenerateRequest {
+    let mut r = model.request(
         run["prompt"].as_str().unwrap(),
         run["seed"].as_u64().unwrap(),
     );
@@ -37,13 +48,24 @@ pub fn request_for(model: &Model, run: &Json, config: SchedulerConfig) -> Genera
     r.clip_skip = run["clip_skip"].as_u64().map_or(1, |k| k as u32 + 1);
     r.sampler = SamplerChoice::Diffusers(config);
     let size = Some((r.width, r.height));
-    if let Some(path) = run_input(run, "init_image") {
+    if let Some(path) = ember_tests::run_input_in(dir, run, "init_image") {
         r.init_image = Some(imaging::load_rgb(&path, size).unwrap());
         r.strength = run["strength"].as_f64().unwrap() as f32;
     }
-    if let Some(path) = run_input(run, "mask_image") {
+    if let Some(path) = ember_tests::run_input_in(dir, run, "mask_image") {
         r.mask = Some(imaging::load_mask(&path, size).unwrap());
     }
+    // SDXL settings, where the run has them.
+    r.prompt_2 = run["prompt_2"].as_str().map(str::to_string);
+    r.negative_prompt_2 = run["negative_prompt_2"].as_str().map(str::to_string);
+    r.size_conditioning.original = hw(&run["original_size"]);
+    r.size_conditioning.target = hw(&run["target_size"]);
+    if let Some((left, top)) = hw(&run["crops_coords_top_left"]) {
+        r.size_conditioning.crop = (left, top);
+    }
+    r.aesthetic_score = run["aesthetic_score"].as_f64().map(|v| v as f32);
+    r.negative_aesthetic_score = run["negative_aesthetic_score"].as_f64().map(|v| v as f32);
+    r.refiner_switch = run["denoising_end"].as_f64().map(|v| v as f32);
     r
 }
 
@@ -63,11 +85,36 @@ impl Observer for Recorder {
     }
 }
 
-fn check_run(name: &str, run: &Json, layout: &str, model: &Model, config: SchedulerConfig) {
-    let tensors = Fixtures::load(&format!("sd15/runs/{name}.safetensors"));
-    let request = request_for(model, run, config);
+/// The latents a run recorded after every loop iteration: `latents_after_step`, or a
+/// two-stage run's `base_` then `refiner_` ones. Returns the values and the iteration count.
+fn recorded_steps(tensors: &Fixtures) -> (Vec<f64>, usize) {
+    if tensors.has("latents_after_step") {
+        let after = tensors.get("latents_after_step");
+        return (after.f64(), after.shape[0]);
+    }
+    let (base, refiner) = (
+        tensors.get("base_latents_after_step"),
+        tensors.get("refiner_latents_after_step"),
+    );
+    let mut all = base.f64();
+    all.extend(refiner.f64());
+    (all, base.shape[0] + refiner.shape[0])
+}
+
+/// One run of `dir` through the engine (with `refiner` for a two-stage run): latents after
+/// every step, final latents and the image.
+pub fn check_run(
+    dir: &str,
+    name: &str,
+    run: &Json,
+    layout: &str,
+    (model, refiner): (&Model, Option<&Model>),
+    config: SchedulerConfig,
+) {
+    let tensors = Fixtures::load(&format!("{dir}/{name}.safetensors"));
+    let request = request_for(model, dir, run, config);
     let mut recorder = Recorder(Vec::new());
-    let generation = generate(model, &request, &mut recorder)
+    let generation = generate_refined(model, refiner, &request, &mut recorder)
         .unwrap_or_else(|e| panic!("{name} ({layout}): {e}"));
     let what = format!("{name} ({layout})");
 
@@ -84,12 +131,11 @@ fn check_run(name: &str, run: &Json, layout: &str, model: &Model, config: Schedu
 
     // diffusers records the latents after every loop iteration (one UNet call each), so a
     // step that made its k-th call is compared with iteration k - 1.
-    let after = tensors.get("latents_after_step");
-    let per = after.f64().len() / after.shape[0];
-    let all = after.f64();
+    let (all, iterations) = recorded_steps(&tensors);
+    let per = all.len() / iterations;
     assert_eq!(
         recorder.0.last().map(|(calls, _)| *calls),
-        Some(after.shape[0]),
+        Some(iterations),
         "{what}: UNet calls"
     );
     for (i, (calls, ours)) in recorder.0.iter().enumerate() {
@@ -132,8 +178,7 @@ fn check_run(name: &str, run: &Json, layout: &str, model: &Model, config: Schedu
 fn every_supported_run_reproduces_through_the_engine() {
     let options = |config_dir: Option<PathBuf>| LoadOptions {
         config_dir,
-        device: Device::flex(),
-        precision: Precision::F32,
+        ..LoadOptions::new(Device::flex(), Precision::F32)
     };
     let folder = load(&reference("sd15/pipeline"), &options(None)).unwrap();
     let single = load(
@@ -148,14 +193,29 @@ fn every_supported_run_reproduces_through_the_engine() {
         let Ok(config) = SchedulerConfig::from_json(&run["scheduler_config"].to_string()) else {
             continue;
         };
+        let dir = "sd15/runs";
         if run["model"]
             .as_str()
             .is_some_and(|m| m.contains("unet_inpaint"))
         {
-            check_run(&name, &run, "inpainting folder", &inpaint, config);
+            check_run(
+                dir,
+                &name,
+                &run,
+                "inpainting folder",
+                (&inpaint, None),
+                config,
+            );
         } else {
-            check_run(&name, &run, "diffusers folder", &folder, config.clone());
-            check_run(&name, &run, "single file", &single, config);
+            check_run(
+                dir,
+                &name,
+                &run,
+                "diffusers folder",
+                (&folder, None),
+                config.clone(),
+            );
+            check_run(dir, &name, &run, "single file", (&single, None), config);
         }
         reproduced.push(name);
     }

@@ -13,7 +13,7 @@ use inference::api::GenerateRequest;
 use inference::device::Precision;
 use inference::pipeline::generate;
 use inference::weights::{LoadOptions, load};
-use inference::worker::{BurnEngine, CancelToken, Command, Event, JobId, WorkerHandle};
+use inference::worker::{BurnEngine, CancelToken, Command, Event, JobId, ModelRole, WorkerHandle};
 
 fn fake_worker(step_ms: u64) -> (WorkerHandle, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let steps = Arc::new(AtomicUsize::new(0));
@@ -181,11 +181,10 @@ fn the_real_engine_through_the_worker_makes_the_engines_image() {
     let device = Device::flex();
     let options = LoadOptions {
         config_dir: None,
-        device: device.clone(),
-        precision: Precision::F32,
+        ..LoadOptions::new(device.clone(), Precision::F32)
     };
     let model = load(&reference("sd15/pipeline"), &options).unwrap();
-    let mut req = GenerateRequest::new(&model, "a lighthouse", 11);
+    let mut req = model.request("a lighthouse", 11);
     req.steps = 5;
     let direct = generate(&model, &req, &mut |_| ControlFlow::Continue(())).unwrap();
     drop(model);
@@ -194,6 +193,7 @@ fn the_real_engine_through_the_worker_makes_the_engines_image() {
     worker.send(Command::LoadModel {
         path: reference("sd15/pipeline"),
         config_dir: None,
+        role: ModelRole::Main,
         cancel: CancelToken::new(),
     });
     let events = events_until(&worker, |e| {
@@ -257,6 +257,7 @@ fn loading_can_be_cancelled() {
     worker.send(Command::LoadModel {
         path: reference("sd15/pipeline"),
         config_dir: None,
+        role: ModelRole::Main,
         cancel,
     });
     let events = events_until(&worker, |e| {

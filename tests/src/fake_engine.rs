@@ -1,5 +1,7 @@
 //! A fake [`Engine`] for worker and UI tests: it takes `step_time` per step, paints a
-//! gradient the size of the request, and panics when the prompt is `panic`.
+//! gradient the size of the request, and panics when the prompt is `panic`. A file whose
+//! name contains `refiner` loads as an SDXL refiner, one containing `xl` as SDXL, anything
+//! else as SD 1.x.
 
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -7,9 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use inference::api::{GenerateRequest, Generation, Stage};
+use inference::api::{GenerateRequest, Generation, ModelCapabilities, SamplerChoice, Stage};
+use inference::family::Family;
 use inference::imaging::ImageRgb8;
-use inference::worker::{Engine, EngineProgress, ModelSummary};
+use inference::schedule::diffusers::Prediction;
+use inference::worker::{Engine, EngineProgress, ModelRole, ModelSummary};
 use inference::{Error, Result};
 
 /// Steps through `request.steps` with a pause each.
@@ -48,11 +52,37 @@ pub fn fake_image(width: u32, height: u32, seed: u64) -> ImageRgb8 {
     }
 }
 
+/// What the fake engine reports for a file: its family from the name, a 64-pixel native size.
+pub fn fake_capabilities(path: &Path) -> ModelCapabilities {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let family = if name.contains("refiner") {
+        Family::SdxlRefiner
+    } else if name.contains("xl") {
+        Family::Sdxl
+    } else {
+        Family::Sd1
+    };
+    ModelCapabilities {
+        family,
+        inpainting: false,
+        prediction: Prediction::Epsilon,
+        zero_terminal_snr: false,
+        native_size: (64, 64),
+        min_side: 8,
+        max_clip_skip: 12,
+        default_sampler: SamplerChoice::a1111_default(),
+    }
+}
+
 impl Engine for FakeEngine {
     fn load(
         &mut self,
         path: &Path,
         _: Option<&Path>,
+        _: ModelRole,
         progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
     ) -> Result<ModelSummary> {
         if progress(0, 1).is_break() {
@@ -64,10 +94,12 @@ impl Engine for FakeEngine {
                 path.display()
             )));
         }
+        let capabilities = fake_capabilities(path);
         Ok(ModelSummary {
             path: path.to_path_buf(),
             name: "fake".into(),
-            family: "SD 1.x".into(),
+            family: capabilities.label(),
+            capabilities,
             layout: "fake".into(),
             native_size: (64, 64),
             inpainting: false,
@@ -76,7 +108,7 @@ impl Engine for FakeEngine {
         })
     }
 
-    fn unload(&mut self) {}
+    fn unload(&mut self, _: ModelRole) {}
 
     fn generate(
         &mut self,

@@ -246,20 +246,30 @@ pub fn numel(shape: &Json) -> usize {
 
 /// Every run of `sd15/runs` (name, JSON).
 pub fn runs() -> Vec<(String, Json)> {
-    files_in("sd15/runs", ".json")
-        .into_iter()
-        .map(|p| {
-            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
-            let run = json(&format!("sd15/runs/{name}.json"));
-            (name, run)
-        })
-        .collect()
+    runs_in("sd15/runs")
 }
 
 /// The run's input image file (`"input_init_image.png"` or `"input_mask.png (white = ...)"`).
 pub fn run_input(run: &Json, key: &str) -> Option<PathBuf> {
+    run_input_in("sd15/runs", run, key)
+}
+
+/// [`run_input`] for a run of another folder (`sdxl/runs`).
+pub fn run_input_in(dir: &str, run: &Json, key: &str) -> Option<PathBuf> {
     let text = run[key].as_str()?;
-    Some(reference("sd15/runs").join(text.split_whitespace().next()?))
+    Some(reference(dir).join(text.split_whitespace().next()?))
+}
+
+/// Every run of a runs folder (`sdxl/runs`): (name, JSON), sorted.
+pub fn runs_in(dir: &str) -> Vec<(String, Json)> {
+    files_in(dir, ".json")
+        .into_iter()
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            let run = json(&format!("{dir}/{name}.json"));
+            (name, run)
+        })
+        .collect()
 }
 
 /// Copies the sd15 pipeline into a temporary diffusers folder whose UNet is

@@ -8,11 +8,9 @@ use super::BenchArgs;
 
 pub fn run(args: &BenchArgs) -> Result<(), String> {
     let err = |e: inference::Error| e.to_string();
-    if args.arch != "sd15" {
-        return Err(format!("unknown architecture {:?}; valid: sd15", args.arch));
-    }
     let config = BenchConfig {
         target: Target::parse(&args.target).map_err(err)?,
+        family: bench::parse_arch(&args.arch).map_err(err)?,
         size: args.size,
         batch: args.batch,
         warmup: args.warmup,
@@ -26,6 +24,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let result = bench::run(&config).map_err(err)?;
     let median = result.median().as_secs_f64();
     let min = result.times.iter().min().map_or(0.0, |t| t.as_secs_f64());
+    let peak = inference::memory::peak_resident_bytes();
     if args.json {
         let json = serde_json::json!({
             "implementation": "ember",
@@ -33,11 +32,12 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             "device": args.device, "precision": args.precision,
             "median_s": median, "min_s": min, "runs": args.runs,
             "gflop": result.flops / 1e9, "gflops_per_s": result.gflops_per_second(),
+            "peak_rss_bytes": peak,
         });
         println!("{json}");
     } else {
         println!(
-            "{} {} {}x{} batch {} ({}, {}): median {} (min {}, {} runs), {:.1} GFLOP, {:.1} GFLOP/s",
+            "{} {} {}x{} batch {} ({}, {}): median {} (min {}, {} runs), {:.1} GFLOP, {:.1} GFLOP/s, peak RSS {}",
             args.target,
             args.arch,
             args.size,
@@ -49,7 +49,8 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             seconds(min),
             args.runs,
             result.flops / 1e9,
-            result.gflops_per_second()
+            result.gflops_per_second(),
+            peak.map_or_else(|| "unknown".into(), inference::memory::human_bytes)
         );
     }
     Ok(())

@@ -4,12 +4,15 @@ use std::io::{IsTerminal, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use inference::api::{GenerateRequest, MaskedContent, Progress, SamplerChoice, SdeNoise, Stage};
+use inference::api::{
+    GenerateRequest, MaskedContent, Progress, SamplerChoice, SdeNoise, SizeConditioning, Stage,
+};
 use inference::device::{DeviceKind, Precision};
 use inference::imaging::{self, write_atomic};
+use inference::metadata::ModelRef;
 use inference::model::{Layout, Model};
-use inference::pipeline::generate;
-use inference::schedule::diffusers::SchedulerConfig;
+use inference::pipeline::generate_refined;
+use inference::schedule::diffusers::{Prediction, SchedulerConfig};
 use inference::schedule::named::{SamplerName, ScheduleName};
 use inference::weights::{self, LoadOptions};
 use inference::{hashing, metadata};
@@ -19,9 +22,71 @@ use super::canvas::{self, Canvas};
 
 /// Default denoising strength with an init image (A1111's).
 const DEFAULT_STRENGTH: f32 = 0.75;
+/// Default refiner switch (A1111's and diffusers' examples).
+const DEFAULT_REFINER_SWITCH: f32 = 0.8;
+
+/// `WxH` (a size flag's value).
+fn parse_size(value: Option<&str>, flag: &str) -> Result<Option<(u32, u32)>, String> {
+    value
+        .map(|v| {
+            v.split_once(['x', 'X'])
+                .and_then(|(w, h)| Some((w.trim().parse().ok()?, h.trim().parse().ok()?)))
+                .ok_or_else(|| {
+                    format!("{flag} takes WIDTHxHEIGHT in pixels (e.g. 1024x1024), got {v:?}")
+                })
+        })
+        .transpose()
+}
+
+/// `X,Y` (the crop corner).
+fn parse_corner(value: Option<&str>) -> Result<(u32, u32), String> {
+    let Some(v) = value else {
+        return Ok((0, 0));
+    };
+    v.split_once(',')
+        .and_then(|(x, y)| Some((x.trim().parse().ok()?, y.trim().parse().ok()?)))
+        .ok_or_else(|| format!("--crop-top-left takes X,Y in pixels (e.g. 0,0), got {v:?}"))
+}
+
+/// `epsilon` or `v`.
+fn parse_prediction(value: &str) -> Result<Prediction, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "epsilon" | "eps" => Ok(Prediction::Epsilon),
+        "v" | "v-prediction" | "v_prediction" => Ok(Prediction::V),
+        other => Err(format!("unknown prediction {other:?}; valid: epsilon, v")),
+    }
+}
+
+/// The flags that only make sense together, checked before anything is loaded.
+fn check_flag_pairs(args: &GenerateArgs) -> Result<(), String> {
+    let needs = |given: bool, flag: &str, other: &str, present: bool| {
+        if given && !present {
+            Err(format!("{flag} needs {other}"))
+        } else {
+            Ok(())
+        }
+    };
+    let init = args.init_image.is_some();
+    let refiner = args.refiner.is_some();
+    needs(args.strength.is_some(), "--strength", "--init-image", init)?;
+    needs(args.mask.is_some(), "--mask", "--init-image", init)?;
+    needs(
+        args.refiner_switch.is_some(),
+        "--refiner-switch",
+        "--refiner",
+        refiner,
+    )?;
+    needs(
+        args.refiner_config.is_some(),
+        "--refiner-config",
+        "--refiner",
+        refiner,
+    )
+}
 
 pub fn run(args: &GenerateArgs) -> Result<(), String> {
     let err = |e: inference::Error| e.to_string();
+    let started = std::time::Instant::now();
     let outputs = output_paths(&args.out, args.batch)?;
     let sampler = sampler_choice(args)?;
     let device = DeviceKind::parse(&args.device)
@@ -29,13 +94,18 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         .device()
         .map_err(err)?;
     let precision = Precision::parse(&args.precision).map_err(err)?;
-    if args.strength.is_some() && args.init_image.is_none() {
-        return Err("--strength needs --init-image".into());
-    }
-    if args.mask.is_some() && args.init_image.is_none() {
-        return Err("--mask needs --init-image".into());
-    }
+    let prediction = args
+        .prediction
+        .as_deref()
+        .map(parse_prediction)
+        .transpose()?;
+    check_flag_pairs(args)?;
     canvas::validate(args)?;
+    let size_conditioning = SizeConditioning {
+        original: parse_size(args.original_size.as_deref(), "--original-size")?,
+        crop: parse_corner(args.crop_top_left.as_deref())?,
+        target: parse_size(args.target_size.as_deref(), "--target-size")?,
+    };
     let seed = args.seed.unwrap_or_else(inference::rng::random_seed);
     let mut request = GenerateRequest {
         prompt: args.prompt.clone(),
@@ -58,21 +128,50 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         mask: None,
         masked_content: MaskedContent::Original,
         sde_noise: SdeNoise::parse(&args.sde_noise).map_err(err)?,
+        prompt_2: args.prompt_2.clone(),
+        negative_prompt_2: args.negative_2.clone(),
+        size_conditioning,
+        aesthetic_score: args.aesthetic_score,
+        negative_aesthetic_score: args.negative_aesthetic_score,
+        cfg_rescale: args.cfg_rescale,
+        refiner_switch: args
+            .refiner
+            .as_ref()
+            .map(|_| args.refiner_switch.unwrap_or(DEFAULT_REFINER_SWITCH)),
     };
     // Everything that does not need the model fails now, before a long load.
     request.validate_settings().map_err(err)?;
 
-    let model = weights::load(
-        &args.model,
-        &LoadOptions {
-            config_dir: args.config.clone(),
-            device,
-            precision,
-        },
-    )
-    .map_err(err)?;
+    let options = LoadOptions {
+        config_dir: args.config.clone(),
+        prediction,
+        ..LoadOptions::new(device.clone(), precision)
+    };
+    let model = weights::load(&args.model, &options).map_err(err)?;
     for note in model.info.report.notes() {
         eprintln!("note: {note}");
+    }
+    let refiner = match &args.refiner {
+        Some(path) => {
+            let options = LoadOptions {
+                config_dir: args.refiner_config.clone(),
+                ..LoadOptions::new(device, precision)
+            };
+            let refiner = weights::load(path, &options).map_err(err)?;
+            for note in refiner.info.report.notes() {
+                eprintln!("note: refiner: {note}");
+            }
+            Some(refiner)
+        }
+        None => None,
+    };
+    if args.verbose {
+        let caps = model.capabilities();
+        eprintln!("model: {} ({})", model.info.name, caps.label());
+        if let Some(r) = &refiner {
+            eprintln!("refiner: {} ({})", r.info.name, r.capabilities().label());
+        }
+        eprintln!("loaded in {:.1} s", started.elapsed().as_secs_f64());
     }
     if sampler.is_none() {
         request.sampler = model.default_sampler();
@@ -85,6 +184,13 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     request.init_image = canvas.init.clone();
     request.mask = canvas.mask.clone();
     request.masked_content = canvas.masked_content;
+    // Everything the models decide fails now, before anything is printed or run.
+    let caps = model.capabilities();
+    request.validate(&caps).map_err(err)?;
+    let refiner_caps = refiner.as_ref().map(Model::capabilities);
+    request
+        .validate_refiner(&caps, refiner_caps.as_ref())
+        .map_err(err)?;
     if args.seed.is_none() {
         eprintln!("seed: {seed}");
     }
@@ -92,18 +198,26 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     let mut printer = ProgressPrinter {
         terminal: std::io::stderr().is_terminal(),
     };
-    let generation = generate(&model, &request, &mut printer).map_err(err)?;
+    let generation =
+        generate_refined(&model, refiner.as_ref(), &request, &mut printer).map_err(err)?;
     for warning in &generation.warnings {
         eprintln!("warning: {warning}");
     }
-    let hash = match model.info.layout {
-        Layout::SingleFile(_) => {
-            Some(hashing::model_hash(&args.model, hashing::cache_dir().as_deref()).map_err(err)?)
-        }
-        Layout::DiffusersFolder(_) => None,
+    let hash = hash_of(&model).map_err(err)?;
+    let refiner_hash = match &refiner {
+        Some(r) => hash_of(r).map_err(err)?,
+        None => None,
     };
+    let refiner_ref = refiner.as_ref().map(|r| ModelRef {
+        info: &r.info,
+        hash: refiner_hash.as_deref(),
+    });
     for (i, (image, path)) in generation.images.iter().zip(&outputs).enumerate() {
-        let mut parameters = metadata::for_generation(&request, &model.info, hash.as_deref(), i);
+        let main = ModelRef {
+            info: &model.info,
+            hash: hash.as_deref(),
+        };
+        let mut parameters = metadata::for_generation(&request, main, refiner_ref, i);
         canvas.annotate(&mut parameters);
         let image = canvas.finish(image);
         let png =
@@ -116,7 +230,26 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         write_atomic(path, &bytes).map_err(err)?;
         println!("{}", path.display());
     }
+    if args.verbose {
+        eprintln!("finished in {:.1} s", started.elapsed().as_secs_f64());
+        if let Some(peak) = inference::memory::peak_resident_bytes() {
+            eprintln!(
+                "peak resident memory: {}",
+                inference::memory::human_bytes(peak)
+            );
+        }
+    }
     Ok(())
+}
+
+/// A single file's A1111 hash (folders have none).
+fn hash_of(model: &Model) -> inference::Result<Option<String>> {
+    match model.info.layout {
+        Layout::SingleFile(_) => {
+            hashing::model_hash(&model.info.path, hashing::cache_dir().as_deref()).map(Some)
+        }
+        Layout::DiffusersFolder(_) => Ok(None),
+    }
 }
 
 /// The PNG paths: `--out` itself, or `<stem>-<i>.png` for a batch. Checked up front.

@@ -40,6 +40,7 @@ enum Command {
 pub struct BenchArgs {
     /// unet, vae-decode, text-encoder or preview (the live preview of one step).
     pub target: String,
+    /// sd15, sd2, sdxl or sdxl-refiner.
     #[arg(long, default_value = "sd15")]
     pub arch: String,
     /// Image size in pixels (the latents are size / 8).
@@ -74,6 +75,47 @@ pub struct GenerateArgs {
     pub prompt: String,
     #[arg(long, default_value = "")]
     pub negative: String,
+    /// SDXL: the prompt of the second text encoder (OpenCLIP bigG); default: --prompt.
+    #[arg(long)]
+    pub prompt_2: Option<String>,
+    /// SDXL: the negative prompt of the second text encoder; default: --negative.
+    #[arg(long)]
+    pub negative_2: Option<String>,
+    /// SDXL size conditioning: the original size WxH (default: the generation size).
+    #[arg(long)]
+    pub original_size: Option<String>,
+    /// SDXL size conditioning: the crop's top-left corner X,Y (default 0,0).
+    #[arg(long)]
+    pub crop_top_left: Option<String>,
+    /// SDXL size conditioning: the target size WxH (default: the generation size).
+    #[arg(long)]
+    pub target_size: Option<String>,
+    /// SDXL refiner: the aesthetic score of the prompt (default 6).
+    #[arg(long, allow_negative_numbers = true)]
+    pub aesthetic_score: Option<f32>,
+    /// SDXL refiner: the aesthetic score of the negative prompt (default 2.5).
+    #[arg(long, allow_negative_numbers = true)]
+    pub negative_aesthetic_score: Option<f32>,
+    /// CFG rescale φ (diffusers' guidance_rescale), 0 to 1; 0.7 suits zero-terminal-SNR
+    /// v-prediction models.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub cfg_rescale: f32,
+    /// What the model predicts: epsilon or v (overrides what its files say or imply).
+    #[arg(long)]
+    pub prediction: Option<String>,
+    /// A refiner (the SDXL refiner, or another model of the same family) that takes over at
+    /// --refiner-switch.
+    #[arg(long)]
+    pub refiner: Option<PathBuf>,
+    /// The fraction of the schedule the base model runs before the refiner (default 0.8).
+    #[arg(long, allow_negative_numbers = true)]
+    pub refiner_switch: Option<f32>,
+    /// --config for a single-file refiner of non-standard size.
+    #[arg(long)]
+    pub refiner_config: Option<PathBuf>,
+    /// Also print load notes, timings and the peak memory used.
+    #[arg(long)]
+    pub verbose: bool,
     /// Default: the model's native size (the init image's size for img2img).
     #[arg(long)]
     pub width: Option<u32>,

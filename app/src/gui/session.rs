@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use inference::api::{GenerateRequest, Stage};
-use inference::worker::{CancelToken, Command, Event, JobId, ModelSummary, ResultImage};
+use inference::worker::{CancelToken, Command, Event, JobId, ModelRole, ModelSummary, ResultImage};
 
 /// Where the model is.
 #[derive(Clone, Debug)]
@@ -92,6 +92,8 @@ const MAX_NOTICES: usize = 6;
 #[derive(Debug)]
 pub struct Session {
     pub model: ModelState,
+    /// The refiner slot (an SDXL refiner the main model hands over to).
+    pub refiner: ModelState,
     pub queue: VecDeque<QueuedJob>,
     pub running: Option<RunningJob>,
     pub notices: Vec<Notice>,
@@ -102,6 +104,7 @@ impl Default for Session {
     fn default() -> Self {
         Self {
             model: ModelState::Empty,
+            refiner: ModelState::Empty,
             queue: VecDeque::new(),
             running: None,
             notices: Vec::new(),
@@ -129,14 +132,30 @@ impl Session {
         }
     }
 
-    /// Starts loading `path` (the worker frees the old model first).
+    /// The loaded refiner, if one is ready.
+    pub fn refiner(&self) -> Option<&ModelSummary> {
+        match &self.refiner {
+            ModelState::Ready(summary) => Some(summary),
+            _ => None,
+        }
+    }
+
+    fn slot(&mut self, role: ModelRole) -> &mut ModelState {
+        match role {
+            ModelRole::Main => &mut self.model,
+            ModelRole::Refiner => &mut self.refiner,
+        }
+    }
+
+    /// Starts loading `path` into a slot (the worker frees the slot's old model first).
     #[must_use]
-    pub fn load_model(&mut self, path: &Path) -> Command {
-        if let ModelState::Loading { cancel, .. } = &self.model {
+    pub fn load_into(&mut self, role: ModelRole, path: &Path) -> Command {
+        let slot = self.slot(role);
+        if let ModelState::Loading { cancel, .. } = slot {
             cancel.cancel();
         }
         let cancel = CancelToken::new();
-        self.model = ModelState::Loading {
+        *slot = ModelState::Loading {
             path: path.to_path_buf(),
             step: 0,
             total: 0,
@@ -145,8 +164,25 @@ impl Session {
         Command::LoadModel {
             path: path.to_path_buf(),
             config_dir: None,
+            role,
             cancel,
         }
+    }
+
+    /// Starts loading the main model `path`.
+    #[must_use]
+    pub fn load_model(&mut self, path: &Path) -> Command {
+        self.load_into(ModelRole::Main, path)
+    }
+
+    /// Frees the refiner.
+    #[must_use]
+    pub fn unload_refiner(&mut self) -> Command {
+        if let ModelState::Loading { cancel, .. } = &self.refiner {
+            cancel.cancel();
+        }
+        self.refiner = ModelState::Empty;
+        Command::Unload(ModelRole::Refiner)
     }
 
     /// Stops a model load in progress.
@@ -207,41 +243,54 @@ impl Session {
     /// Takes in one worker event; returns a finished job for the app to show and save.
     pub fn apply(&mut self, event: Event, now: Instant) -> Option<Finished> {
         match event {
-            Event::ModelLoading { path, step, total } => {
+            Event::ModelLoading {
+                path,
+                role,
+                step,
+                total,
+            } => {
                 if let ModelState::Loading {
                     path: p,
                     step: s,
                     total: t,
                     ..
-                } = &mut self.model
+                } = self.slot(role)
                     && *p == path
                 {
                     (*s, *t) = (step, total);
                 }
             }
-            Event::ModelLoaded { summary, elapsed } => {
+            Event::ModelLoaded {
+                summary,
+                role,
+                elapsed,
+            } => {
+                let what = match role {
+                    ModelRole::Main => "loaded",
+                    ModelRole::Refiner => "loaded the refiner",
+                };
                 let text = format!(
-                    "loaded {} ({}) in {:.1} s",
+                    "{what} {} ({}) in {:.1} s",
                     summary.name,
                     summary.family,
                     elapsed.as_secs_f32()
                 );
-                self.model = ModelState::Ready(summary);
+                *self.slot(role) = ModelState::Ready(summary);
                 self.notify(Level::Info, text);
             }
-            Event::ModelFailed { path, error } => {
+            Event::ModelFailed { path, role, error } => {
                 // A load replaced by a newer one fails quietly; the newer one is shown.
-                let current =
-                    matches!(&self.model, ModelState::Loading { path: p, .. } if *p == path);
+                let slot = self.slot(role);
+                let current = matches!(slot, ModelState::Loading { path: p, .. } if *p == path);
                 if current {
-                    self.model = ModelState::Empty;
+                    *slot = ModelState::Empty;
                     self.notify(
                         Level::Error,
                         format!("could not load {}: {error}", path.display()),
                     );
                 }
             }
-            Event::ModelUnloaded => self.model = ModelState::Empty,
+            Event::ModelUnloaded(role) => *self.slot(role) = ModelState::Empty,
             Event::JobStarted { .. } => {}
             Event::Progress {
                 job,

@@ -1,6 +1,8 @@
-//! The CLIP text transformer (transformers `CLIPTextModel`), as SD 1.x and 2.x use it.
+//! The CLIP text transformer (transformers `CLIPTextModel`, and `CLIPTextModelWithProjection`
+//! for SDXL's pooled embedding), as SD 1.x, 2.x and XL use it.
 //!
-//! Field names follow the transformers state-dict keys (`text_model.encoder.layers.N...`).
+//! Field names follow the transformers state-dict keys (`text_model.encoder.layers.N...`,
+//! `text_projection`).
 
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
@@ -12,6 +14,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::models::config_json;
+use crate::text::tokenizer::EOS;
 
 /// The MLP activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +36,8 @@ pub struct ClipConfig {
     pub max_position_embeddings: usize,
     pub layer_norm_eps: f64,
     pub activation: ClipActivation,
+    /// `CLIPTextModelWithProjection`'s `projection_dim` (the pooled embedding's width).
+    pub projection_dim: Option<usize>,
 }
 
 impl ClipConfig {
@@ -47,6 +52,20 @@ impl ClipConfig {
             max_position_embeddings: 77,
             layer_norm_eps: 1e-5,
             activation: ClipActivation::QuickGelu,
+            projection_dim: None,
+        }
+    }
+
+    /// OpenCLIP ViT-bigG/14's text tower (SDXL's second encoder, the refiner's only one).
+    pub fn open_clip_big_g() -> Self {
+        Self {
+            hidden_size: 1280,
+            intermediate_size: 5120,
+            num_hidden_layers: 32,
+            num_attention_heads: 20,
+            activation: ClipActivation::Gelu,
+            projection_dim: Some(1280),
+            ..Self::vit_l14()
         }
     }
 
@@ -85,6 +104,11 @@ impl ClipConfig {
             max_position_embeddings: size("max_position_embeddings")?,
             layer_norm_eps: v["layer_norm_eps"].as_f64().unwrap_or(1e-5),
             activation,
+            projection_dim: if with_projection(&v) {
+                Some(size("projection_dim")?)
+            } else {
+                None
+            },
         };
         if !config
             .hidden_size
@@ -134,14 +158,26 @@ impl ClipConfig {
                 encoder: ClipEncoder { layers },
                 final_layer_norm: layer_norm(),
             },
+            text_projection: self
+                .projection_dim
+                .map(|p| LinearConfig::new(h, p).with_bias(false).init(device)),
         }
     }
 }
 
-/// `CLIPTextModel`: the text transformer.
+/// Whether a transformers config describes `CLIPTextModelWithProjection`.
+fn with_projection(v: &Value) -> bool {
+    v["architectures"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|n| n == "CLIPTextModelWithProjection"))
+}
+
+/// `CLIPTextModel`: the text transformer; with a `text_projection`,
+/// `CLIPTextModelWithProjection`.
 #[derive(Module, Debug)]
 pub struct ClipTextModel {
     pub text_model: ClipTextTransformer,
+    pub text_projection: Option<Linear>,
 }
 
 #[derive(Module, Debug)]
@@ -227,6 +263,35 @@ impl ClipTextModel {
     /// Number of transformer layers.
     pub fn num_layers(&self) -> usize {
         self.text_model.encoder.layers.len()
+    }
+
+    /// The pooled embedding (`CLIPTextModelWithProjection.text_embeds`): the last hidden
+    /// state at each row's first end-of-text token, projected. `None` without a projection.
+    ///
+    /// transformers pools at the first `eos_token_id` (49407 in these configs); with the
+    /// legacy id 2 it takes `argmax(ids)`, the same position unless added tokens are used.
+    ///
+    /// # Shapes
+    /// - `last_hidden_state`: `[batch, tokens, hidden]`, `ids`: `batch` rows of `tokens`
+    /// - returns `[batch, projection_dim]`
+    pub fn pooled(&self, last_hidden_state: &Tensor<3>, ids: &[u32]) -> Option<Tensor<2>> {
+        let projection = self.text_projection.as_ref()?;
+        let [batch, tokens, hidden] = last_hidden_state.dims();
+        let rows = (0..batch)
+            .map(|b| {
+                let row = &ids[b * tokens..(b + 1) * tokens];
+                let eos = row.iter().position(|&t| t == EOS).unwrap_or_else(|| {
+                    let max = row.iter().max().copied().unwrap_or(0);
+                    row.iter().position(|&t| t == max).unwrap_or(0)
+                });
+                last_hidden_state
+                    .clone()
+                    .narrow(0, b, 1)
+                    .narrow(1, eos, 1)
+                    .reshape([1, hidden])
+            })
+            .collect();
+        Some(projection.forward(Tensor::cat(rows, 0)))
     }
 }
 

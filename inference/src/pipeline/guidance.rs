@@ -17,6 +17,36 @@ pub fn guide(out: Tensor<4>, scale: f32) -> Tensor<4> {
     uncond.clone() + (cond - uncond).mul_scalar(scale)
 }
 
+/// diffusers' `rescale_noise_cfg` (Lin et al. 2023, "Common Diffusion Noise Schedules and
+/// Sample Steps are Flawed", section 3.4): the guided output is scaled to the conditional
+/// output's standard deviation (per image, torch's unbiased `std` over all other axes), then
+/// mixed with the unscaled one by `phi`.
+///
+/// # Shapes
+/// - `guided`, `cond`: `[batch, c, h, w]` -> `[batch, c, h, w]`
+pub fn rescale(guided: Tensor<4>, cond: Tensor<4>, phi: f32) -> Tensor<4> {
+    if phi == 0.0 {
+        return guided;
+    }
+    let std = |t: &Tensor<4>| {
+        let [b, c, h, w] = t.dims();
+        let n = (c * h * w) as f64;
+        let flat = t.clone().reshape([b, c * h * w]);
+        let mean = flat.clone().mean_dim(1);
+        let var = (flat - mean).powi_scalar(2).sum_dim(1).div_scalar(n - 1.0);
+        var.sqrt().reshape([b, 1, 1, 1])
+    };
+    let factor = std(&cond) / std(&guided);
+    let rescaled = guided.clone() * factor;
+    rescaled.mul_scalar(phi) + guided.mul_scalar(1.0 - phi)
+}
+
+/// The conditional half of a guidance batch (`[uncond x batch, cond x batch]`).
+pub fn conditional_half(out: &Tensor<4>) -> Tensor<4> {
+    let batch = out.dims()[0] / 2;
+    out.clone().narrow(0, batch, batch)
+}
+
 /// The UNet input for a sample at noise level `sigma`: `x / sqrt(sigma^2 + 1)`.
 pub fn scale_model_input(x: Tensor<4>, sigma: f32) -> Tensor<4> {
     x.div_scalar((sigma * sigma + 1.0).sqrt())

@@ -1,8 +1,11 @@
-//! Generation pipelines: text-to-image, image-to-image and inpainting, in one flow.
+//! Generation pipelines: text-to-image, image-to-image and inpainting, in one flow, for every
+//! model family, with an optional refiner taking over part-way.
 
+mod denoiser;
 mod generate;
 pub mod guidance;
 mod image_inputs;
-mod prompt;
+pub mod prompt;
+mod start;
 
-pub use generate::{Observer, StepLatents, generate, plan_for};
+pub use generate::{Observer, StepLatents, generate, generate_refined, plan_for};

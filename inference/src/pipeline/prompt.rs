@@ -1,59 +1,210 @@
-//! Text conditioning: tokenize, encode, apply CLIP skip, and lay out the guidance batch.
+//! Text conditioning: every text encoder of the model's family on its prompt, CLIP skip,
+//! SDXL's pooled embedding and time ids, laid out as the guidance batch.
 
 use burn::tensor::{Int, Tensor, TensorData};
 
-use crate::api::GenerateRequest;
+use crate::api::{DEFAULT_AESTHETIC_SCORE, DEFAULT_NEGATIVE_AESTHETIC_SCORE, GenerateRequest};
 use crate::error::{Error, Result};
-use crate::model::Model;
+use crate::family::{EncoderOutput, PromptSlot, TimeIds};
+use crate::model::{Model, TextEncoder};
+use crate::models::unet::AddedConditioning;
+use crate::text::tokenizer::CONTEXT_LENGTH;
 
-/// Encoded prompts, laid out for the UNet.
+/// Encoded prompts, laid out for the UNet: rows `[negative x batch, prompt x batch]` with
+/// guidance, `[prompt x batch]` without.
 pub struct Conditioning {
-    /// `[2 * batch, 77, dim]` as `[negative x batch, prompt x batch]` with guidance,
-    /// `[batch, 77, dim]` without.
+    /// `[rows, 77, context_dim]`: the encoders' outputs concatenated along the last axis.
     pub context: Tensor<3>,
+    /// SDXL's pooled text and time ids, one row per context row.
+    pub added: Option<AddedConditioning>,
     pub warnings: Vec<String>,
 }
 
-/// Encodes the prompt and (with guidance) the negative prompt in one text-encoder call.
-pub fn encode(model: &Model, request: &GenerateRequest, guided: bool) -> Result<Conditioning> {
-    let mut warnings = Vec::new();
-    let mut ids: Vec<i64> = Vec::new();
-    let mut texts = Vec::new();
-    if guided {
-        texts.push(("negative prompt", request.negative_prompt.as_str()));
+/// The negative and positive text an encoder reads.
+fn texts<'a>(request: &'a GenerateRequest, encoder: &TextEncoder) -> (&'a str, &'a str) {
+    match encoder.spec.prompt {
+        PromptSlot::First => (&request.negative_prompt, &request.prompt),
+        PromptSlot::Second => (
+            request
+                .negative_prompt_2
+                .as_deref()
+                .unwrap_or(&request.negative_prompt),
+            request.prompt_2.as_deref().unwrap_or(&request.prompt),
+        ),
     }
-    texts.push(("prompt", request.prompt.as_str()));
-    for (what, text) in &texts {
-        let encoded = model.tokenizer.encode(text)?;
+}
+
+/// One encoder's output for `rows` texts: its conditioning hidden state and, for pooled
+/// encoders, the projected pooled embedding.
+fn run_encoder(
+    model: &Model,
+    encoder: &TextEncoder,
+    rows: &[&str],
+    clip_skip: usize,
+    warnings: &mut Vec<String>,
+) -> Result<(Tensor<3>, Option<Tensor<2>>)> {
+    let mut ids: Vec<u32> = Vec::with_capacity(rows.len() * CONTEXT_LENGTH);
+    for text in rows {
+        let encoded = encoder.tokenizer.encode(text)?;
         if encoded.truncated_tokens > 0 {
-            warnings.push(format!(
-                "the {what} is {} tokens too long; only its first 75 tokens are used",
+            let warning = format!(
+                "{:?} is {} tokens too long; only its first 75 tokens are used",
+                abbreviate(text),
                 encoded.truncated_tokens
+            );
+            if !warnings.contains(&warning) {
+                warnings.push(warning);
+            }
+        }
+        ids.extend(&encoded.ids);
+    }
+    let ids_i64: Vec<i64> = ids.iter().map(|&i| i64::from(i)).collect();
+    let tensor = Tensor::<2, Int>::from_data(
+        TensorData::new(ids_i64, [rows.len(), CONTEXT_LENGTH]),
+        &model.device,
+    );
+    let out = encoder.network.forward(tensor);
+    let n = out.hidden_states.len();
+    let hidden = match encoder.spec.output {
+        // A1111's CLIP skip s uses the output of layer (layers + 1 - s), then the final norm.
+        EncoderOutput::FinalNormed if clip_skip <= 1 => out.last_hidden_state.clone(),
+        EncoderOutput::FinalNormed => encoder
+            .network
+            .final_layer_norm(out.hidden_states[n - clip_skip].clone()),
+        // SDXL: the penultimate layer, no final norm; CLIP skip s takes layer -max(s, 2) of
+        // both encoders (Forge; ComfyUI's CLIPSetLastLayer(-s); diffusers' clip_skip s - 2).
+        EncoderOutput::Penultimate => out.hidden_states[n - clip_skip.max(2)].clone(),
+    };
+    let pooled = if encoder.spec.pooled {
+        let pooled = encoder.network.pooled(&out.last_hidden_state, &ids);
+        Some(
+            pooled
+                .ok_or_else(|| Error::settings("the pooled text encoder has no text_projection"))?,
+        )
+    } else {
+        None
+    };
+    Ok((hidden, pooled))
+}
+
+/// A prompt shortened for a message.
+fn abbreviate(text: &str) -> String {
+    let mut short: String = text.chars().take(40).collect();
+    if short.len() < text.len() {
+        short.push('…');
+    }
+    short
+}
+
+/// `[neg, pos]` rows with the negative row replaced by zeros.
+fn zero_first_row<const D: usize>(t: Tensor<D>) -> Tensor<D> {
+    let zeros = t.clone().narrow(0, 0, 1).zeros_like();
+    let rest = t.clone().narrow(0, 1, t.dims()[0] - 1);
+    Tensor::cat(vec![zeros, rest], 0)
+}
+
+/// Encodes the prompts (and with guidance the negative prompts) with every encoder of the
+/// model, in one call per encoder.
+pub fn encode(model: &Model, request: &GenerateRequest, guided: bool) -> Result<Conditioning> {
+    let spec = model.spec();
+    let mut warnings = Vec::new();
+    let mut contexts = Vec::with_capacity(model.encoders.len());
+    let mut pooled = None;
+    for encoder in &model.encoders {
+        let (negative, prompt) = texts(request, encoder);
+        let rows: Vec<&str> = if guided {
+            vec![negative, prompt]
+        } else {
+            vec![prompt]
+        };
+        let (hidden, p) = run_encoder(
+            model,
+            encoder,
+            &rows,
+            request.clip_skip as usize,
+            &mut warnings,
+        )?;
+        check_finite(&hidden, "text encoder")?;
+        contexts.push(hidden);
+        pooled = p.or(pooled);
+    }
+    let mut context = Tensor::cat(contexts, 2);
+    // diffusers' force_zeros_for_empty_prompt: no negative prompt is zero conditioning.
+    let zero_negative = guided
+        && model.zero_empty_negative
+        && request.negative_prompt.is_empty()
+        && request
+            .negative_prompt_2
+            .as_deref()
+            .unwrap_or("")
+            .is_empty();
+    if zero_negative {
+        context = zero_first_row(context);
+        pooled = pooled.map(zero_first_row);
+    }
+    let rows = if guided { 2 } else { 1 };
+    let batch = request.batch as usize;
+    let [_, tokens, dim] = context.dims();
+    let context =
+        context
+            .unsqueeze_dim::<4>(1)
+            .repeat_dim(1, batch)
+            .reshape([rows * batch, tokens, dim]);
+    let added = match (spec.time_ids, pooled) {
+        (Some(kind), Some(pooled)) => {
+            let width = pooled.dims()[1];
+            let text_embeds = pooled
+                .unsqueeze_dim::<3>(1)
+                .repeat_dim(1, batch)
+                .reshape([rows * batch, width]);
+            let mut ids = Vec::with_capacity(rows * batch * kind.len());
+            for row in 0..rows {
+                let negative = guided && row == 0;
+                let one = time_ids(kind, request, negative);
+                for _ in 0..batch {
+                    ids.extend_from_slice(&one);
+                }
+            }
+            Some(AddedConditioning {
+                text_embeds,
+                time_ids: ids,
+            })
+        }
+        (None, _) => None,
+        (Some(_), None) => {
+            return Err(Error::settings(
+                "this model needs a pooled text embedding, and none of its encoders gives one",
             ));
         }
-        ids.extend(encoded.ids.iter().map(|&i| i64::from(i)));
-    }
-    let rows = texts.len();
-    let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows, 77]), &model.device);
-    let out = model.text_encoder.forward(ids);
-    // A1111's CLIP skip s uses the output of layer (layers + 1 - s), then the final norm.
-    let skip = request.clip_skip as usize;
-    let embeddings = if skip <= 1 {
-        out.last_hidden_state
-    } else {
-        let index = out.hidden_states.len() - skip;
-        model
-            .text_encoder
-            .final_layer_norm(out.hidden_states[index].clone())
     };
-    check_finite(&embeddings, "text encoder")?;
-    let [_, tokens, dim] = embeddings.dims();
-    let batch = request.batch as usize;
-    let context = embeddings
-        .unsqueeze_dim::<4>(1)
-        .repeat_dim(1, batch)
-        .reshape([rows * batch, tokens, dim]);
-    Ok(Conditioning { context, warnings })
+    Ok(Conditioning {
+        context,
+        added,
+        warnings,
+    })
+}
+
+/// One row of SDXL time ids (diffusers' `_get_add_time_ids`; sizes as height, width).
+pub fn time_ids(kind: TimeIds, request: &GenerateRequest, negative: bool) -> Vec<f32> {
+    let size = (request.width, request.height);
+    let sc = &request.size_conditioning;
+    let (ow, oh) = sc.original.unwrap_or(size);
+    let (crop_left, crop_top) = sc.crop;
+    let mut ids = vec![oh as f32, ow as f32, crop_top as f32, crop_left as f32];
+    match kind {
+        TimeIds::SizeCropTarget => {
+            let (tw, th) = sc.target.unwrap_or(size);
+            ids.extend([th as f32, tw as f32]);
+        }
+        TimeIds::SizeCropAesthetic => ids.push(if negative {
+            request
+                .negative_aesthetic_score
+                .unwrap_or(DEFAULT_NEGATIVE_AESTHETIC_SCORE)
+        } else {
+            request.aesthetic_score.unwrap_or(DEFAULT_AESTHETIC_SCORE)
+        }),
+    }
+    ids
 }
 
 /// An error naming `stage` when `t` holds NaN or infinity.

@@ -139,6 +139,51 @@ impl DiscreteSchedule {
         self.sigmas.len()
     }
 
+    /// The same model trained with a zero-terminal-SNR schedule (Lin et al. 2023,
+    /// algorithm 1): `sqrt(alphas_cumprod)` shifted to end at 0 and rescaled to keep its
+    /// start. The last entry's alpha is then raised from 0 to a tiny value so its sigma is
+    /// finite, as both libraries do: diffusers' Euler-family schedulers use `2^-24`, ComfyUI
+    /// `4.8973451890853435e-08`.
+    pub fn rescaled_to_zero_terminal_snr(&self, arithmetic: TableArithmetic) -> Self {
+        let sqrt: Vec<f64> = self.alphas_cumprod.iter().map(|ac| ac.sqrt()).collect();
+        let (first, last) = (sqrt[0], sqrt[sqrt.len() - 1]);
+        let mut alphas_cumprod: Vec<f64> = sqrt
+            .iter()
+            .map(|s| {
+                let scaled = (s - last) * first / (first - last);
+                scaled * scaled
+            })
+            .collect();
+        let n = alphas_cumprod.len();
+        alphas_cumprod[n - 1] = match arithmetic {
+            TableArithmetic::DiffusersF32 => 2f64.powi(-24),
+            _ => 4.897_345_189_085_343_5e-8,
+        };
+        let exact: Vec<f64> = alphas_cumprod
+            .iter()
+            .map(|&ac| Self::sigma_of_alpha_cumprod(ac))
+            .collect();
+        let sigmas: Vec<f32> = match arithmetic {
+            TableArithmetic::ComfyF64 => exact.iter().map(|&s| s as f32).collect(),
+            _ => alphas_cumprod
+                .iter()
+                .map(|&ac| {
+                    let ac = ac as f32;
+                    ((1.0 - ac) / ac).sqrt()
+                })
+                .collect(),
+        };
+        let log_sigmas = match arithmetic {
+            TableArithmetic::ComfyF64 => exact.iter().map(|&s| f64::from(s.ln() as f32)).collect(),
+            _ => sigmas.iter().map(|&s| f64::from(s.ln())).collect(),
+        };
+        Self {
+            alphas_cumprod,
+            sigmas,
+            log_sigmas,
+        }
+    }
+
     /// Always false: a schedule has at least two timesteps.
     pub fn is_empty(&self) -> bool {
         self.sigmas.is_empty()
@@ -212,6 +257,35 @@ impl DiscreteSchedule {
         let w = t - low as f64;
         let (a, b) = (f64::from(self.sigmas[low]), f64::from(self.sigmas[high]));
         a + (b - a) * w
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_terminal_snr_keeps_the_start_and_ends_near_pure_noise() {
+        for arithmetic in [TableArithmetic::ComfyF64, TableArithmetic::DiffusersF32] {
+            let plain = DiscreteSchedule::new(BetaSchedule::SD, 1000, arithmetic).unwrap();
+            let zsnr = plain.rescaled_to_zero_terminal_snr(arithmetic);
+            let rel = (zsnr.sigmas[0] - plain.sigmas[0]).abs() / plain.sigmas[0];
+            assert!(rel < 1e-5, "{arithmetic:?}: first sigma moved by {rel}");
+            // sqrt((1 - a) / a) at the clamped last alpha: 4096 (diffusers), ~4519 (ComfyUI).
+            assert!(
+                zsnr.sigma_max() > 4000.0,
+                "{arithmetic:?}: {}",
+                zsnr.sigma_max()
+            );
+            assert!(zsnr.sigmas.windows(2).all(|w| w[0] < w[1]));
+            // Below the end the rescale only lowers the signal: every sigma grows.
+            assert!(
+                zsnr.sigmas
+                    .iter()
+                    .zip(&plain.sigmas)
+                    .all(|(z, p)| z >= &(p * 0.99999))
+            );
+        }
     }
 }
 

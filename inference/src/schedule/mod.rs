@@ -38,6 +38,15 @@ pub enum TimestepMap {
 }
 
 impl TimestepMap {
+    /// The number of training timesteps behind the map.
+    pub fn train_timesteps(&self) -> usize {
+        match self {
+            TimestepMap::Table { table, .. } | TimestepMap::Nearest(table) => table.len(),
+        }
+    }
+}
+
+impl TimestepMap {
     /// The timestep to pass to the UNet for a call at noise level `sigma`.
     pub fn timestep(&self, sigma: f32) -> f64 {
         match self {
@@ -128,6 +137,19 @@ impl Plan {
     pub fn keep_last_steps(&mut self, keep: usize) {
         let drop = self.steps().saturating_sub(keep);
         self.sigmas.drain(..drop);
+    }
+
+    /// How many leading steps the first model of a two-model run takes at `fraction`: the
+    /// steps starting at a timestep at or above diffusers' `denoising_end` cutoff
+    /// `round(T - fraction * T)` (T training timesteps); the second model takes the rest,
+    /// as `denoising_start` gives it.
+    pub fn steps_before_switch(&self, fraction: f32) -> usize {
+        let train = self.timesteps.train_timesteps() as f64;
+        let cutoff = (train - f64::from(fraction) * train).round_ties_even();
+        self.sigmas[..self.steps()]
+            .iter()
+            .take_while(|&&sigma| self.timesteps.timestep(sigma) >= cutoff)
+            .count()
     }
 
     /// The factor that turns a sample at noise level `sigma` (sampler scaling) into the

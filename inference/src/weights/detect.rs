@@ -4,26 +4,8 @@
 use std::collections::HashMap;
 use std::fmt;
 
-/// A model family, by what its files contain.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
-    /// SD 1.x: CLIP ViT-L/14 text encoder (768-wide context).
-    Sd1,
-    /// SD 2.x: OpenCLIP ViT-H/14 text encoder (1024-wide context).
-    Sd2,
-    /// SDXL: two text encoders and size conditioning.
-    Sdxl,
-}
-
-impl fmt::Display for Family {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Family::Sd1 => "SD 1.x",
-            Family::Sd2 => "SD 2.x",
-            Family::Sdxl => "SDXL",
-        })
-    }
-}
+pub use crate::family::Family;
+use crate::schedule::diffusers::Prediction;
 
 /// What detection found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +15,24 @@ pub struct Detected {
     pub inpainting: bool,
     /// UNet input channels.
     pub unet_in_channels: usize,
+    /// The prediction type, when the files say it (a diffusers scheduler, SDXL's `v_pred`
+    /// key, an A1111 `.yaml`); `None`: the loader decides.
+    pub prediction: Option<Prediction>,
+    /// Trained with a zero-terminal-SNR schedule (SDXL's `ztsnr` key, a scheduler config).
+    pub zero_terminal_snr: bool,
+}
+
+impl Detected {
+    /// What a family's files hold when nothing special is detected.
+    pub fn plain(family: Family, unet_in_channels: usize) -> Self {
+        Self {
+            family,
+            inpainting: unet_in_channels == 9,
+            unet_in_channels,
+            prediction: None,
+            zero_terminal_snr: false,
+        }
+    }
 }
 
 impl fmt::Display for Detected {
@@ -40,6 +40,12 @@ impl fmt::Display for Detected {
         write!(f, "{}", self.family)?;
         if self.inpainting {
             f.write_str(" inpainting")?;
+        }
+        if self.prediction == Some(Prediction::V) {
+            f.write_str(" v-prediction")?;
+        }
+        if self.zero_terminal_snr {
+            f.write_str(" (zero terminal SNR)")?;
         }
         Ok(())
     }
@@ -57,32 +63,43 @@ pub enum NotDetected {
 const UNET_CONV_IN: &str = "model.diffusion_model.input_blocks.0.0.weight";
 const SD1_TEXT: &str = "cond_stage_model.transformer.";
 const SD2_TEXT: &str = "cond_stage_model.model.";
-const SDXL_TEXT: &str = "conditioner.embedders.";
-const SDXL_LABEL_EMB: &str = "model.diffusion_model.label_emb.0.0.weight";
+/// SDXL base: CLIP-L (transformers layout) and bigG (OpenCLIP layout).
+const SDXL_TEXT_G: &str = "conditioner.embedders.1.model.";
+const SDXL_TEXT_L: &str = "conditioner.embedders.0.transformer.";
+/// The refiner's only encoder, bigG, is embedder 0.
+const REFINER_TEXT_G: &str = "conditioner.embedders.0.model.";
+/// ComfyUI's markers of v-prediction and zero-terminal-SNR SDXL files (empty tensors).
+pub const V_PRED_KEY: &str = "v_pred";
+pub const ZTSNR_KEY: &str = "ztsnr";
 
-/// Detects the family from key names and the UNet's input shape.
+/// Detects the family from key names and the UNet's input shape (the text encoders' keys
+/// tell the families apart, as in diffusers' `infer_diffusers_model_type`).
 pub fn detect(shapes: &HashMap<String, Vec<usize>>) -> Result<Detected, NotDetected> {
     let has_prefix = |p: &str| shapes.keys().any(|k| k.starts_with(p));
     let Some(conv_in) = shapes.get(UNET_CONV_IN) else {
         return Err(not_a_checkpoint(shapes));
     };
     let unet_in_channels = conv_in.get(1).copied().unwrap_or(0);
-    let family = if shapes.contains_key(SDXL_LABEL_EMB) || has_prefix(SDXL_TEXT) {
+    let family = if has_prefix(SDXL_TEXT_G) || has_prefix(SDXL_TEXT_L) {
         Family::Sdxl
+    } else if has_prefix(REFINER_TEXT_G) {
+        Family::SdxlRefiner
     } else if has_prefix(SD2_TEXT) {
         Family::Sd2
     } else if has_prefix(SD1_TEXT) {
         Family::Sd1
     } else {
         return Err(NotDetected::Known(
-            "a UNet without its text encoder (no cond_stage_model / conditioner keys)",
+            "a UNet without its text encoders (no cond_stage_model / conditioner keys)",
         ));
     };
-    Ok(Detected {
-        family,
-        inpainting: unet_in_channels == 9,
-        unet_in_channels,
-    })
+    let mut detected = Detected::plain(family, unet_in_channels);
+    if shapes.contains_key(V_PRED_KEY) {
+        detected.prediction = Some(Prediction::V);
+    }
+    // As ComfyUI reads them: `ztsnr` only counts on a v-prediction file.
+    detected.zero_terminal_snr = detected.prediction.is_some() && shapes.contains_key(ZTSNR_KEY);
+    Ok(detected)
 }
 
 /// Names the kind of file when it is not a Stable Diffusion checkpoint.

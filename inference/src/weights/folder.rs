@@ -1,23 +1,30 @@
-//! diffusers model folders (`model_index.json`, `unet/`, `vae/`, `text_encoder/`,
-//! `tokenizer/`, `scheduler/`).
+//! diffusers model folders (`model_index.json`, `unet/`, `vae/`, `text_encoder*/`,
+//! `tokenizer*/`, `scheduler/`) of every family.
 
 use std::path::{Path, PathBuf};
 
 use super::apply::NamedTensor;
-use super::detect::{Detected, Family};
 use super::keymap::{self, KeyTarget};
-use super::loader::{Configs, LoadOptions, Networks, Sources, Stages, display_name};
+use super::loader::{Configs, LoadOptions, Networks, Sources, Stages, detected_with, display_name};
 use super::source::{FileFormat, TensorFile};
 use crate::error::{Error, Result};
+use crate::family::Family;
 use crate::model::{Layout, LoadReport, Model, ModelInfo};
+use crate::models::clip::{ClipActivation, ClipConfig};
 use crate::schedule::diffusers::SchedulerConfig;
-use crate::text::{ClipTokenizer, PadToken};
+use crate::text::ClipTokenizer;
 
-/// Pipeline classes of SD 1.x folders.
-const SD1_PIPELINES: [&str; 3] = [
+/// Pipeline classes of SD 1.x and 2.x folders (the text encoder tells them apart).
+const SD_PIPELINES: [&str; 3] = [
     "StableDiffusionPipeline",
     "StableDiffusionInpaintPipeline",
     "StableDiffusionImg2ImgPipeline",
+];
+/// Pipeline classes of SDXL folders (base or refiner: the text encoders tell them apart).
+const SDXL_PIPELINES: [&str; 3] = [
+    "StableDiffusionXLPipeline",
+    "StableDiffusionXLImg2ImgPipeline",
+    "StableDiffusionXLInpaintPipeline",
 ];
 
 /// The weights of one diffusers component: the first of the usual file names present.
@@ -35,8 +42,26 @@ fn component_file(dir: &Path, component: &str, stem: &str) -> Result<PathBuf> {
         })
 }
 
-/// Checks that `dir` is an SD 1.x diffusers folder before anything heavy is read.
-fn check_pipeline(dir: &Path) -> Result<()> {
+/// What `model_index.json` and the folder's layout say.
+pub(super) struct Index {
+    pub family: Family,
+    /// `force_zeros_for_empty_prompt` (SDXL folders say it; false for SD 1.x/2.x).
+    pub zero_empty_negative: bool,
+}
+
+/// Whether `model_index.json` lists a component (`["transformers", "CLIPTextModel"]`, not
+/// `[null, null]`) and its folder exists.
+fn has_component(dir: &Path, index: &serde_json::Value, name: &str) -> bool {
+    let listed = match &index[name] {
+        serde_json::Value::Array(a) => a.iter().any(|v| !v.is_null()),
+        serde_json::Value::Null => true,
+        _ => false,
+    };
+    listed && dir.join(name).is_dir()
+}
+
+/// Reads `model_index.json` and works out the family before anything heavy is read.
+pub(super) fn read_index(dir: &Path) -> Result<Index> {
     if std::fs::read_dir(dir)
         .map_err(|e| Error::io(dir, e))?
         .next()
@@ -57,40 +82,60 @@ fn check_pipeline(dir: &Path) -> Result<()> {
     let index: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::invalid_model(&index_path, format!("not valid JSON ({e})")))?;
     let class = index["_class_name"].as_str().unwrap_or("");
-    if class.contains("XL") {
+    let family = if SDXL_PIPELINES.contains(&class) {
+        if has_component(dir, &index, "text_encoder") {
+            Family::Sdxl
+        } else {
+            Family::SdxlRefiner
+        }
+    } else if SD_PIPELINES.contains(&class) {
+        let config = dir.join("text_encoder").join("config.json");
+        let open_clip = std::fs::read_to_string(&config)
+            .ok()
+            .and_then(|t| ClipConfig::from_json(&t).ok())
+            .is_some_and(|c| c.activation == ClipActivation::Gelu);
+        if open_clip { Family::Sd2 } else { Family::Sd1 }
+    } else {
         return Err(Error::unsupported_model(
             dir,
-            format!("this is an SDXL pipeline ({class}); Ember runs SD 1.x models so far"),
+            format!("pipeline class {class:?} is not a Stable Diffusion 1.x, 2.x or XL pipeline"),
         ));
+    };
+    let spec = family.spec();
+    let mut required = vec!["unet", "vae"];
+    for e in spec.encoders {
+        required.extend([e.folder, e.tokenizer_folder]);
     }
-    if !SD1_PIPELINES.contains(&class) {
-        return Err(Error::unsupported_model(
-            dir,
-            format!("pipeline class {class:?} is not a Stable Diffusion 1.x pipeline"),
-        ));
-    }
-    for component in ["unet", "vae", "text_encoder", "tokenizer"] {
+    for component in required {
         if !dir.join(component).is_dir() {
             return Err(Error::invalid_model(
                 dir,
-                format!("incomplete diffusers folder: {component}/ is missing"),
+                format!("incomplete {family} diffusers folder: {component}/ is missing"),
             ));
         }
     }
-    Ok(())
+    Ok(Index {
+        family,
+        zero_empty_negative: index["force_zeros_for_empty_prompt"]
+            .as_bool()
+            .unwrap_or(spec.zero_empty_negative),
+    })
 }
 
-/// Loads an SD 1.x diffusers folder.
+/// Loads a diffusers folder.
 pub(super) fn load(dir: &Path, options: &LoadOptions, stages: &mut Stages<'_>) -> Result<Model> {
-    check_pipeline(dir)?;
-    let tokenizer = ClipTokenizer::from_folder(&dir.join("tokenizer"))?;
-    if tokenizer.pad_token() == PadToken::Exclamation {
-        return Err(Error::unsupported_model(
-            dir,
-            "this is an SD 2.x pipeline; Ember runs SD 1.x models so far",
-        ));
-    }
-    let configs = Configs::from_dir(dir, None)?;
+    let Index {
+        family,
+        zero_empty_negative,
+    } = read_index(dir)?;
+    let spec = family.spec();
+    let configs = Configs::from_dir(dir, family, None)?;
+    configs.check_fit(dir)?;
+    let tokenizers = spec
+        .encoders
+        .iter()
+        .map(|e| ClipTokenizer::from_folder(&dir.join(e.tokenizer_folder)))
+        .collect::<Result<Vec<_>>>()?;
     let mut report = LoadReport::default();
     let scheduler =
         match std::fs::read_to_string(dir.join("scheduler").join("scheduler_config.json")) {
@@ -104,12 +149,15 @@ pub(super) fn load(dir: &Path, options: &LoadOptions, stages: &mut Stages<'_>) -
             Err(_) => None,
         };
 
-    let files = [
-        component_file(dir, "text_encoder", "model")?,
-        component_file(dir, "unet", "diffusion_pytorch_model")?,
-        component_file(dir, "vae", "diffusion_pytorch_model")?,
-    ];
-    let mut tensors: [Vec<NamedTensor>; 3] = Default::default();
+    let mut files: Vec<PathBuf> = spec
+        .encoders
+        .iter()
+        .map(|e| component_file(dir, e.folder, "model"))
+        .collect::<Result<_>>()?;
+    files.push(component_file(dir, "unet", "diffusion_pytorch_model")?);
+    files.push(component_file(dir, "vae", "diffusion_pytorch_model")?);
+    let encoders = spec.encoders.len();
+    let mut tensors: Vec<Vec<NamedTensor>> = (0..files.len()).map(|_| Vec::new()).collect();
     let mut total = 0;
     let mut format = FileFormat::Safetensors;
     for (network, file_path) in files.iter().enumerate() {
@@ -118,8 +166,8 @@ pub(super) fn load(dir: &Path, options: &LoadOptions, stages: &mut Stages<'_>) -
         total += file.tensors.len();
         for mut tensor in file.tensors {
             let key = tensor.name.clone();
-            // Only the text encoder's file carries buffers no module needs.
-            let target = if network == 0 {
+            // Only the text encoders' files carry buffers no module needs.
+            let target = if network < encoders {
                 keymap::transformers_clip_key(&key)
             } else {
                 KeyTarget::Module(key.clone())
@@ -137,30 +185,42 @@ pub(super) fn load(dir: &Path, options: &LoadOptions, stages: &mut Stages<'_>) -
             }
         }
     }
-    let paths = [files[0].as_path(), files[1].as_path(), files[2].as_path()];
-    let networks = Networks::load(
-        &configs,
-        Sources {
-            tensors,
-            paths,
-            from_preset: false,
-        },
-        options,
-        stages,
-    )?;
+    let vae = (
+        tensors.pop().unwrap_or_default(),
+        files[encoders + 1].as_path(),
+    );
+    let unet = (tensors.pop().unwrap_or_default(), files[encoders].as_path());
+    let sources = Sources {
+        encoders: tensors
+            .into_iter()
+            .zip(files.iter().map(PathBuf::as_path))
+            .collect(),
+        unet,
+        vae,
+        from_preset: false,
+    };
+    let networks = Networks::load(&configs, sources, options, stages)?;
     report.components = networks.reports.clone();
-    let in_channels = configs.unet.in_channels;
+    let detected = detected_with(
+        family,
+        &configs.unet,
+        scheduler.as_ref().map(|s| s.prediction),
+        scheduler.as_ref().is_some_and(|s| s.zero_snr),
+    );
     let info = ModelInfo {
         path: dir.to_path_buf(),
         name: display_name(dir),
         layout: Layout::DiffusersFolder(format),
-        detected: Detected {
-            family: Family::Sd1,
-            inpainting: in_channels == 9,
-            unet_in_channels: in_channels,
-        },
+        detected,
         tensor_count: total,
         report,
     };
-    Ok(networks.into_model(configs, info, tokenizer, scheduler, options))
+    Ok(networks.into_model(
+        configs,
+        info,
+        tokenizers,
+        scheduler,
+        zero_empty_negative,
+        options,
+    ))
 }

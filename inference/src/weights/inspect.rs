@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::detect::{Family, NotDetected, detect};
+use super::detect::{NotDetected, detect};
 use super::loader::tensor_shapes;
 use super::source::TensorFile;
 use crate::error::{Error, Result};
@@ -29,7 +29,11 @@ pub fn inspect(path: &Path) -> Result<CheckpointInfo> {
     let file = TensorFile::open(path)?;
     let shapes = tensor_shapes(&file.tensors);
     let family = match detect(&shapes) {
-        Ok(d) => d.to_string(),
+        Ok(mut d) => {
+            let hints = super::prediction::file_hints(path, None).unwrap_or_default();
+            d.prediction = d.prediction.or(hints.prediction);
+            d.to_string()
+        }
         Err(NotDetected::Known(what)) => format!("not a full model: {what}"),
         Err(NotDetected::Unknown) => "unknown (not a Stable Diffusion checkpoint)".to_string(),
     };
@@ -100,19 +104,13 @@ fn inspect_folder(dir: &Path) -> Result<CheckpointInfo> {
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         .and_then(|v| v["in_channels"].as_u64());
-    let pad_is_bang = std::fs::read_to_string(dir.join("tokenizer/tokenizer_config.json"))
-        .is_ok_and(|t| t.contains("\"pad_token\": \"!\""));
-    let family = if class.contains("XL") {
-        Family::Sdxl
-    } else if pad_is_bang {
-        Family::Sd2
-    } else {
-        Family::Sd1
-    };
-    total.family = if unet_in == Some(9) {
-        format!("{family} inpainting")
-    } else {
-        family.to_string()
-    };
+    let scheduler = std::fs::read_to_string(dir.join("scheduler/scheduler_config.json"))
+        .ok()
+        .and_then(|t| crate::schedule::diffusers::SchedulerConfig::from_json(&t).ok());
+    let family = super::folder::read_index(dir)?.family;
+    let mut detected = super::detect::Detected::plain(family, unet_in.unwrap_or(4) as usize);
+    detected.prediction = scheduler.as_ref().map(|s| s.prediction);
+    detected.zero_terminal_snr = scheduler.is_some_and(|s| s.zero_snr);
+    total.family = detected.to_string();
     Ok(total)
 }

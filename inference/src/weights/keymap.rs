@@ -204,6 +204,74 @@ pub fn ldm_clip_to_transformers(key: &str) -> KeyTarget {
     }
 }
 
+/// Where an OpenCLIP text-encoder key of a single file goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpenClipTarget {
+    /// One transformers key.
+    Module(String),
+    /// The fused attention input projection (`in_proj_weight` / `in_proj_bias`, rows
+    /// `[q; k; v]`): these three transformers keys, in order.
+    Split([String; 3]),
+    /// `text_projection`, stored as `[hidden, projection]` (`x @ P`): the transformers
+    /// Linear weight is its transpose.
+    Transposed(String),
+    /// A tensor the model does not use (the last resblock of SD 2.x, `logit_scale`, an
+    /// unprojected model's `text_projection`).
+    Ignored,
+    Unknown,
+}
+
+/// An OpenCLIP text-encoder key (without its prefix, e.g. `cond_stage_model.model.`) to
+/// transformers keys, for a model of `layers` transformer layers, with or without a
+/// projection (diffusers' `convert_open_clip_checkpoint`). Resblocks from `layers` on are
+/// not used: SD 2.x files hold 24 and condition on the output of the 23rd.
+pub fn open_clip_to_transformers(key: &str, layers: usize, projected: bool) -> OpenClipTarget {
+    use OpenClipTarget::{Ignored, Module, Split, Transposed, Unknown};
+    let tm = |rest: &str| Module(format!("text_model.{rest}"));
+    match key {
+        "token_embedding.weight" => return tm("embeddings.token_embedding.weight"),
+        "positional_embedding" => return tm("embeddings.position_embedding.weight"),
+        "text_projection" if projected => return Transposed("text_projection.weight".into()),
+        "text_projection" | "logit_scale" | "attn_mask" => return Ignored,
+        _ => {}
+    }
+    if let Some(rest) = key.strip_prefix("ln_final.") {
+        return tm(&format!("final_layer_norm.{rest}"));
+    }
+    let Some((n, rest)) = key
+        .strip_prefix("transformer.resblocks.")
+        .and_then(split_index)
+    else {
+        return Unknown;
+    };
+    if n >= layers {
+        return Ignored;
+    }
+    let layer = format!("text_model.encoder.layers.{n}");
+    let split = |kind: &str| {
+        Split(["q_proj", "k_proj", "v_proj"].map(|p| format!("{layer}.self_attn.{p}.{kind}")))
+    };
+    match rest {
+        "attn.in_proj_weight" => return split("weight"),
+        "attn.in_proj_bias" => return split("bias"),
+        _ => {}
+    }
+    const INNER: [(&str, &str); 5] = [
+        ("ln_1.", "layer_norm1."),
+        ("ln_2.", "layer_norm2."),
+        ("attn.out_proj.", "self_attn.out_proj."),
+        ("mlp.c_fc.", "mlp.fc1."),
+        ("mlp.c_proj.", "mlp.fc2."),
+    ];
+    INNER
+        .iter()
+        .find_map(|(from, to)| {
+            rest.strip_prefix(from)
+                .map(|r| Module(format!("{layer}.{to}{r}")))
+        })
+        .unwrap_or(Unknown)
+}
+
 /// Buffers of a diffusers text encoder file that no module needs.
 pub fn transformers_clip_key(key: &str) -> KeyTarget {
     if key.ends_with("embeddings.position_ids") {

@@ -1,5 +1,5 @@
-//! Loading a whole model: the entry point, and what both layouts share (configs, strict
-//! loading of the three networks, assembling the `Model`).
+//! Loading a whole model: the entry point, and what both layouts share (configs and their
+//! fit, strict loading of every network, the prediction type, assembling the `Model`).
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -9,9 +9,11 @@ use burn::store::burn_pack::Tensor as PackTensor;
 use burn::tensor::Device;
 
 use super::apply::{ComponentReport, NamedTensor, apply_strict};
+use super::detect::Detected;
 use crate::device::Precision;
 use crate::error::{Error, Result};
-use crate::model::{Model, ModelInfo};
+use crate::family::Family;
+use crate::model::{Model, ModelInfo, TextEncoder};
 use crate::models::clip::{ClipConfig, ClipTextModel};
 use crate::models::unet::{UNet, UNetConfig};
 use crate::models::vae::{Vae, VaeConfig};
@@ -21,12 +23,27 @@ use crate::text::ClipTokenizer;
 /// How to load a model.
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
-    /// A diffusers-style folder whose `unet/`, `vae/`, `text_encoder/` `config.json` give
-    /// the architecture of a single-file checkpoint of non-standard size.
+    /// A diffusers-style folder whose `unet/`, `vae/`, `text_encoder*/` `config.json` give
+    /// the architecture of a single-file checkpoint of non-standard size (and whose
+    /// `scheduler/` gives its prediction type).
     pub config_dir: Option<PathBuf>,
     pub device: Device,
     /// Float format of the loaded weights (files in other formats are converted).
     pub precision: Precision,
+    /// Overrides the prediction type the files say or imply (`--prediction`).
+    pub prediction: Option<Prediction>,
+}
+
+impl LoadOptions {
+    /// Options for `device` in `precision`, nothing overridden.
+    pub fn new(device: Device, precision: Precision) -> Self {
+        Self {
+            config_dir: None,
+            device,
+            precision,
+            prediction: None,
+        }
+    }
 }
 
 /// Loads a diffusers folder, a `.safetensors` checkpoint or a `.ckpt` pickle.
@@ -45,7 +62,11 @@ pub fn load_observed(
         std::io::ErrorKind::NotFound => Error::invalid_model(path, "no such file or folder"),
         _ => Error::io(path, e),
     })?;
-    let mut stage = Stages { progress, done: 0 };
+    let mut stage = Stages {
+        progress,
+        done: 0,
+        total: 4,
+    };
     stage.next()?;
     if meta.is_dir() {
         super::folder::load(path, options, &mut stage)
@@ -54,18 +75,17 @@ pub fn load_observed(
     }
 }
 
-/// Loading stages for progress reports: the file, then the three networks.
+/// Loading stages for progress reports: the file, then each network.
 pub(super) struct Stages<'a> {
     progress: &'a mut dyn FnMut(usize, usize) -> ControlFlow<()>,
     done: usize,
+    total: usize,
 }
 
 impl Stages<'_> {
-    const TOTAL: usize = 4;
-
     /// Reports the stage about to start; `Err(Cancelled)` when the caller asked to stop.
     pub fn next(&mut self) -> Result<()> {
-        let flow = (self.progress)(self.done, Self::TOTAL);
+        let flow = (self.progress)(self.done, self.total);
         self.done += 1;
         match flow {
             ControlFlow::Continue(()) => Ok(()),
@@ -74,26 +94,112 @@ impl Stages<'_> {
     }
 }
 
-/// The architectures of a model's three networks.
+/// The architectures of a model's networks.
 pub(super) struct Configs {
+    pub family: Family,
+    /// One per text encoder of the family, in its order.
+    pub encoders: Vec<ClipConfig>,
     pub unet: UNetConfig,
     pub vae: VaeConfig,
-    pub clip: ClipConfig,
 }
 
 impl Configs {
+    /// The released models' architectures.
+    pub fn preset(family: Family, unet_in_channels: usize) -> Self {
+        let spec = family.spec();
+        Self {
+            family,
+            encoders: spec.encoders.iter().map(|e| (e.preset)()).collect(),
+            unet: (spec.unet_preset)(unet_in_channels),
+            vae: spec.vae_preset(),
+        }
+    }
+
     /// Configs from a diffusers-style folder. A component without a `config.json` takes
     /// its config from `preset`, or is an error without one.
-    pub fn from_dir(dir: &Path, preset: Option<Configs>) -> Result<Self> {
-        let (unet, vae, clip) = match preset {
-            Some(p) => (Some(p.unet), Some(p.vae), Some(p.clip)),
-            None => (None, None, None),
+    pub fn from_dir(dir: &Path, family: Family, preset: Option<Configs>) -> Result<Self> {
+        let (mut encoders, unet, vae) = match preset {
+            Some(p) => (
+                p.encoders.into_iter().map(Some).collect(),
+                Some(p.unet),
+                Some(p.vae),
+            ),
+            None => (vec![None; family.spec().encoders.len()], None, None),
         };
+        let encoders = family
+            .spec()
+            .encoders
+            .iter()
+            .zip(encoders.iter_mut())
+            .map(|(e, fallback)| read_config(dir, e.folder, ClipConfig::from_json, fallback.take()))
+            .collect::<Result<_>>()?;
         Ok(Self {
+            family,
+            encoders,
             unet: read_config(dir, "unet", UNetConfig::from_json, unet)?,
             vae: read_config(dir, "vae", VaeConfig::from_json, vae)?,
-            clip: read_config(dir, "text_encoder", ClipConfig::from_json, clip)?,
         })
+    }
+
+    /// Checks that the pieces fit together: the encoders' widths add up to the UNet's
+    /// cross-attention width, and SDXL's pooled width and time ids to its addition input.
+    /// A mismatch means parts of different models were put together.
+    pub fn check_fit(&self, path: &Path) -> Result<()> {
+        let spec = self.family.spec();
+        let widths: Vec<String> = spec
+            .encoders
+            .iter()
+            .zip(&self.encoders)
+            .map(|(e, c)| format!("{} {}", e.folder, c.hidden_size))
+            .collect();
+        let context: usize = self.encoders.iter().map(|c| c.hidden_size).sum();
+        if context != self.unet.cross_attention_dim {
+            return Err(Error::invalid_model(
+                path,
+                format!(
+                    "the UNet expects {}-wide text conditioning but the text encoders give {context} ({}): these pieces belong to different models",
+                    self.unet.cross_attention_dim,
+                    widths.join(" + ")
+                ),
+            ));
+        }
+        let pooled: usize = spec
+            .encoders
+            .iter()
+            .zip(&self.encoders)
+            .filter(|(e, _)| e.pooled)
+            .map(|(_, c)| c.projection_dim.unwrap_or(0))
+            .sum();
+        match (spec.time_ids, self.unet.addition) {
+            (Some(ids), Some(add)) if add.input_dim == pooled + ids.len() * add.time_embed_dim => {
+                Ok(())
+            }
+            (None, None) => Ok(()),
+            (Some(ids), Some(add)) => Err(Error::invalid_model(
+                path,
+                format!(
+                    "the UNet's added conditioning takes {} values, not the {pooled} pooled + {} x {} time ids of an {}: these pieces belong to different models",
+                    add.input_dim,
+                    ids.len(),
+                    add.time_embed_dim,
+                    self.family
+                ),
+            )),
+            (Some(_), None) => Err(Error::invalid_model(
+                path,
+                format!(
+                    "the UNet takes no pooled text or size conditioning, so it is not an {} UNet",
+                    self.family
+                ),
+            )),
+            (None, Some(_)) => Err(Error::invalid_model(
+                path,
+                format!(
+                    "the UNet takes SDXL's pooled text and size conditioning, but the text encoders are {}'s",
+                    self.family
+                ),
+            )),
+        }
     }
 
     /// The size the UNet was trained at, in pixels.
@@ -123,24 +229,36 @@ fn read_config<T>(
     }
 }
 
-/// The three networks with their weights, and what loading each found.
+/// Every network with its weights, and what loading each found.
 pub(super) struct Networks {
-    text_encoder: ClipTextModel,
+    encoders: Vec<ClipTextModel>,
     unet: UNet,
     vae: Vae,
     pub reports: Vec<ComponentReport>,
 }
 
-/// Where each network's tensors come from: `[text encoder, UNet, VAE]`.
+/// Where each network's tensors come from.
 pub(super) struct Sources<'a> {
-    pub tensors: [Vec<NamedTensor>; 3],
-    pub paths: [&'a Path; 3],
+    /// One per text encoder, in the family's order.
+    pub encoders: Vec<(Vec<NamedTensor>, &'a Path)>,
+    pub unet: (Vec<NamedTensor>, &'a Path),
+    pub vae: (Vec<NamedTensor>, &'a Path),
     /// The architecture came from a preset: a shape mismatch probably means a checkpoint of
     /// another size, and the error says how to describe it.
     pub from_preset: bool,
 }
 
+/// A report name for encoder `i` of a family (`text encoder`, `text encoder 2`).
+pub(super) fn encoder_name(family: Family, i: usize) -> String {
+    family.spec().encoders[i].folder.replace('_', " ")
+}
+
 impl Networks {
+    /// The loaded UNet (for checks before the model is assembled).
+    pub fn unet(&self) -> &UNet {
+        &self.unet
+    }
+
     /// Loads every network strictly (see [`apply_strict`]).
     pub fn load(
         configs: &Configs,
@@ -148,10 +266,9 @@ impl Networks {
         options: &LoadOptions,
         stages: &mut Stages<'_>,
     ) -> Result<Self> {
+        let from_preset = sources.from_preset;
         let hint = |e: Error| match e {
-            Error::Weights { path, message }
-                if sources.from_preset && message.contains("has shape") =>
-            {
+            Error::Weights { path, message } if from_preset && message.contains("has shape") => {
                 Error::Weights {
                     path,
                     message: format!(
@@ -162,53 +279,98 @@ impl Networks {
             }
             other => other,
         };
+        stages.total = 3 + configs.encoders.len();
         let (d, dtype) = (&options.device, options.precision.dtype());
-        let [clip, unet, vae] = sources.tensors;
-        let [clip_path, unet_path, vae_path] = sources.paths;
+        let mut reports = Vec::new();
+        let mut encoders = Vec::new();
+        for (i, ((tensors, path), config)) in sources
+            .encoders
+            .into_iter()
+            .zip(&configs.encoders)
+            .enumerate()
+        {
+            stages.next()?;
+            let name = encoder_name(configs.family, i);
+            let (network, report) =
+                apply_strict(config.init(d), tensors, &name, path, dtype).map_err(hint)?;
+            encoders.push(network);
+            reports.push(report);
+        }
         stages.next()?;
-        let (text_encoder, r1) =
-            apply_strict(configs.clip.init(d), clip, "text encoder", clip_path, dtype)
-                .map_err(hint)?;
+        let (tensors, path) = sources.unet;
+        let (unet, report) =
+            apply_strict(configs.unet.init(d), tensors, "UNet", path, dtype).map_err(hint)?;
+        reports.push(report);
         stages.next()?;
-        let (unet, r2) =
-            apply_strict(configs.unet.init(d), unet, "UNet", unet_path, dtype).map_err(hint)?;
-        stages.next()?;
-        let (vae, r3) =
-            apply_strict(configs.vae.init(d), vae, "VAE", vae_path, dtype).map_err(hint)?;
+        let (tensors, path) = sources.vae;
+        let (vae, report) =
+            apply_strict(configs.vae.init(d), tensors, "VAE", path, dtype).map_err(hint)?;
+        reports.push(report);
         Ok(Self {
-            text_encoder,
+            encoders,
             unet,
             vae,
-            reports: vec![r1, r2, r3],
+            reports,
         })
     }
 
-    /// The loaded model.
+    /// The loaded model. The prediction type is `options.prediction`, else what the files
+    /// said (`info.detected.prediction`), else epsilon.
     pub fn into_model(
         self,
         configs: Configs,
-        info: ModelInfo,
-        tokenizer: ClipTokenizer,
+        mut info: ModelInfo,
+        tokenizers: Vec<ClipTokenizer>,
         scheduler: Option<SchedulerConfig>,
+        zero_empty_negative: bool,
         options: &LoadOptions,
     ) -> Model {
-        let prediction = scheduler
-            .as_ref()
-            .map_or(Prediction::Epsilon, |s| s.prediction);
+        let said = info.detected.prediction;
+        if let (Some(wanted), Some(said)) = (options.prediction, said)
+            && wanted != said
+        {
+            info.report.warnings.push(format!(
+                "the model's files say {} prediction; running it as {} as asked",
+                prediction_name(said),
+                prediction_name(wanted)
+            ));
+        }
+        let prediction = options.prediction.or(said).unwrap_or_default();
+        info.detected.prediction = Some(prediction);
+        let spec = configs.family.spec();
+        let encoders = spec
+            .encoders
+            .iter()
+            .zip(tokenizers)
+            .zip(self.encoders)
+            .map(|((spec, tokenizer), network)| TextEncoder {
+                spec,
+                tokenizer,
+                network,
+            })
+            .collect();
         Model {
+            zero_terminal_snr: info.detected.zero_terminal_snr,
             info,
-            tokenizer,
-            text_encoder: self.text_encoder,
+            encoders,
             unet: self.unet,
             vae: self.vae,
             native_size: configs.native_size(),
-            text_layers: configs.clip.num_hidden_layers,
             vae_config: configs.vae,
             default_scheduler: scheduler,
             prediction,
+            zero_empty_negative,
             device: options.device.clone(),
             precision: options.precision,
         }
+    }
+}
+
+/// `epsilon` or `v`, as `--prediction` takes them.
+pub fn prediction_name(p: Prediction) -> &'static str {
+    match p {
+        Prediction::Epsilon => "epsilon",
+        Prediction::V => "v",
     }
 }
 
@@ -226,4 +388,18 @@ pub fn tensor_shapes(tensors: &[PackTensor]) -> HashMap<String, Vec<usize>> {
         .iter()
         .map(|t| (t.name.clone(), t.shape.as_slice().to_vec()))
         .collect()
+}
+
+/// What `detected` looks like once a folder or file has been read; shared by both layouts.
+pub(super) fn detected_with(
+    family: Family,
+    unet: &UNetConfig,
+    prediction: Option<Prediction>,
+    zero_terminal_snr: bool,
+) -> Detected {
+    Detected {
+        prediction,
+        zero_terminal_snr,
+        ..Detected::plain(family, unet.in_channels)
+    }
 }

@@ -7,13 +7,15 @@ use std::time::Duration;
 
 use burn::tensor::Device;
 
-use super::protocol::ModelSummary;
+use super::protocol::{ModelRole, ModelSummary};
 use crate::api::{GenerateRequest, Generation, Progress, SamplerChoice, Stage};
 use crate::device::Precision;
 use crate::error::Result;
+use crate::family::Family;
 use crate::imaging::ImageRgb8;
+use crate::metadata::ModelRef;
 use crate::model::{Layout, Model};
-use crate::pipeline::{Observer, StepLatents, generate};
+use crate::pipeline::{Observer, StepLatents, generate_refined};
 use crate::preview::latent_preview;
 use crate::weights::{self, LoadOptions};
 
@@ -29,17 +31,18 @@ pub struct EngineProgress {
 
 /// Loads models and generates; runs on the worker thread only.
 pub trait Engine: Send {
-    /// Frees the current model, then loads one. `progress(done, total)` may return `Break`
-    /// to cancel between stages.
+    /// Frees the slot's model, then loads one into it. `progress(done, total)` may return
+    /// `Break` to cancel between stages.
     fn load(
         &mut self,
         path: &Path,
         config_dir: Option<&Path>,
+        role: ModelRole,
         progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
     ) -> Result<ModelSummary>;
 
-    /// Frees the current model.
-    fn unload(&mut self);
+    /// Frees the slot's model.
+    fn unload(&mut self, role: ModelRole);
 
     /// Runs a generation; `progress` returning `Break` cancels it.
     fn generate(
@@ -48,15 +51,38 @@ pub trait Engine: Send {
         progress: &mut dyn FnMut(EngineProgress) -> ControlFlow<()>,
     ) -> Result<Generation>;
 
-    /// A1111's `parameters` text for image `index` of `request` on the loaded model.
+    /// A1111's `parameters` text for image `index` of `request` on the loaded models.
     fn parameters(&mut self, request: &GenerateRequest, index: usize) -> String;
 }
 
-/// The real engine: Burn models on one device.
+/// A loaded model and its A1111 hash, computed on first use (hashing takes seconds).
+struct Slot {
+    model: Model,
+    hash: Option<String>,
+}
+
+impl Slot {
+    /// The model and, for single files, its hash (a hash that cannot be computed is left
+    /// out of the metadata, as A1111 does).
+    fn hashed(&mut self) -> ModelRef<'_> {
+        if self.hash.is_none() && matches!(self.model.info.layout, Layout::SingleFile(_)) {
+            self.hash = crate::hashing::model_hash(
+                &self.model.info.path,
+                crate::hashing::cache_dir().as_deref(),
+            )
+            .ok();
+        }
+        ModelRef {
+            info: &self.model.info,
+            hash: self.hash.as_deref(),
+        }
+    }
+}
+
+/// The real engine: Burn models on one device, a main model and an optional refiner.
 pub struct BurnEngine {
-    model: Option<Model>,
-    /// The loaded single file's A1111 hash, computed on first use (hashing takes seconds).
-    model_hash: Option<String>,
+    main: Option<Slot>,
+    refiner: Option<Slot>,
     device: Device,
     precision: Precision,
 }
@@ -65,11 +91,43 @@ impl BurnEngine {
     /// An engine with no model yet.
     pub fn new(device: Device, precision: Precision) -> Self {
         Self {
-            model: None,
-            model_hash: None,
+            main: None,
+            refiner: None,
             device,
             precision,
         }
+    }
+
+    fn slot(&mut self, role: ModelRole) -> &mut Option<Slot> {
+        match role {
+            ModelRole::Main => &mut self.main,
+            ModelRole::Refiner => &mut self.refiner,
+        }
+    }
+}
+
+/// What the UI shows of a loaded model.
+pub fn summarize(model: &Model) -> ModelSummary {
+    let info = &model.info;
+    let layout = match info.layout {
+        Layout::DiffusersFolder(f) => format!("diffusers folder ({})", f.name()),
+        Layout::SingleFile(f) => format!("single file ({})", f.name()),
+    };
+    let default_sampler = match model.default_sampler() {
+        SamplerChoice::Diffusers(config) => Some(config.class.class_name().to_string()),
+        SamplerChoice::Named { .. } => None,
+    };
+    let capabilities = model.capabilities();
+    ModelSummary {
+        path: info.path.clone(),
+        name: info.name.clone(),
+        family: capabilities.label(),
+        capabilities,
+        layout,
+        native_size: model.native_size,
+        inpainting: model.is_inpainting(),
+        notes: info.report.notes(),
+        default_sampler,
     }
 }
 
@@ -78,6 +136,7 @@ impl BurnEngine {
 struct PreviewObserver<'a> {
     progress: &'a mut dyn FnMut(EngineProgress) -> ControlFlow<()>,
     pending: Option<ImageRgb8>,
+    family: Family,
 }
 
 impl Observer for PreviewObserver<'_> {
@@ -93,7 +152,7 @@ impl Observer for PreviewObserver<'_> {
     }
 
     fn step(&mut self, latents: &StepLatents<'_>) {
-        self.pending = Some(latent_preview(latents.denoised));
+        self.pending = Some(latent_preview(latents.denoised, self.family));
     }
 }
 
@@ -102,42 +161,23 @@ impl Engine for BurnEngine {
         &mut self,
         path: &Path,
         config_dir: Option<&Path>,
+        role: ModelRole,
         progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
     ) -> Result<ModelSummary> {
-        // Free the old model first so two never share memory.
-        self.unload();
+        // Free the slot's old model first so two never share memory.
+        self.unload(role);
         let options = LoadOptions {
             config_dir: config_dir.map(Path::to_path_buf),
-            device: self.device.clone(),
-            precision: self.precision,
+            ..LoadOptions::new(self.device.clone(), self.precision)
         };
         let model = weights::loader::load_observed(path, &options, progress)?;
-        let info = &model.info;
-        let layout = match info.layout {
-            Layout::DiffusersFolder(f) => format!("diffusers folder ({})", f.name()),
-            Layout::SingleFile(f) => format!("single file ({})", f.name()),
-        };
-        let default_sampler = match model.default_sampler() {
-            SamplerChoice::Diffusers(config) => Some(config.class.class_name().to_string()),
-            SamplerChoice::Named { .. } => None,
-        };
-        let summary = ModelSummary {
-            path: info.path.clone(),
-            name: info.name.clone(),
-            family: info.detected.to_string(),
-            layout,
-            native_size: model.native_size,
-            inpainting: model.is_inpainting(),
-            notes: info.report.notes(),
-            default_sampler,
-        };
-        self.model = Some(model);
+        let summary = summarize(&model);
+        *self.slot(role) = Some(Slot { model, hash: None });
         Ok(summary)
     }
 
-    fn unload(&mut self) {
-        self.model = None;
-        self.model_hash = None;
+    fn unload(&mut self, role: ModelRole) {
+        *self.slot(role) = None;
     }
 
     fn generate(
@@ -145,33 +185,46 @@ impl Engine for BurnEngine {
         request: &GenerateRequest,
         progress: &mut dyn FnMut(EngineProgress) -> ControlFlow<()>,
     ) -> Result<Generation> {
-        let model = self
-            .model
+        let model = &self
+            .main
             .as_ref()
-            .ok_or_else(|| crate::Error::settings("no model is loaded; load a checkpoint first"))?;
-        generate(
+            .ok_or_else(|| crate::Error::settings("no model is loaded; load a checkpoint first"))?
+            .model;
+        let refiner = match request.refiner_switch {
+            Some(_) => Some(
+                &self
+                    .refiner
+                    .as_ref()
+                    .ok_or_else(|| {
+                        crate::Error::settings(
+                            "no refiner is loaded; choose one or turn the refiner off",
+                        )
+                    })?
+                    .model,
+            ),
+            None => None,
+        };
+        generate_refined(
             model,
+            refiner,
             request,
             &mut PreviewObserver {
                 progress,
                 pending: None,
+                family: model.family(),
             },
         )
     }
 
     fn parameters(&mut self, request: &GenerateRequest, index: usize) -> String {
-        let Some(model) = &self.model else {
+        let Some(main) = self.main.as_mut() else {
             return String::new();
         };
-        if self.model_hash.is_none() && matches!(model.info.layout, Layout::SingleFile(_)) {
-            // A hash that cannot be computed is left out of the metadata, as A1111 does.
-            self.model_hash = crate::hashing::model_hash(
-                &model.info.path,
-                crate::hashing::cache_dir().as_deref(),
-            )
-            .ok();
-        }
-        crate::metadata::for_generation(request, &model.info, self.model_hash.as_deref(), index)
-            .to_text()
+        let main = main.hashed();
+        let refiner = match (&mut self.refiner, request.refiner_switch) {
+            (Some(r), Some(_)) => Some(r.hashed()),
+            _ => None,
+        };
+        crate::metadata::for_generation(request, main, refiner, index).to_text()
     }
 }

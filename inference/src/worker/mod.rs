@@ -10,7 +10,9 @@ mod engine;
 mod protocol;
 
 pub use engine::{BurnEngine, Engine, EngineProgress};
-pub use protocol::{CancelToken, Command, Event, JobId, ModelSummary, Preview, ResultImage};
+pub use protocol::{
+    CancelToken, Command, Event, JobId, ModelRole, ModelSummary, Preview, ResultImage,
+};
 
 use std::ops::ControlFlow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -114,19 +116,21 @@ fn serve(
     while let Ok(command) = commands.recv() {
         match command {
             Command::Shutdown => break,
-            Command::Unload => {
-                engine.unload();
-                emit(Event::ModelUnloaded);
+            Command::Unload(role) => {
+                engine.unload(role);
+                emit(Event::ModelUnloaded(role));
             }
             Command::LoadModel {
                 path,
                 config_dir,
+                role,
                 cancel,
             } => {
                 let start = Instant::now();
                 let mut progress = |step, total| {
                     emit(Event::ModelLoading {
                         path: path.clone(),
+                        role,
                         step,
                         total,
                     });
@@ -137,25 +141,29 @@ fn serve(
                     }
                 };
                 let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    engine.load(&path, config_dir.as_deref(), &mut progress)
+                    engine.load(&path, config_dir.as_deref(), role, &mut progress)
                 }));
                 match outcome {
                     Ok(Ok(summary)) => emit(Event::ModelLoaded {
                         summary,
+                        role,
                         elapsed: start.elapsed(),
                     }),
                     Ok(Err(crate::Error::Cancelled)) => emit(Event::ModelFailed {
                         path,
+                        role,
                         error: "loading was cancelled".into(),
                     }),
                     Ok(Err(e)) => emit(Event::ModelFailed {
                         path,
+                        role,
                         error: e.to_string(),
                     }),
                     Err(payload) => {
-                        engine.unload();
+                        engine.unload(role);
                         emit(Event::ModelFailed {
                             path,
+                            role,
                             error: format!(
                                 "internal error while loading: {}",
                                 panic_message(&*payload)
@@ -222,9 +230,11 @@ fn serve(
                         error: e.to_string(),
                     }),
                     Err(payload) => {
-                        // The model's state is unknown after a panic: free it.
-                        engine.unload();
-                        emit(Event::ModelUnloaded);
+                        // The models' state is unknown after a panic: free them.
+                        for role in [ModelRole::Main, ModelRole::Refiner] {
+                            engine.unload(role);
+                            emit(Event::ModelUnloaded(role));
+                        }
                         emit(Event::Failed {
                             job,
                             error: format!(

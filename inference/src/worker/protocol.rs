@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::api::{GenerateRequest, Stage};
+use crate::api::{GenerateRequest, ModelCapabilities, Stage};
 use crate::imaging::ImageRgb8;
 
 /// Identifies one generation job.
@@ -33,13 +33,24 @@ impl CancelToken {
     }
 }
 
+/// Which of the worker's two model slots a command or event is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ModelRole {
+    /// The model generations start from.
+    #[default]
+    Main,
+    /// The model that takes over at a request's refiner switch (the SDXL refiner).
+    Refiner,
+}
+
 /// What the UI asks of the worker.
 #[derive(Debug)]
 pub enum Command {
-    /// Load a model (replacing the current one, which is freed first).
+    /// Load a model into a slot (replacing the slot's model, which is freed first).
     LoadModel {
         path: PathBuf,
         config_dir: Option<PathBuf>,
+        role: ModelRole,
         cancel: CancelToken,
     },
     /// Generate; `cancel` stops it within one step.
@@ -48,19 +59,21 @@ pub enum Command {
         request: Box<GenerateRequest>,
         cancel: CancelToken,
     },
-    /// Free the model.
-    Unload,
+    /// Free a slot's model.
+    Unload(ModelRole),
     /// Finish the current command and end the thread.
     Shutdown,
 }
 
 /// What loading found, for the model panel.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ModelSummary {
     pub path: PathBuf,
     pub name: String,
-    /// `SD 1.x`, `SD 1.x inpainting`, ...
+    /// `SD 1.x`, `SDXL refiner`, `SD 2.x v-prediction`, ...
     pub family: String,
+    /// What requests may ask of it (family, sizes, prompts).
+    pub capabilities: ModelCapabilities,
     /// `diffusers folder (safetensors)`, `single file (safetensors)`, ...
     pub layout: String,
     pub native_size: (u32, u32),
@@ -76,18 +89,21 @@ pub struct ModelSummary {
 pub enum Event {
     ModelLoading {
         path: PathBuf,
+        role: ModelRole,
         step: usize,
         total: usize,
     },
     ModelLoaded {
         summary: ModelSummary,
+        role: ModelRole,
         elapsed: Duration,
     },
     ModelFailed {
         path: PathBuf,
+        role: ModelRole,
         error: String,
     },
-    ModelUnloaded,
+    ModelUnloaded(ModelRole),
     JobStarted {
         job: JobId,
     },

@@ -28,6 +28,18 @@ pub struct UNetConfig {
     pub freq_shift: f32,
     /// Latent size the model was trained at (diffusers' `sample_size`).
     pub sample_size: usize,
+    /// SDXL's `addition_embed_type: "text_time"`: pooled text and time ids added to the
+    /// time embedding.
+    pub addition: Option<AdditionConfig>,
+}
+
+/// diffusers' `addition_embed_type: "text_time"` settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdditionConfig {
+    /// Sinusoid width per time id (`addition_time_embed_dim`).
+    pub time_embed_dim: usize,
+    /// Pooled text width + time ids x `time_embed_dim` (`projection_class_embeddings_input_dim`).
+    pub input_dim: usize,
 }
 
 impl UNetConfig {
@@ -49,6 +61,60 @@ impl UNetConfig {
             flip_sin_to_cos: true,
             freq_shift: 0.0,
             sample_size: 64,
+            addition: None,
+        }
+    }
+
+    /// The SD 2.x UNet (768-v; the 512 base differs only in `sample_size` 64).
+    pub fn sd2(in_channels: usize) -> Self {
+        Self {
+            heads: vec![5, 10, 20, 20],
+            cross_attention_dim: 1024,
+            use_linear_projection: true,
+            sample_size: 96,
+            ..Self::sd15(in_channels)
+        }
+    }
+
+    /// The SDXL base UNet.
+    pub fn sdxl(in_channels: usize) -> Self {
+        Self {
+            in_channels,
+            out_channels: 4,
+            block_out_channels: vec![320, 640, 1280],
+            layers_per_block: 2,
+            down_attention: vec![false, true, true],
+            up_attention: vec![true, true, false],
+            heads: vec![5, 10, 20],
+            transformer_depth: vec![1, 2, 10],
+            cross_attention_dim: 2048,
+            norm_num_groups: 32,
+            norm_eps: 1e-5,
+            use_linear_projection: true,
+            flip_sin_to_cos: true,
+            freq_shift: 0.0,
+            sample_size: 128,
+            addition: Some(AdditionConfig {
+                time_embed_dim: 256,
+                input_dim: 2816,
+            }),
+        }
+    }
+
+    /// The SDXL refiner UNet.
+    pub fn sdxl_refiner(in_channels: usize) -> Self {
+        Self {
+            block_out_channels: vec![384, 768, 1536, 1536],
+            down_attention: vec![false, true, true, false],
+            up_attention: vec![false, true, true, false],
+            heads: vec![6, 12, 24, 24],
+            transformer_depth: vec![4; 4],
+            cross_attention_dim: 1280,
+            addition: Some(AdditionConfig {
+                time_embed_dim: 256,
+                input_dim: 2560,
+            }),
+            ..Self::sdxl(in_channels)
         }
     }
 
@@ -128,19 +194,27 @@ impl UNetConfig {
             }
         }
         for key in [
-            "addition_embed_type",
             "class_embed_type",
             "encoder_hid_dim",
             "time_cond_proj_dim",
             "num_class_embeds",
+            "reverse_transformer_layers_per_block",
         ] {
             if !v[key].is_null() {
-                return refuse(format!("{key:?} (SDXL-style conditioning)"));
+                return refuse(format!("{key:?}"));
             }
         }
         if v["layers_per_block"].is_array() {
             return refuse("per-block layers_per_block".into());
         }
+        let addition = match &v["addition_embed_type"] {
+            Value::Null => None,
+            Value::String(s) if s == "text_time" => Some(AdditionConfig {
+                time_embed_dim: uint("addition_time_embed_dim")?,
+                input_dim: uint("projection_class_embeddings_input_dim")?,
+            }),
+            other => return refuse(format!("addition_embed_type {other}")),
+        };
         let config = Self {
             in_channels: uint("in_channels")?,
             out_channels: uint("out_channels")?,
@@ -160,6 +234,7 @@ impl UNetConfig {
             up_attention,
             heads,
             transformer_depth,
+            addition,
         };
         config.validate()?;
         Ok(config)
@@ -182,6 +257,21 @@ impl UNetConfig {
                     "block_out_channels[{i}] = {c} is not a multiple of its head count"
                 ));
             }
+            // The mid block uses the last level's transformers, attention or not.
+            let attends = self.down_attention[i] || self.up_attention[self.levels() - 1 - i];
+            if (attends || i + 1 == self.levels()) && self.transformer_depth[i] == 0 {
+                return bad(format!(
+                    "transformer_layers_per_block[{i}] is 0 where level {i} has attention"
+                ));
+            }
+        }
+        if let Some(add) = self.addition
+            && (add.time_embed_dim == 0 || add.input_dim <= add.time_embed_dim)
+        {
+            return bad(format!(
+                "projection_class_embeddings_input_dim {} does not fit addition_time_embed_dim {}",
+                add.input_dim, add.time_embed_dim
+            ));
         }
         Ok(())
     }

@@ -1,9 +1,10 @@
-//! diffusers `UNet2DConditionModel` for SD 1.x/2.x: down blocks, a cross-attention middle
-//! block and up blocks with skip connections, conditioned on a timestep and on text.
+//! diffusers `UNet2DConditionModel` for SD 1.x/2.x/XL: down blocks, a cross-attention
+//! middle block and up blocks with skip connections, conditioned on a timestep, on text and
+//! (SDXL) on pooled text and size / aesthetic time ids.
 
 mod config;
 
-pub use config::UNetConfig;
+pub use config::{AdditionConfig, UNetConfig};
 
 use burn::module::Module;
 use burn::nn::GroupNorm;
@@ -41,10 +42,24 @@ pub struct UpBlock {
     pub upsamplers: Vec<Upsample>,
 }
 
+/// SDXL's extra conditioning for one UNet call.
+#[derive(Clone, Debug)]
+pub struct AddedConditioning {
+    /// Pooled text embeddings, `[batch, pooled_dim]`.
+    pub text_embeds: Tensor<2>,
+    /// `batch` rows of time ids (sizes, crop, target size or aesthetic score), row-major.
+    pub time_ids: Vec<f32>,
+}
+
 /// The denoising UNet.
 #[derive(Module, Debug)]
 pub struct UNet {
     pub time_embedding: TimestepMlp,
+    /// diffusers' `add_embedding` (SDXL): pooled text + time-id sinusoids to the time
+    /// embedding's width.
+    pub add_embedding: Option<TimestepMlp>,
+    /// Sinusoid width per time id (`addition_time_embed_dim`; 0 without `add_embedding`).
+    pub addition_time_embed_dim: usize,
     pub conv_in: Conv2d,
     pub down_blocks: Vec<DownBlock>,
     pub mid_block: MidBlock,
@@ -142,6 +157,10 @@ impl UNetConfig {
 
         UNet {
             time_embedding: TimestepMlp::new(ch[0], temb, device),
+            add_embedding: self
+                .addition
+                .map(|a| TimestepMlp::new(a.input_dim, temb, device)),
+            addition_time_embed_dim: self.addition.map_or(0, |a| a.time_embed_dim),
             conv_in: conv2d([self.in_channels, ch[0]], 3, 1, 1, device),
             down_blocks,
             mid_block,
@@ -161,10 +180,23 @@ impl UNet {
     /// # Shapes
     /// - `sample`: `[batch, in_channels, h, w]`
     /// - `timesteps`: `batch` values
-    /// - `context`: `[batch, tokens, cross_attention_dim]`
+    /// - `context`: `[batch, tokens, cross_attention_dim]` (tokens any multiple of 77)
+    /// - `added`: SDXL's pooled text `[batch, pooled]` and `batch` rows of time ids;
+    ///   required exactly when the UNet has an `add_embedding`
     /// - returns `[batch, out_channels, h, w]`
-    pub fn forward(&self, sample: Tensor<4>, timesteps: &[f32], context: &Tensor<3>) -> Tensor<4> {
-        self.forward_traced(sample, timesteps, context, None)
+    pub fn forward(
+        &self,
+        sample: Tensor<4>,
+        timesteps: &[f32],
+        context: &Tensor<3>,
+        added: Option<&AddedConditioning>,
+    ) -> Tensor<4> {
+        self.forward_traced(sample, timesteps, context, added, None)
+    }
+
+    /// Whether the UNet takes [`AddedConditioning`] (SDXL).
+    pub fn takes_added_conditioning(&self) -> bool {
+        self.add_embedding.is_some()
     }
 
     /// [`UNet::forward`], recording the output of every top-level module into `trace`
@@ -174,6 +206,7 @@ impl UNet {
         sample: Tensor<4>,
         timesteps: &[f32],
         context: &Tensor<3>,
+        added: Option<&AddedConditioning>,
         mut trace: Option<&mut Trace>,
     ) -> Tensor<4> {
         let mut record = |name: String, t: &Tensor<4>| {
@@ -192,11 +225,40 @@ impl UNet {
         )
         .cast(self.conv_in.weight.val().dtype());
         record("time_proj".into(), &t_proj.clone().unsqueeze_dims(&[2, 3]));
-        let emb = self.time_embedding.forward(t_proj);
+        let mut emb = self.time_embedding.forward(t_proj);
         record(
             "time_embedding".into(),
             &emb.clone().unsqueeze_dims(&[2, 3]),
         );
+        match (&self.add_embedding, added) {
+            (Some(add_embedding), Some(added)) => {
+                let batch = timesteps.len();
+                let dim = self.addition_time_embed_dim;
+                let ids = timestep_embedding(
+                    &added.time_ids,
+                    dim,
+                    self.flip_sin_to_cos,
+                    self.freq_shift,
+                    &device,
+                )
+                .cast(emb.dtype());
+                record("add_time_proj".into(), &ids.clone().unsqueeze_dims(&[2, 3]));
+                let per_row = added.time_ids.len() / batch;
+                let input = Tensor::cat(
+                    vec![
+                        added.text_embeds.clone().cast(emb.dtype()),
+                        ids.reshape([batch, per_row * dim]),
+                    ],
+                    1,
+                );
+                let aug = add_embedding.forward(input);
+                record("add_embedding".into(), &aug.clone().unsqueeze_dims(&[2, 3]));
+                emb = emb + aug;
+            }
+            (None, None) => {}
+            (Some(_), None) => panic!("an SDXL UNet needs pooled text and time ids"),
+            (None, Some(_)) => panic!("this UNet takes no pooled text or time ids"),
+        }
         // Every resnet applies SiLU to the embedding first; do it once.
         let emb = silu(emb);
 

@@ -133,6 +133,8 @@ pub struct SchedulerConfig {
     /// `DPMSolverSDEScheduler`'s Brownian-tree entropy (`noise_sampler_seed`); `None` = the
     /// image's seed (diffusers would draw one at random).
     pub noise_sampler_seed: Option<u64>,
+    /// `rescale_betas_zero_snr`: the training table is rescaled to zero terminal SNR.
+    pub zero_snr: bool,
 }
 
 impl SchedulerConfig {
@@ -169,7 +171,6 @@ impl SchedulerConfig {
             return refuse("\"trained_betas\"".into());
         }
         for key in [
-            "rescale_betas_zero_snr",
             "clip_sample",
             "thresholding",
             "use_exponential_sigmas",
@@ -285,18 +286,22 @@ impl SchedulerConfig {
             unipc_variant,
             sde,
             noise_sampler_seed: v["noise_sampler_seed"].as_u64(),
+            zero_snr: flag("rescale_betas_zero_snr", false),
             original_inference_steps: v["original_inference_steps"].as_u64().unwrap_or(50) as usize,
             timestep_scaling: float("timestep_scaling", 10.0),
         })
     }
 
-    /// The training table with diffusers' float32 arithmetic.
+    /// The training table with diffusers' float32 arithmetic (rescaled to zero terminal
+    /// SNR when the config says so).
     pub fn table(&self) -> Result<DiscreteSchedule> {
-        DiscreteSchedule::new(
-            self.betas,
-            self.num_train_timesteps,
-            TableArithmetic::DiffusersF32,
-        )
+        let arithmetic = TableArithmetic::DiffusersF32;
+        let table = DiscreteSchedule::new(self.betas, self.num_train_timesteps, arithmetic)?;
+        Ok(if self.zero_snr {
+            table.rescaled_to_zero_terminal_snr(arithmetic)
+        } else {
+            table
+        })
     }
 
     /// What `set_timesteps(steps)` gives, as a sampling plan. `eta` is DDIM's.
