@@ -112,7 +112,7 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
             let ctx = cfg.cross_attention_dim;
             let context = random([b, 77, ctx, 1], d).reshape([b, 77, ctx]).cast(dtype);
             let added = cfg.addition.map(|add| {
-                let ids = spec.time_ids.map_or(0, TimeIds::len);
+                let ids = spec.time_ids.map_or(0, TimeIds::count);
                 let pooled = add.input_dim - ids * add.time_embed_dim;
                 AddedConditioning {
                     text_embeds: random([b, pooled, 1, 1], d).reshape([b, pooled]),

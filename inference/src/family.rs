@@ -107,7 +107,7 @@ pub enum TimeIds {
 
 impl TimeIds {
     /// Values per row.
-    pub fn len(self) -> usize {
+    pub fn count(self) -> usize {
         match self {
             TimeIds::SizeCropTarget => 6,
             TimeIds::SizeCropAesthetic => 5,
@@ -310,7 +310,7 @@ mod tests {
                 .sum();
             match (spec.time_ids, &unet.addition) {
                 (Some(ids), Some(add)) => {
-                    assert_eq!(add.input_dim, pooled + ids.len() * add.time_embed_dim)
+                    assert_eq!(add.input_dim, pooled + ids.count() * add.time_embed_dim)
                 }
                 (None, None) => assert_eq!(pooled, 0),
                 _ => panic!("{family}: time ids and the UNet disagree"),

@@ -1,5 +1,10 @@
-//! How much memory this process holds: its peak resident set, as the kernel counts it, for
-//! `ember bench` and `ember generate --verbose`.
+//! Memory: what this process holds (its peak resident set, for `ember bench` and
+//! `ember generate --verbose`), what is free, and what a generation will need, so a request
+//! that cannot fit is refused before a long load rather than failing (or swapping) later.
+
+use crate::error::{Error, Result};
+use crate::models::unet::UNetConfig;
+use crate::models::vae::VaeConfig;
 
 /// The process's peak resident set size in bytes (`VmHWM` in `/proc/self/status`), where the
 /// platform reports it (Linux); `None` elsewhere.
@@ -24,6 +29,123 @@ fn status_field(name: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// Memory free for a new job: `EMBER_MEMORY_LIMIT` (bytes, or with a `K`/`M`/`G` suffix)
+/// when set, else the kernel's `MemAvailable` (Linux); `None` when neither is known.
+pub fn available_bytes() -> Option<u64> {
+    if let Ok(limit) = std::env::var("EMBER_MEMORY_LIMIT") {
+        return parse_size(&limit);
+    }
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line["MemAvailable:".len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// `123`, `512M`, `8G`, `1.5G` as bytes.
+fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => (&text[..i], c.to_ascii_uppercase()),
+        _ => (text, 'B'),
+    };
+    let value: f64 = number.trim().parse().ok()?;
+    let scale = match unit {
+        'B' => 1.0,
+        'K' => 1024.0,
+        'M' => 1024.0 * 1024.0,
+        'G' => 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    (value >= 0.0).then_some((value * scale) as u64)
+}
+
+/// What a generation needs, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Estimate {
+    /// The networks' weights at the chosen precision.
+    pub weights: u64,
+    /// Activations, latents and scratch space at their peak.
+    pub working: u64,
+}
+
+impl Estimate {
+    pub fn total(&self) -> u64 {
+        self.weights + self.working
+    }
+}
+
+/// What one generation of `width` x `height` with `rows` UNet rows (batch, doubled by
+/// classifier-free guidance) needs on a model of `parameters` weights of `weight_bytes`
+/// each. `materialised_attention` counts full attention matrices (backends without a
+/// flash-attention path); Ember's CPU kernel works in tiles and needs none.
+///
+/// The working memory is the UNet's skip connections plus the largest level's transient
+/// tensors (the feed-forward is 8 channels wide per channel), or the VAE decoder at full
+/// resolution (one image at a time), whichever is larger, with a margin: an estimate to
+/// refuse the impossible, not an exact count.
+pub fn estimate(
+    parameters: u64,
+    weight_bytes: u64,
+    unet: &UNetConfig,
+    vae: &VaeConfig,
+    (width, height): (u32, u32),
+    rows: usize,
+    materialised_attention: bool,
+) -> Estimate {
+    const F32: u64 = 4;
+    let f = vae.factor();
+    let (h0, w0) = (height as usize / f, width as usize / f);
+    let level_size = |i: usize| unet.block_out_channels[i] * (h0 >> i).max(1) * (w0 >> i).max(1);
+    let levels = unet.levels();
+    let skips: usize = (0..levels)
+        .map(|i| (unet.layers_per_block + 1) * level_size(i))
+        .sum();
+    let transient = 16 * (0..levels).map(level_size).max().unwrap_or(0);
+    let mut unet_bytes = (rows * (skips + transient)) as u64 * F32;
+    if materialised_attention {
+        let tokens = (h0 * w0) as u64;
+        let heads = unet.heads.iter().copied().max().unwrap_or(1) as u64;
+        unet_bytes += rows as u64 * heads * tokens * tokens * F32;
+    }
+    let pixels = u64::from(width) * u64::from(height);
+    let mut vae_bytes = 8 * vae.block_out_channels[0] as u64 * pixels * F32;
+    if materialised_attention {
+        let tokens = (h0 * w0) as u64;
+        vae_bytes += tokens * tokens * F32;
+    }
+    let working = unet_bytes.max(vae_bytes) * 5 / 4 + 256 * 1024 * 1024;
+    Estimate {
+        weights: parameters * weight_bytes,
+        working,
+    }
+}
+
+/// An error when `estimate` does not fit in `available` bytes, saying what would help.
+pub fn check_fits(estimate: Estimate, available: u64, half_precision_helps: bool) -> Result<()> {
+    if estimate.total() <= available {
+        return Ok(());
+    }
+    let mut hints = Vec::new();
+    if half_precision_helps {
+        hints.push("--precision bf16 (halves the weights)");
+    }
+    hints.push("a smaller size or batch");
+    hints.push("closing other programs");
+    Err(Error::settings(format!(
+        "this generation needs about {} ({} of weights and {} of working memory) but only {} is free; try {}",
+        human_bytes(estimate.total()),
+        human_bytes(estimate.weights),
+        human_bytes(estimate.working),
+        human_bytes(available),
+        hints.join(", ")
+    )))
+}
+
 /// `1.23 GiB` / `456.7 MiB`.
 pub fn human_bytes(bytes: u64) -> String {
     let mib = bytes as f64 / (1024.0 * 1024.0);
@@ -36,11 +158,40 @@ pub fn human_bytes(bytes: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_with_suffixes() {
+        assert_eq!(parse_size("512M"), Some(512 << 20));
+        assert_eq!(parse_size("2G"), Some(2 << 30));
+        assert_eq!(parse_size("1.5k"), Some(1536));
+        assert_eq!(parse_size("1000"), Some(1000));
+        assert_eq!(parse_size("lots"), None);
+    }
+
+    #[test]
+    fn sdxl_at_1024_fits_24_gib_in_bf16_and_not_4_gib() {
+        let family = crate::family::Family::Sdxl.spec();
+        let unet = (family.unet_preset)(4);
+        let vae = family.vae_preset();
+        // SDXL base: 2.57 G UNet + 0.82 G text encoders + 0.08 G VAE parameters.
+        let bf16 = estimate(3_470_000_000, 2, &unet, &vae, (1024, 1024), 2, false);
+        assert!(bf16.total() < 16 << 30, "{bf16:?}");
+        assert!(check_fits(bf16, 24 << 30, false).is_ok());
+        let err = check_fits(bf16, 4 << 30, false).unwrap_err().to_string();
+        assert!(err.contains("needs about") && err.contains("free"), "{err}");
+        let f32 = estimate(3_470_000_000, 4, &unet, &vae, (1024, 1024), 2, false);
+        assert!(f32.weights == 2 * bf16.weights && f32.working == bf16.working);
+        // Materialised attention at 4096 tokens a level adds gigabytes.
+        let naive = estimate(3_470_000_000, 2, &unet, &vae, (1024, 1024), 2, true);
+        assert!(naive.working > bf16.working + (1 << 30));
+    }
+
     #[test]
     fn linux_reports_a_peak_at_least_the_current_size() {
         if cfg!(target_os = "linux") {
-            let peak = super::peak_resident_bytes().expect("VmHWM on Linux");
-            let now = super::resident_bytes().expect("VmRSS on Linux");
+            let peak = peak_resident_bytes().expect("VmHWM on Linux");
+            let now = resident_bytes().expect("VmRSS on Linux");
             assert!(peak >= now && now > 0, "peak {peak}, now {now}");
         }
     }

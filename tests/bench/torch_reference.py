@@ -1,6 +1,7 @@
 """PyTorch/diffusers side of `ember bench`: the same networks, sizes and batch on this machine.
 
-Usage: python3 torch_reference.py unet|vae-decode|text-encoder --size 512 --batch 2 --runs 3
+Usage: python3 torch_reference.py unet|vae-decode|text-encoder [--arch sd15|sdxl] --size 512 --batch 2
+       [--runs 3] [--dtype fp32|bf16|fp16]
 Prints one JSON line like `ember bench --json`. Needs torch and diffusers (and transformers
 for text-encoder); tests/bench/compare.sh runs both and prints the ratio.
 Random weights: timing does not depend on their values.
@@ -29,6 +30,27 @@ def sd15_unet():
     )
 
 
+def sdxl_unet():
+    from diffusers import UNet2DConditionModel
+
+    return UNet2DConditionModel(
+        sample_size=128,
+        in_channels=4,
+        out_channels=4,
+        block_out_channels=(320, 640, 1280),
+        layers_per_block=2,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"),
+        transformer_layers_per_block=(1, 2, 10),
+        attention_head_dim=(5, 10, 20),
+        cross_attention_dim=2048,
+        use_linear_projection=True,
+        addition_embed_type="text_time",
+        addition_time_embed_dim=256,
+        projection_class_embeddings_input_dim=2816,
+    )
+
+
 def sd_vae():
     from diffusers import AutoencoderKL
 
@@ -41,9 +63,23 @@ def sd_vae():
     )
 
 
+def peak_rss():
+    """The process's peak resident set in bytes (Linux), as `ember bench` reports it."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("target", choices=["unet", "vae-decode", "text-encoder"])
+    p.add_argument("--arch", choices=["sd15", "sdxl"], default="sd15")
+    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
     p.add_argument("--size", type=int, default=512)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--runs", type=int, default=3)
@@ -55,15 +91,26 @@ def main():
     torch.manual_seed(0)
     latent = a.size // 8
     with torch.inference_mode():
-        if a.target == "unet":
-            model = sd15_unet().eval()
-            x = torch.randn(a.batch, 4, latent, latent)
-            ctx = torch.randn(a.batch, 77, 768)
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
+        if a.target == "unet" and a.arch == "sdxl":
+            model = sdxl_unet().eval().to(dtype)
+            x = torch.randn(a.batch, 4, latent, latent, dtype=dtype)
+            ctx = torch.randn(a.batch, 77, 2048, dtype=dtype)
+            t = torch.tensor([500.0] * a.batch)
+            added = {
+                "text_embeds": torch.randn(a.batch, 1280, dtype=dtype),
+                "time_ids": torch.tensor([[1024.0, 1024.0, 0.0, 0.0, 1024.0, 1024.0]] * a.batch, dtype=dtype),
+            }
+            call = lambda: model(x, t, ctx, added_cond_kwargs=added).sample
+        elif a.target == "unet":
+            model = sd15_unet().eval().to(dtype)
+            x = torch.randn(a.batch, 4, latent, latent, dtype=dtype)
+            ctx = torch.randn(a.batch, 77, 768, dtype=dtype)
             t = torch.tensor([500.0] * a.batch)
             call = lambda: model(x, t, ctx).sample
         elif a.target == "vae-decode":
-            model = sd_vae().eval()
-            z = torch.randn(a.batch, 4, latent, latent)
+            model = sd_vae().eval().to(dtype)
+            z = torch.randn(a.batch, 4, latent, latent, dtype=dtype)
             call = lambda: model.decode(z).sample
         else:
             from transformers import CLIPTextConfig, CLIPTextModel
@@ -80,7 +127,8 @@ def main():
             call()
             times.append(time.perf_counter() - start)
     print(json.dumps({
-        "implementation": f"torch {torch.__version__}", "target": a.target, "size": a.size, "batch": a.batch,
+        "implementation": f"torch {torch.__version__}", "target": a.target, "arch": a.arch, "dtype": a.dtype,
+        "size": a.size, "batch": a.batch, "peak_rss_bytes": peak_rss(),
         "threads": torch.get_num_threads(), "median_s": statistics.median(times), "min_s": min(times), "runs": a.runs,
     }))
 

@@ -244,3 +244,37 @@ fn a_prediction_override_against_the_model_is_a_warning() {
     );
     assert!(out.is_file());
 }
+
+#[test]
+fn a_request_that_cannot_fit_in_memory_is_refused_before_loading() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("big.png");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ember"))
+        .args([
+            "generate",
+            "--model",
+            &arg(&reference("sdxl/pipeline")),
+            "--prompt",
+            "a test",
+            "--width",
+            "1024",
+            "--height",
+            "1024",
+            "--out",
+            &arg(&out),
+        ])
+        .current_dir(dir.path())
+        .env("EMBER_MEMORY_LIMIT", "64M")
+        .env("EMBER_CACHE_DIR", dir.path().join("cache"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("error: this generation needs about") && lines[0].contains("free"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+}

@@ -259,3 +259,94 @@ fn refiner_encodes_with_bigg_alone_and_its_unet_takes_aesthetic_scores() {
         check_unet(&layout, &model, &golden, Some(added(&golden)));
     }
 }
+
+/// An empty float tensor, as ComfyUI writes its `v_pred` / `ztsnr` markers.
+fn marker() -> ember_tests::Fixture {
+    ember_tests::Fixture::from_f32(vec![0], &[])
+}
+
+#[test]
+fn sdxl_files_marked_v_pred_and_ztsnr_run_as_such() {
+    use inference::schedule::diffusers::Prediction;
+    let dir = tempfile::tempdir().unwrap();
+    let options = LoadOptions {
+        config_dir: Some(reference("sdxl/pipeline")),
+        ..LoadOptions::new(Device::flex(), Precision::F32)
+    };
+    let write = |name: &str, keys: &[&str]| {
+        let path = dir.path().join(name);
+        let extra = keys.iter().map(|k| (k.to_string(), marker())).collect();
+        ember_tests::write_edited("sdxl/checkpoint.safetensors", &path, |_, _| true, extra);
+        load(&path, &options).unwrap()
+    };
+    let both = write("vpred-ztsnr.safetensors", &["v_pred", "ztsnr"]);
+    let caps = both.capabilities();
+    assert_eq!(
+        (caps.prediction, caps.zero_terminal_snr),
+        (Prediction::V, true)
+    );
+    assert_eq!(caps.label(), "SDXL v-prediction (zero terminal SNR)");
+    assert!(
+        both.info.report.ignored.iter().any(|k| k == "v_pred"),
+        "the markers are known, not unknown: {:?}",
+        both.info.report
+    );
+    let v_only = write("vpred.safetensors", &["v_pred"]).capabilities();
+    assert_eq!(
+        (v_only.prediction, v_only.zero_terminal_snr),
+        (Prediction::V, false)
+    );
+    // As ComfyUI reads them, `ztsnr` alone marks nothing.
+    let ztsnr_only = write("ztsnr.safetensors", &["ztsnr"]).capabilities();
+    assert_eq!(
+        (ztsnr_only.prediction, ztsnr_only.zero_terminal_snr),
+        (Prediction::Epsilon, false)
+    );
+}
+
+#[test]
+fn an_a1111_yaml_beside_an_sd2_file_decides_its_prediction() {
+    use inference::schedule::diffusers::Prediction;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("model.safetensors");
+    std::fs::copy(reference("sd2v/checkpoint.safetensors"), &file).unwrap();
+    let options = LoadOptions {
+        config_dir: Some(reference("sd2v/pipeline")),
+        ..LoadOptions::new(Device::flex(), Precision::F32)
+    };
+    let yaml = dir.path().join("model.yaml");
+    for (text, expected) in [
+        (
+            "model:\n  params:\n    parameterization: \"v\"\n",
+            Prediction::V,
+        ),
+        (
+            "model:\n  params:\n    linear_start: 0.00085\n",
+            Prediction::Epsilon,
+        ),
+    ] {
+        std::fs::write(&yaml, text).unwrap();
+        assert_eq!(
+            load(&file, &options).unwrap().prediction,
+            expected,
+            "{text}"
+        );
+    }
+    // An explicit override wins, and the disagreement is noted.
+    let forced = LoadOptions {
+        prediction: Some(Prediction::V),
+        ..options
+    };
+    let model = load(&file, &forced).unwrap();
+    assert_eq!(model.prediction, Prediction::V);
+    assert!(
+        model
+            .info
+            .report
+            .notes()
+            .iter()
+            .any(|n| n.contains("say epsilon")),
+        "{:?}",
+        model.info.report.notes()
+    );
+}

@@ -317,10 +317,20 @@ pub fn read_png_rgb(path: &Path) -> (u32, u32, Vec<u8>) {
 /// for tests.
 pub fn write_edited_checkpoint(
     dst: &Path,
+    edit: impl FnMut(&str, &mut Fixture) -> bool,
+    extra: Vec<(String, Fixture)>,
+) {
+    write_edited("sd15/checkpoint.safetensors", dst, edit, extra);
+}
+
+/// [`write_edited_checkpoint`] for any safetensors file of the reference tree.
+pub fn write_edited(
+    src_rel: &str,
+    dst: &Path,
     mut edit: impl FnMut(&str, &mut Fixture) -> bool,
     extra: Vec<(String, Fixture)>,
 ) {
-    let src = Fixtures::load("sd15/checkpoint.safetensors");
+    let src = Fixtures::load(src_rel);
     let mut kept: Vec<(String, Fixture)> = Vec::new();
     for (name, mut tensor) in src.tensors {
         if edit(&name, &mut tensor) {

@@ -147,17 +147,18 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         prediction,
         ..LoadOptions::new(device.clone(), precision)
     };
+    let refiner_options = LoadOptions {
+        config_dir: args.refiner_config.clone(),
+        ..LoadOptions::new(device.clone(), precision)
+    };
+    check_memory(args, &request, (&options, &refiner_options))?;
     let model = weights::load(&args.model, &options).map_err(err)?;
     for note in model.info.report.notes() {
         eprintln!("note: {note}");
     }
     let refiner = match &args.refiner {
         Some(path) => {
-            let options = LoadOptions {
-                config_dir: args.refiner_config.clone(),
-                ..LoadOptions::new(device, precision)
-            };
-            let refiner = weights::load(path, &options).map_err(err)?;
+            let refiner = weights::load(path, &refiner_options).map_err(err)?;
             for note in refiner.info.report.notes() {
                 eprintln!("note: refiner: {note}");
             }
@@ -176,7 +177,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     if sampler.is_none() {
         request.sampler = model.default_sampler();
     }
-    let (width, height) = generation_size(args, &model)?;
+    let (width, height) = generation_size(args, model.native_size)?;
     request.width = width;
     request.height = height;
     request.validate_settings().map_err(err)?;
@@ -240,6 +241,43 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Refuses, before anything is loaded, a generation that cannot fit in the free memory: the
+/// models' weights (read from their headers) plus the working memory at this size.
+fn check_memory(
+    args: &GenerateArgs,
+    request: &GenerateRequest,
+    (options, refiner_options): (&LoadOptions, &LoadOptions),
+) -> Result<(), String> {
+    let err = |e: inference::Error| e.to_string();
+    let plan = weights::plan::plan(&args.model, options).map_err(err)?;
+    let mut parameters = plan.parameters;
+    if let Some(path) = &args.refiner {
+        parameters += weights::plan::plan(path, refiner_options)
+            .map_err(err)?
+            .parameters;
+    }
+    let native = (plan.unet.sample_size * plan.vae.factor()) as u32;
+    let size = generation_size(args, (native, native))?;
+    let guided = request.cfg_scale > 1.0;
+    let rows = request.batch as usize * if guided { 2 } else { 1 };
+    let on_cpu = args.device.eq_ignore_ascii_case("cpu");
+    let bytes = options.precision.dtype().size() as u64;
+    let estimate = inference::memory::estimate(
+        parameters, bytes, &plan.unet, &plan.vae, size, rows, !on_cpu,
+    );
+    if args.verbose {
+        eprintln!(
+            "memory estimate: {} of weights, {} of working memory",
+            inference::memory::human_bytes(estimate.weights),
+            inference::memory::human_bytes(estimate.working)
+        );
+    }
+    match inference::memory::available_bytes() {
+        Some(free) => inference::memory::check_fits(estimate, free, bytes > 2).map_err(err),
+        None => Ok(()),
+    }
 }
 
 /// A single file's A1111 hash (folders have none).
@@ -332,7 +370,7 @@ fn default_schedule(sampler: SamplerName) -> ScheduleName {
 
 /// `--width`/`--height`, else the init image's size (rounded down to multiples of 8), else
 /// the model's native size.
-fn generation_size(args: &GenerateArgs, model: &Model) -> Result<(u32, u32), String> {
+fn generation_size(args: &GenerateArgs, native: (u32, u32)) -> Result<(u32, u32), String> {
     let from_canvas = if args.width.is_none() || args.height.is_none() {
         canvas::canvas_size(args)?
     } else {
@@ -341,7 +379,7 @@ fn generation_size(args: &GenerateArgs, model: &Model) -> Result<(u32, u32), Str
     let (native_w, native_h) = match (&args.init_image, from_canvas) {
         (_, Some(size)) => size,
         // "Only masked" generates at the model's size; the crop is resized to it.
-        (Some(_), None) if args.inpaint_area == "masked" => model.native_size,
+        (Some(_), None) if args.inpaint_area == "masked" => native,
         (Some(path), None) if args.width.is_none() || args.height.is_none() => {
             let (w, h) = image_size(path)?;
             let rounded = (w / 8 * 8, h / 8 * 8);
@@ -353,7 +391,7 @@ fn generation_size(args: &GenerateArgs, model: &Model) -> Result<(u32, u32), Str
             }
             rounded
         }
-        _ => model.native_size,
+        _ => native,
     };
     Ok((
         args.width.unwrap_or(native_w),

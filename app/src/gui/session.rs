@@ -19,7 +19,7 @@ pub enum ModelState {
         total: usize,
         cancel: CancelToken,
     },
-    Ready(ModelSummary),
+    Ready(Box<ModelSummary>),
 }
 
 /// A job waiting its turn.
@@ -117,7 +117,7 @@ impl Session {
     /// The loaded model, if one is ready.
     pub fn model(&self) -> Option<&ModelSummary> {
         match &self.model {
-            ModelState::Ready(summary) => Some(summary),
+            ModelState::Ready(summary) => Some(summary.as_ref()),
             _ => None,
         }
     }
@@ -135,7 +135,7 @@ impl Session {
     /// The loaded refiner, if one is ready.
     pub fn refiner(&self) -> Option<&ModelSummary> {
         match &self.refiner {
-            ModelState::Ready(summary) => Some(summary),
+            ModelState::Ready(summary) => Some(summary.as_ref()),
             _ => None,
         }
     }

@@ -157,7 +157,7 @@ pub fn encode(model: &Model, request: &GenerateRequest, guided: bool) -> Result<
                 .unsqueeze_dim::<3>(1)
                 .repeat_dim(1, batch)
                 .reshape([rows * batch, width]);
-            let mut ids = Vec::with_capacity(rows * batch * kind.len());
+            let mut ids = Vec::with_capacity(rows * batch * kind.count());
             for row in 0..rows {
                 let negative = guided && row == 0;
                 let one = time_ids(kind, request, negative);

@@ -260,35 +260,6 @@ impl DiscreteSchedule {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn zero_terminal_snr_keeps_the_start_and_ends_near_pure_noise() {
-        for arithmetic in [TableArithmetic::ComfyF64, TableArithmetic::DiffusersF32] {
-            let plain = DiscreteSchedule::new(BetaSchedule::SD, 1000, arithmetic).unwrap();
-            let zsnr = plain.rescaled_to_zero_terminal_snr(arithmetic);
-            let rel = (zsnr.sigmas[0] - plain.sigmas[0]).abs() / plain.sigmas[0];
-            assert!(rel < 1e-5, "{arithmetic:?}: first sigma moved by {rel}");
-            // sqrt((1 - a) / a) at the clamped last alpha: 4096 (diffusers), ~4519 (ComfyUI).
-            assert!(
-                zsnr.sigma_max() > 4000.0,
-                "{arithmetic:?}: {}",
-                zsnr.sigma_max()
-            );
-            assert!(zsnr.sigmas.windows(2).all(|w| w[0] < w[1]));
-            // Below the end the rescale only lowers the signal: every sigma grows.
-            assert!(
-                zsnr.sigmas
-                    .iter()
-                    .zip(&plain.sigmas)
-                    .all(|(z, p)| z >= &(p * 0.99999))
-            );
-        }
-    }
-}
-
 /// `torch.linspace(start, end, n)` for float32: the step is computed in float32 and the
 /// second half counts back from `end`, as ATen's CPU kernel does.
 pub fn torch_linspace_f32(start: f32, end: f32, n: usize) -> Vec<f32> {
@@ -323,4 +294,33 @@ pub fn linspace_f64(start: f64, end: f64, n: usize) -> Vec<f64> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_terminal_snr_keeps_the_start_and_ends_near_pure_noise() {
+        for arithmetic in [TableArithmetic::ComfyF64, TableArithmetic::DiffusersF32] {
+            let plain = DiscreteSchedule::new(BetaSchedule::SD, 1000, arithmetic).unwrap();
+            let zsnr = plain.rescaled_to_zero_terminal_snr(arithmetic);
+            let rel = (zsnr.sigmas[0] - plain.sigmas[0]).abs() / plain.sigmas[0];
+            assert!(rel < 1e-5, "{arithmetic:?}: first sigma moved by {rel}");
+            // sqrt((1 - a) / a) at the clamped last alpha: 4096 (diffusers), ~4519 (ComfyUI).
+            assert!(
+                zsnr.sigma_max() > 4000.0,
+                "{arithmetic:?}: {}",
+                zsnr.sigma_max()
+            );
+            assert!(zsnr.sigmas.windows(2).all(|w| w[0] < w[1]));
+            // Below the end the rescale only lowers the signal: every sigma grows.
+            assert!(
+                zsnr.sigmas
+                    .iter()
+                    .zip(&plain.sigmas)
+                    .all(|(z, p)| z >= &(p * 0.99999))
+            );
+        }
+    }
 }

@@ -171,7 +171,9 @@ impl Configs {
             .map(|(_, c)| c.projection_dim.unwrap_or(0))
             .sum();
         match (spec.time_ids, self.unet.addition) {
-            (Some(ids), Some(add)) if add.input_dim == pooled + ids.len() * add.time_embed_dim => {
+            (Some(ids), Some(add))
+                if add.input_dim == pooled + ids.count() * add.time_embed_dim =>
+            {
                 Ok(())
             }
             (None, None) => Ok(()),
@@ -180,7 +182,7 @@ impl Configs {
                 format!(
                     "the UNet's added conditioning takes {} values, not the {pooled} pooled + {} x {} time ids of an {}: these pieces belong to different models",
                     add.input_dim,
-                    ids.len(),
+                    ids.count(),
                     add.time_embed_dim,
                     self.family
                 ),

@@ -8,6 +8,7 @@ pub mod inspect;
 pub mod keymap;
 pub mod loader;
 pub mod pickle_guard;
+pub mod plan;
 pub mod prediction;
 mod single_file;
 pub mod source;

@@ -235,7 +235,7 @@ fn route_encoder(
 /// OpenCLIP's fused `in_proj` (`[3 * hidden, ...]`, rows `[q; k; v]`) as three lazy tensors.
 fn split_rows(t: &PackTensor, path: &Path) -> Result<[PackTensor; 3]> {
     let shape = t.shape.as_slice().to_vec();
-    if shape.is_empty() || shape[0] % 3 != 0 {
+    if shape.is_empty() || !shape[0].is_multiple_of(3) {
         return Err(Error::weights(
             path,
             format!(

@@ -145,7 +145,7 @@ fn serve(
                 }));
                 match outcome {
                     Ok(Ok(summary)) => emit(Event::ModelLoaded {
-                        summary,
+                        summary: Box::new(summary),
                         role,
                         elapsed: start.elapsed(),
                     }),

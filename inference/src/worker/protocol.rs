@@ -94,7 +94,7 @@ pub enum Event {
         total: usize,
     },
     ModelLoaded {
-        summary: ModelSummary,
+        summary: Box<ModelSummary>,
         role: ModelRole,
         elapsed: Duration,
     },
