@@ -169,11 +169,12 @@ pub fn from_text_chunks(chunks: &[(String, String)]) -> Option<ImageMetadata> {
                 settings.extend(follow_sampler_links(nodes, inputs));
                 samplers.push(settings);
             }
-        } else if let Some(text) = node["inputs"]["text"]
-            .as_str()
-            .filter(|_| class.starts_with("CLIPTextEncode"))
-        {
-            texts.push(text.to_string());
+        } else if class.starts_with("CLIPTextEncode") {
+            for key in ["text", "text_l"] {
+                if let Some(text) = node["inputs"][key].as_str() {
+                    texts.push(text.to_string());
+                }
+            }
         }
     }
     Some(ImageMetadata::ComfyUi { samplers, texts })
@@ -194,9 +195,20 @@ fn follow_sampler_links(
     };
     let mut out = Vec::new();
     for key in ["positive", "negative"] {
-        if let Some(text) = linked(key).and_then(|i| i.get("text")?.as_str()) {
+        let Some(encode) = linked(key) else { continue };
+        if let Some(text) = encode.get("text").and_then(|t| t.as_str()) {
             out.push((key.to_string(), text.to_string()));
         }
+        // CLIPTextEncodeSDXL: text_l for CLIP-L, text_g for bigG.
+        for part in ["text_l", "text_g"] {
+            if let Some(text) = encode.get(part).and_then(|t| t.as_str()) {
+                out.push((format!("{key}_{part}"), text.to_string()));
+            }
+        }
+    }
+    // The checkpoint a sampler runs (a second sampler on another one is a refiner).
+    if let Some(name) = linked("model").and_then(|m| m.get("ckpt_name")?.as_str()) {
+        out.push(("ckpt_name".to_string(), name.to_string()));
     }
     if let Some(latent) = linked("latent_image") {
         for key in ["width", "height"] {

@@ -27,6 +27,10 @@ pub enum Action {
     ChooseModelsFolder,
     ChooseOutputFolder,
     LoadModel(PathBuf),
+    /// Use this refiner (loading it), or `None`: refine no more.
+    SetRefiner(Option<PathBuf>),
+    /// Pick a refiner file with the system dialog.
+    OpenRefinerDialog,
     SetModelsFolder(PathBuf),
     SetOutputFolder(PathBuf),
     CancelLoad,

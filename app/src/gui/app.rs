@@ -16,7 +16,7 @@ use inference::imaging::ImageRgb8;
 use inference::metadata::ImageMetadata;
 use inference::rng::random_seed;
 use inference::schedule::named::{SamplerName, ScheduleName};
-use inference::worker::{Engine, JobId, ResultImage, WorkerHandle};
+use inference::worker::{Engine, JobId, ModelRole, ResultImage, WorkerHandle};
 
 use super::action::{Action, View};
 use super::canvas::CanvasState;
@@ -110,6 +110,14 @@ impl EmberApp {
         }
         if let Some(path) = app.settings.last_model.clone().filter(|p| p.exists()) {
             app.perform(Action::LoadModel(path));
+        }
+        let refiner = &app.settings.refiner;
+        if let Some(path) = refiner
+            .model
+            .clone()
+            .filter(|p| refiner.enabled && p.exists())
+        {
+            app.perform(Action::SetRefiner(Some(path)));
         }
         app
     }
@@ -280,11 +288,45 @@ impl EmberApp {
                 let restored = restore::apply(meta, &mut self.settings, with_seed);
                 self.session
                     .notify(Level::Info, format!("{name}: {}", restored.summary()));
+                self.restore_refiner(restored.refiner.as_deref());
                 self.view = View::Generate;
             }
             None => self.session.notify(
                 Level::Warning,
                 format!("{name} has no generation settings Ember can read"),
+            ),
+        }
+    }
+
+    /// Uses the refiner a restored image names, found by name in the models folder (A1111
+    /// turns the refiner off for an image without one, and so does Ember).
+    fn restore_refiner(&mut self, name: Option<&str>) {
+        let Some(name) = name else {
+            if self.settings.refiner.enabled {
+                self.perform(Action::SetRefiner(None));
+            }
+            return;
+        };
+        let stem = |p: &Path| p.file_stem().map(|s| s.to_string_lossy().into_owned());
+        let found = self
+            .models
+            .iter()
+            .find(|m| stem(&m.path).as_deref() == Some(name))
+            .map(|m| m.path.clone())
+            .or_else(|| {
+                self.settings
+                    .refiner
+                    .model
+                    .clone()
+                    .filter(|p| stem(p).as_deref() == Some(name))
+            });
+        match found {
+            Some(path) => self.perform(Action::SetRefiner(Some(path))),
+            None => self.session.notify(
+                Level::Warning,
+                format!(
+                    "the image was refined with {name}, which is not in the models folder; choose it under Refiner"
+                ),
             ),
         }
     }
@@ -369,6 +411,18 @@ impl EmberApp {
                 let command = self.session.load_model(&path);
                 self.worker.send(command);
             }
+            Action::SetRefiner(Some(path)) => {
+                self.settings.refiner.model = Some(path.clone());
+                self.settings.refiner.enabled = true;
+                let command = self.session.load_into(ModelRole::Refiner, &path);
+                self.worker.send(command);
+            }
+            Action::SetRefiner(None) => {
+                self.settings.refiner.enabled = false;
+                let command = self.session.unload_refiner();
+                self.worker.send(command);
+            }
+            Action::OpenRefinerDialog => self.dialogs.pick_refiner_file(),
             Action::CancelLoad => self.session.cancel_loading(),
             Action::RescanModels => {
                 if let Some(dir) = self.settings.models_dir.clone() {
@@ -459,7 +513,21 @@ impl EmberApp {
         let s = &self.settings;
         let sampler = SamplerName::parse(&s.sampler).map_err(|e| e.to_string())?;
         let schedule = ScheduleName::parse(&s.schedule).map_err(|e| e.to_string())?;
+        let caps = self.session.model().map(|m| &m.capabilities);
+        let second = |text: &str| {
+            (caps.is_some_and(|c| c.second_prompt()) && !text.trim().is_empty())
+                .then(|| text.to_string())
+        };
+        let refiner = self.refiner_in_play()?;
+        let scored = caps.is_some_and(|c| c.aesthetic_score())
+            || refiner.is_some_and(|r| r.capabilities.aesthetic_score());
         let request = GenerateRequest {
+            prompt_2: second(&s.prompt_2),
+            negative_prompt_2: second(&s.negative_prompt_2),
+            cfg_rescale: s.cfg_rescale,
+            refiner_switch: refiner.map(|_| s.refiner.switch_at),
+            aesthetic_score: scored.then_some(s.refiner.aesthetic_score),
+            negative_aesthetic_score: scored.then_some(s.refiner.negative_aesthetic_score),
             prompt: s.prompt.clone(),
             negative_prompt: s.negative_prompt.clone(),
             width: s.width,
@@ -479,6 +547,26 @@ impl EmberApp {
         };
         request.validate_settings().map_err(|e| e.to_string())?;
         Ok(request)
+    }
+
+    /// The refiner a generation hands over to: the loaded one when the refiner is on and
+    /// the model is one it can refine; an error while it is still loading.
+    fn refiner_in_play(&self) -> Result<Option<&inference::worker::ModelSummary>, String> {
+        let wanted = self.settings.refiner.enabled
+            && self
+                .session
+                .model()
+                .is_some_and(|m| m.capabilities.family.spec().txt2img);
+        if !wanted {
+            return Ok(None);
+        }
+        match &self.session.refiner {
+            ModelState::Ready(r) => Ok(Some(r.as_ref())),
+            ModelState::Loading { .. } => {
+                Err("the refiner is still loading; wait a moment or turn it off".into())
+            }
+            ModelState::Empty => Ok(None),
+        }
     }
 }
 

@@ -62,6 +62,18 @@ impl Dialogs {
         );
     }
 
+    pub fn pick_refiner_file(&self) {
+        self.open(
+            || {
+                rfd::FileDialog::new()
+                    .set_title("Open an SDXL refiner checkpoint")
+                    .add_filter("Checkpoints", &["safetensors", "ckpt"])
+                    .pick_file()
+            },
+            |path| Action::SetRefiner(Some(path)),
+        );
+    }
+
     pub fn pick_model_folder(&self) {
         self.open(
             || {

@@ -16,6 +16,10 @@ pub struct Restored {
     pub applied: Vec<&'static str>,
     /// Values Ember could not use, with why.
     pub skipped: Vec<String>,
+    /// The refiner the image names (A1111's `Refiner: name [hash]`, Fooocus'
+    /// `refiner_model`, ComfyUI's second sampler's checkpoint), by name without the hash:
+    /// the app looks it up in its models folder.
+    pub refiner: Option<String>,
 }
 
 impl Restored {
@@ -47,15 +51,24 @@ pub fn apply(metadata: &ImageMetadata, settings: &mut Settings, with_seed: bool)
                     .push("the ComfyUI graph has no sampler node".into());
                 return r;
             };
-            let positive = sampler.get("positive").or(texts.first());
+            // CLIPTextEncodeSDXL: text_l feeds CLIP-L (the first prompt), text_g bigG.
+            let positive = sampler
+                .get("positive_text_l")
+                .or(sampler.get("positive"))
+                .or(texts.first());
             set_text(positive, &mut settings.prompt, "prompt", &mut r);
+            let negative = sampler.get("negative_text_l").or(sampler.get("negative"));
             set_text(
-                sampler.get("negative"),
+                negative,
                 &mut settings.negative_prompt,
                 "negative prompt",
                 &mut r,
             );
+            settings.prompt_2 = second_text(sampler, "positive", &settings.prompt, &mut r);
+            settings.negative_prompt_2 =
+                second_text(sampler, "negative", &settings.negative_prompt, &mut r);
             apply_fields(sampler, settings, with_seed, &mut r, &COMFY_KEYS);
+            apply_comfy_refiner(samplers, settings, &mut r);
         }
         ImageMetadata::Fooocus(fields) => {
             set_text(fields.get("prompt"), &mut settings.prompt, "prompt", &mut r);
@@ -70,9 +83,74 @@ pub fn apply(metadata: &ImageMetadata, settings: &mut Settings, with_seed: bool)
                 (settings.width, settings.height) = (w, h);
                 r.applied.push("size");
             }
+            r.refiner = fields
+                .get("refiner_model")
+                .filter(|m| m.as_str() != "None")
+                .map(|m| model_name(m));
+            if r.refiner.is_some() {
+                set_number(
+                    fields.get("refiner_switch").map(String::as_str),
+                    &mut settings.refiner.switch_at,
+                    "refiner switch",
+                    &mut r,
+                );
+            }
         }
     }
     r
+}
+
+/// The bigG prompt of a ComfyUI `CLIPTextEncodeSDXL`, when it differs from the CLIP-L one
+/// (empty otherwise: the second prompt then follows the first).
+fn second_text(
+    sampler: &BTreeMap<String, String>,
+    which: &str,
+    first: &str,
+    r: &mut Restored,
+) -> String {
+    match sampler.get(&format!("{which}_text_g")) {
+        Some(g) if g != first => {
+            r.applied.push(if which == "positive" {
+                "second prompt"
+            } else {
+                "second negative prompt"
+            });
+            g.clone()
+        }
+        _ => String::new(),
+    }
+}
+
+/// ComfyUI's refiner: a second `KSamplerAdvanced` that starts part-way, on another
+/// checkpoint; the switch is where it starts.
+fn apply_comfy_refiner(samplers: &[BTreeMap<String, String>], s: &mut Settings, r: &mut Restored) {
+    let [base, second, ..] = samplers else {
+        return;
+    };
+    let number =
+        |m: &BTreeMap<String, String>, k: &str| m.get(k).and_then(|v| v.parse::<f32>().ok());
+    let (Some(start), Some(steps)) = (number(second, "start_at_step"), number(second, "steps"))
+    else {
+        return;
+    };
+    let other_model = second
+        .get("ckpt_name")
+        .filter(|c| base.get("ckpt_name") != Some(*c));
+    if let Some(name) = other_model.filter(|_| start > 0.0 && steps > 0.0) {
+        r.refiner = Some(model_name(name));
+        s.refiner.switch_at = (start / steps).clamp(0.01, 0.99);
+        r.applied.push("refiner switch");
+    }
+}
+
+/// A model as metadata names it, without folder, extension or `[hash]`.
+fn model_name(text: &str) -> String {
+    let name = text.split(" [").next().unwrap_or(text).trim();
+    let file = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    file.strip_suffix(".safetensors")
+        .or_else(|| file.strip_suffix(".ckpt"))
+        .unwrap_or(file)
+        .to_string()
 }
 
 /// Where each tool keeps each setting.
@@ -148,6 +226,7 @@ fn apply_a1111(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
         s.sde_brownian = false;
         r.applied.push("SDE noise");
     }
+    apply_a1111_sdxl(p, s, r);
     if let Some(name) = p.get("Sampler") {
         // Before A1111 1.9 the schedule was part of the sampler's name ("DPM++ 2M Karras").
         let split = ScheduleName::ALL.iter().find_map(|schedule| {
@@ -175,6 +254,40 @@ fn apply_a1111(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
         Some(name) => set_schedule(name, s, r),
         None => {}
     }
+}
+
+/// SDXL fields: Ember's second prompts, CFG rescale (A1111's extension wrote `CFG Rescale`,
+/// older ones `CFG Rescale φ` / `phi`), the refiner and its aesthetic scores.
+fn apply_a1111_sdxl(p: &Parameters, s: &mut Settings, r: &mut Restored) {
+    s.prompt_2 = p.get("Prompt 2").unwrap_or_default().to_string();
+    s.negative_prompt_2 = p.get("Negative prompt 2").unwrap_or_default().to_string();
+    if !s.prompt_2.is_empty() || !s.negative_prompt_2.is_empty() {
+        r.applied.push("second prompts");
+    }
+    s.cfg_rescale = 0.0;
+    let rescale = ["CFG Rescale", "CFG Rescale φ", "CFG Rescale phi"]
+        .iter()
+        .find_map(|k| p.get(k));
+    set_number(rescale, &mut s.cfg_rescale, "CFG rescale", r);
+    r.refiner = p.get("Refiner").map(model_name);
+    set_number(
+        p.get("Refiner switch at"),
+        &mut s.refiner.switch_at,
+        "refiner switch",
+        r,
+    );
+    set_number(
+        p.get("Aesthetic score"),
+        &mut s.refiner.aesthetic_score,
+        "aesthetic score",
+        r,
+    );
+    set_number(
+        p.get("Negative aesthetic score"),
+        &mut s.refiner.negative_aesthetic_score,
+        "negative aesthetic score",
+        r,
+    );
 }
 
 fn set_text(value: Option<&String>, field: &mut String, name: &'static str, r: &mut Restored) {
@@ -242,6 +355,67 @@ pub fn parse_size(text: &str) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_sdxl_a1111_image_restores_its_refiner_and_second_prompts() {
+        let text = "a lighthouse\nNegative prompt: fog\nSteps: 30, Sampler: Euler, Schedule type: Automatic, \
+                    CFG scale: 5, Seed: 7, Size: 1024x1024, Model: sd_xl_base_1.0, \
+                    Refiner: sd_xl_refiner_1.0 [7440042bbd], Refiner switch at: 0.7, \
+                    Prompt 2: oil painting, CFG Rescale φ: 0.5, Aesthetic score: 7";
+        let mut s = Settings::default();
+        let r = apply(&ImageMetadata::A1111(Parameters::parse(text)), &mut s, true);
+        assert_eq!(r.refiner.as_deref(), Some("sd_xl_refiner_1.0"));
+        assert_eq!(s.refiner.switch_at, 0.7);
+        assert_eq!(s.prompt_2, "oil painting");
+        assert_eq!(s.cfg_rescale, 0.5);
+        assert_eq!(s.refiner.aesthetic_score, 7.0);
+        assert_eq!((s.width, s.height), (1024, 1024));
+    }
+
+    #[test]
+    fn comfy_and_fooocus_name_their_refiners() {
+        let sampler = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let base = sampler(&[
+            ("steps", "25"),
+            ("positive_text_l", "a cat"),
+            ("positive_text_g", "a cat, photo"),
+            ("ckpt_name", "base.safetensors"),
+        ]);
+        let second = sampler(&[
+            ("steps", "25"),
+            ("start_at_step", "20"),
+            ("ckpt_name", "sdxl/refiner.safetensors"),
+        ]);
+        let mut s = Settings::default();
+        let r = apply(
+            &ImageMetadata::ComfyUi {
+                samplers: vec![base, second],
+                texts: vec![],
+            },
+            &mut s,
+            false,
+        );
+        assert_eq!(r.refiner.as_deref(), Some("refiner"));
+        assert_eq!(s.refiner.switch_at, 0.8);
+        assert_eq!(
+            (s.prompt.as_str(), s.prompt_2.as_str()),
+            ("a cat", "a cat, photo")
+        );
+
+        let fooocus = sampler(&[
+            ("prompt", "a dog"),
+            ("refiner_model", "sd_xl_refiner_1.0.safetensors"),
+            ("refiner_switch", "0.667"),
+        ]);
+        let r = apply(&ImageMetadata::Fooocus(fooocus), &mut s, false);
+        assert_eq!(r.refiner.as_deref(), Some("sd_xl_refiner_1.0"));
+        assert_eq!(s.refiner.switch_at, 0.667);
+    }
 
     #[test]
     fn sde_noise_is_brownian_unless_the_image_says_generator() {

@@ -49,6 +49,39 @@ pub struct Settings {
     pub last_model: Option<PathBuf>,
     /// The canvas mode's options.
     pub canvas: CanvasSettings,
+    /// SDXL: the second text encoder's prompts (empty = the first ones).
+    pub prompt_2: String,
+    pub negative_prompt_2: String,
+    /// CFG rescale φ (0 = off).
+    pub cfg_rescale: f32,
+    /// The refiner an SDXL model hands over to.
+    pub refiner: RefinerSettings,
+}
+
+/// The refiner's options (A1111's Refiner section).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RefinerSettings {
+    pub enabled: bool,
+    /// The refiner checkpoint or folder.
+    pub model: Option<PathBuf>,
+    /// The fraction of the steps the base model runs.
+    pub switch_at: f32,
+    /// The aesthetic scores the refiner is conditioned on.
+    pub aesthetic_score: f32,
+    pub negative_aesthetic_score: f32,
+}
+
+impl Default for RefinerSettings {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            model: None,
+            switch_at: 0.8,
+            aesthetic_score: inference::api::DEFAULT_AESTHETIC_SCORE,
+            negative_aesthetic_score: inference::api::DEFAULT_NEGATIVE_AESTHETIC_SCORE,
+        }
+    }
 }
 
 /// The canvas mode's options (A1111's names and defaults where it has them).
@@ -117,6 +150,10 @@ impl Default for Settings {
             recent_models: Vec::new(),
             last_model: None,
             canvas: CanvasSettings::default(),
+            prompt_2: String::new(),
+            negative_prompt_2: String::new(),
+            cfg_rescale: 0.0,
+            refiner: RefinerSettings::default(),
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The generate form: prompts, seed, steps, CFG, size, sampler and schedule, batch count,
-//! and the Generate / Cancel buttons.
+//! the SDXL second prompt and refiner, and the Generate / Cancel buttons.
 
 use egui::{DragValue, RichText, Slider};
-use inference::api::{MAX_BATCH, MAX_SIDE, MAX_STEPS};
+use inference::api::{MAX_BATCH, MAX_SIDE, MAX_STEPS, ModelCapabilities};
+use inference::family::Family;
 use inference::schedule::named::{SamplerName, ScheduleName};
 
 use crate::gui::action::Action;
@@ -28,6 +29,30 @@ pub fn size_presets(native: u32) -> Vec<(String, (u32, u32))> {
         presets.push((format!("{a}:{b}  {w}×{h}"), (w, h)));
     }
     presets
+}
+
+/// The sizes offered for a model: its family's own list (SDXL's training buckets) when the
+/// model has its family's standard size, else ratios around its native side.
+pub fn presets_for(model: Option<&ModelCapabilities>) -> Vec<(String, (u32, u32))> {
+    let Some(caps) = model else {
+        return size_presets(512);
+    };
+    let native = caps.native_size.0.min(caps.native_size.1);
+    let family = caps.family.spec().size_presets;
+    if family.len() > 5 && family[0] == (native, native) {
+        return family
+            .iter()
+            .map(|&(w, h)| {
+                let g = gcd(w, h);
+                (format!("{}:{}  {w}×{h}", w / g, h / g), (w, h))
+            })
+            .collect();
+    }
+    size_presets(native)
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// A short description of each sampler for its tooltip.
@@ -118,6 +143,7 @@ fn schedule_hint(schedule: ScheduleName) -> &'static str {
 pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
     let running = app.session.running.is_some();
     let s = &mut app.settings;
+    // The second prompts follow the first unless typed; they only apply to SDXL.
 
     let label = ui.label("Prompt");
     ui.add(
@@ -183,15 +209,12 @@ pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
             .text("CFG scale"),
     );
 
-    let native = app
-        .session
-        .model()
-        .map_or(512, |m| m.native_size.0.min(m.native_size.1));
+    let caps = app.session.model().map(|m| m.capabilities.clone());
     let current = (s.width, s.height);
     egui::ComboBox::from_label("Size")
         .selected_text(format!("{}×{}", s.width, s.height))
         .show_ui(ui, |ui| {
-            for (name, size) in size_presets(native) {
+            for (name, size) in presets_for(caps.as_ref()) {
                 if ui.selectable_label(current == size, name).clicked() {
                     (s.width, s.height) = size;
                 }
@@ -246,18 +269,110 @@ pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
             .labelled_by(label.id)
             .on_hover_text("Images per click, one after another, seeds seed, seed+1, …");
     });
+    if caps.as_ref().is_some_and(|c| c.family == Family::Sdxl) {
+        refiner_section(ui, app, actions);
+    }
+    let s = &mut app.settings;
     ui.collapsing("Advanced", |ui| {
+        if caps.as_ref().is_some_and(ModelCapabilities::second_prompt) {
+            let label = ui.label("Second prompt");
+            ui.add(
+                egui::TextEdit::multiline(&mut s.prompt_2)
+                    .desired_rows(2)
+                    .desired_width(f32::INFINITY)
+                    .hint_text("empty: the prompt"),
+            )
+            .labelled_by(label.id)
+            .on_hover_text("What SDXL's second text encoder (OpenCLIP bigG) reads");
+            let label = ui.label("Second negative prompt");
+            ui.add(
+                egui::TextEdit::multiline(&mut s.negative_prompt_2)
+                    .desired_rows(1)
+                    .desired_width(f32::INFINITY)
+                    .hint_text("empty: the negative prompt"),
+            )
+            .labelled_by(label.id);
+        }
+        ui.add(
+            Slider::new(&mut s.cfg_rescale, 0.0..=1.0)
+                .step_by(0.05)
+                .text("CFG rescale"),
+        )
+        .on_hover_text(
+            "Rescales the guided prediction to the prompt's spread (0 = off); about 0.7 \
+             for zero-terminal-SNR v-prediction models",
+        );
         ui.horizontal(|ui| {
             let label = ui.label("CLIP skip");
             ui.add(DragValue::new(&mut s.clip_skip).range(1..=12))
                 .labelled_by(label.id)
-                .on_hover_text("1 = last text-encoder layer (A1111's numbering)");
+                .on_hover_text(
+                    "1 = last text-encoder layer (A1111's numbering); on SDXL 1 and 2 are \
+                     both its usual penultimate layer",
+                );
         });
         ui.checkbox(&mut s.sde_brownian, "Brownian-tree SDE noise")
             .on_hover_text(
                 "DPM++ SDE samplers: noise from torchsde's Brownian tree, as ComfyUI and \
                  A1111 make it (same seed, same image). Off: fresh draws from the seed.",
             );
+    });
+}
+
+/// SDXL's refiner: which model, where it takes over, its aesthetic scores.
+fn refiner_section(
+    ui: &mut egui::Ui,
+    app: &mut crate::gui::app::EmberApp,
+    actions: &mut Vec<Action>,
+) {
+    use crate::gui::session::ModelState;
+    ui.collapsing("Refiner", |ui| {
+        let s = &app.settings.refiner;
+        let current = match (&app.session.refiner, s.enabled) {
+            (ModelState::Ready(m), true) => m.name.clone(),
+            (ModelState::Loading { .. }, true) => "loading…".into(),
+            _ => "Off".into(),
+        };
+        egui::ComboBox::from_label("Refiner model")
+            .selected_text(current)
+            .show_ui(ui, |ui| {
+                if ui.selectable_label(!s.enabled, "Off").clicked() {
+                    actions.push(Action::SetRefiner(None));
+                }
+                for entry in app.models.iter().filter(|m| m.family.contains("refiner")) {
+                    let chosen = s.enabled && s.model.as_ref() == Some(&entry.path);
+                    if ui.selectable_label(chosen, &entry.name).clicked() {
+                        actions.push(Action::SetRefiner(Some(entry.path.clone())));
+                    }
+                }
+            })
+            .response
+            .on_hover_text(
+                "Refiners found in the models folder (the SDXL refiner, or any SDXL model)",
+            );
+        if ui.button("Choose refiner file…").clicked() {
+            actions.push(Action::OpenRefinerDialog);
+        }
+        let s = &mut app.settings.refiner;
+        ui.add_enabled(
+            s.enabled,
+            Slider::new(&mut s.switch_at, 0.05..=0.95)
+                .step_by(0.05)
+                .text("Switch at"),
+        )
+        .on_hover_text("The fraction of the steps the base model runs before the refiner");
+        ui.add_enabled(
+            s.enabled,
+            Slider::new(&mut s.aesthetic_score, 0.0..=10.0)
+                .step_by(0.5)
+                .text("Aesthetic score"),
+        );
+        ui.add_enabled(
+            s.enabled,
+            Slider::new(&mut s.negative_aesthetic_score, 0.0..=10.0)
+                .step_by(0.5)
+                .text("Negative aesthetic score"),
+        );
     });
 }
 
@@ -274,6 +389,37 @@ mod tests {
         for (name, (w, h)) in presets {
             assert!(w % 8 == 0 && h % 8 == 0, "{name}");
             assert_eq!(w.min(h), 512, "{name}");
+        }
+    }
+
+    #[test]
+    fn sdxl_models_of_the_standard_size_get_the_training_buckets() {
+        let mut caps = ember_tests_caps(Family::Sdxl, 1024);
+        let presets = presets_for(Some(&caps));
+        assert_eq!(presets[0].1, (1024, 1024));
+        assert!(
+            presets
+                .iter()
+                .any(|(n, s)| *s == (1216, 832) && n.starts_with("19:13"))
+        );
+        caps.native_size = (32, 32);
+        assert_eq!(
+            presets_for(Some(&caps))[0].1,
+            (32, 32),
+            "a tiny model keeps ratios"
+        );
+    }
+
+    fn ember_tests_caps(family: Family, side: u32) -> ModelCapabilities {
+        ModelCapabilities {
+            family,
+            inpainting: false,
+            prediction: Default::default(),
+            zero_terminal_snr: false,
+            native_size: (side, side),
+            min_side: 8,
+            max_clip_skip: 12,
+            default_sampler: inference::api::SamplerChoice::a1111_default(),
         }
     }
 }
