@@ -94,10 +94,29 @@ impl SchedulerConfig {
             Spacing::Trailing => trailing(n, steps).into_iter().map(|t| t as f64).collect(),
         };
         let (sigmas, timesteps) = if self.use_karras_sigmas {
-            let sigmas = karras_f64(table, steps);
+            // `_convert_to_karras` spans the spaced schedule's own sigmas (interpolated at
+            // its first and last timestep), not the whole table: they differ for leading
+            // and trailing spacing.
+            let range = (
+                table.sigma_interp(timesteps[timesteps.len() - 1]),
+                table.sigma_interp(timesteps[0]),
+            );
+            let sigmas = karras_f64(range, steps);
+            // KDPM2 (and its ancestral twin) round these timesteps; the others keep them.
+            let round = matches!(
+                self.class,
+                SchedulerClass::KDpm2Discrete | SchedulerClass::KDpm2AncestralDiscrete
+            );
             let timesteps = sigmas
                 .iter()
-                .map(|&s| f64::from(table.sigma_to_t(s) as f32))
+                .map(|&s| {
+                    let t = table.sigma_to_t(s);
+                    if round {
+                        t.round_ties_even()
+                    } else {
+                        f64::from(t as f32)
+                    }
+                })
                 .collect();
             (sigmas, timesteps)
         } else {
@@ -136,7 +155,9 @@ impl SchedulerConfig {
             Spacing::Trailing => trailing(n, steps),
         };
         let (sigmas, timesteps): (Vec<f64>, Vec<f64>) = if self.use_karras_sigmas {
-            let sigmas = karras_f64(table, steps);
+            // DPM-Solver converts the whole (flipped) table.
+            let range = (f64::from(table.sigma_min()), f64::from(table.sigma_max()));
+            let sigmas = karras_f64(range, steps);
             let timesteps = sigmas
                 .iter()
                 .map(|&s| table.sigma_to_t(s).round_ties_even())
@@ -210,12 +231,16 @@ impl SchedulerConfig {
     pub fn loop_sigmas(&self, plan: &Plan) -> Vec<f32> {
         let s = &plan.sigmas;
         match self.class {
-            SchedulerClass::HeunDiscrete
-            | SchedulerClass::KDpm2Discrete
-            | SchedulerClass::KDpm2AncestralDiscrete
-            | SchedulerClass::DpmSolverSde
-                if s.len() > 2 =>
-            {
+            // KDPM2 doubles the final 0 too: `cat(s[:1], s[1:].repeat_interleave(2), s[-1:])`.
+            SchedulerClass::KDpm2Discrete | SchedulerClass::KDpm2AncestralDiscrete => {
+                let mut out = vec![s[0]];
+                for &si in &s[1..] {
+                    out.extend([si, si]);
+                }
+                out.push(s[s.len() - 1]);
+                out
+            }
+            SchedulerClass::HeunDiscrete | SchedulerClass::DpmSolverSde if s.len() > 2 => {
                 let mut out = vec![s[0]];
                 for &si in &s[1..s.len() - 1] {
                     out.extend([si, si]);
@@ -240,10 +265,9 @@ fn trailing(n: usize, steps: usize) -> Vec<i64> {
     out
 }
 
-/// diffusers `_convert_to_karras` (float64 numpy) over the table's range, rho 7.
-fn karras_f64(table: &DiscreteSchedule, steps: usize) -> Vec<f64> {
+/// diffusers `_convert_to_karras` (float64 numpy) over `(sigma_min, sigma_max)`, rho 7.
+fn karras_f64((sigma_min, sigma_max): (f64, f64), steps: usize) -> Vec<f64> {
     let rho = 7.0;
-    let (sigma_min, sigma_max) = (f64::from(table.sigma_min()), f64::from(table.sigma_max()));
     let (min_inv, max_inv) = (sigma_min.powf(1.0 / rho), sigma_max.powf(1.0 / rho));
     linspace_f64(0.0, 1.0, steps)
         .into_iter()
