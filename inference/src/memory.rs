@@ -18,8 +18,12 @@ pub fn resident_bytes() -> Option<u64> {
 }
 
 fn status_field(name: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with(name))?;
+    kib_field(&std::fs::read_to_string("/proc/self/status").ok()?, name)
+}
+
+/// A `Name:   1234 kB` line of a `/proc` file, in bytes.
+fn kib_field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
     let kib: u64 = line[name.len()..]
         .trim()
         .trim_end_matches("kB")
@@ -35,15 +39,10 @@ pub fn available_bytes() -> Option<u64> {
     if let Ok(limit) = std::env::var("EMBER_MEMORY_LIMIT") {
         return parse_size(&limit);
     }
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line["MemAvailable:".len()..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
+    kib_field(
+        &std::fs::read_to_string("/proc/meminfo").ok()?,
+        "MemAvailable:",
+    )
 }
 
 /// `123`, `512M`, `8G`, `1.5G` as bytes.

@@ -4,34 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use ember_tests::{Json, reference, runs_in};
+use ember_tests::{Json, reference, run_models, runs_in, single_file_of};
 
 use crate::bad_input::{Case, assert_one_line_errors};
 use crate::reproduce::reproduce;
 use crate::{arg, ember};
-
-/// The single file holding a reference folder's weights.
-fn single_file_of(folder: &str) -> String {
-    match folder {
-        "sd2v/pipeline" => "sd2v/checkpoint.safetensors",
-        "sdxl/pipeline" => "sdxl/checkpoint.safetensors",
-        "sdxl/refiner" => "sdxl/refiner_checkpoint.safetensors",
-        other => panic!("no single file is known for {other}"),
-    }
-    .to_string()
-}
-
-/// The folders a run's `model` names: the base and, for a two-stage run, the refiner.
-fn run_models(run: &Json) -> (String, Option<String>) {
-    let folders: Vec<String> = run["model"]
-        .as_str()
-        .unwrap()
-        .split(['+', ' ', '(', ')'])
-        .filter(|w| w.contains('/'))
-        .map(str::to_string)
-        .collect();
-    (folders[0].clone(), folders.get(1).cloned())
-}
 
 /// `--model` (and `--refiner`) arguments for a run in one layout.
 fn model_args(run: &Json, single_file: bool) -> Vec<String> {
@@ -41,7 +18,7 @@ fn model_args(run: &Json, single_file: bool) -> Vec<String> {
         if single_file {
             args.extend([
                 model_flag.to_string(),
-                arg(&reference(&single_file_of(folder))),
+                arg(&reference(single_file_of(folder))),
                 config_flag.to_string(),
                 arg(&reference(folder)),
             ]);

@@ -132,45 +132,8 @@ fn text_encoder_matches_every_hidden_state() {
 #[test]
 fn unet_matches_every_block_activation() {
     let golden = Fixtures::load("sd15/golden/unet.safetensors");
-    let timesteps: Vec<f32> = golden.get("timestep").f32();
     for (layout, model) in all_layouts() {
-        let mut trace = Vec::new();
-        let out = model.unet.forward_traced(
-            tensor(golden.get("sample")),
-            &timesteps,
-            &tensor(golden.get("encoder_hidden_states")),
-            None,
-            Some(&mut trace),
-        );
-        assert_close_scaled(
-            &format!("{layout}: UNet out"),
-            &tensor_to_vec(out),
-            &golden.get("out").f64(),
-            TOL,
-        );
-        let mut compared = 0;
-        for (name, activation) in trace {
-            let key = format!("act.{name}");
-            if golden.has(&key) {
-                let what = format!("{layout}: UNet {key}");
-                assert_close_scaled(
-                    &what,
-                    &tensor_to_vec(activation),
-                    &golden.get(&key).f64(),
-                    TOL,
-                );
-                compared += 1;
-            }
-        }
-        let expected = golden
-            .tensors
-            .keys()
-            .filter(|k| k.starts_with("act."))
-            .count();
-        assert_eq!(
-            compared, expected,
-            "{layout}: every recorded activation is compared"
-        );
+        crate::families::check_unet(layout, &model, &golden, None);
 
         // A batch-1 call with an integer timestep.
         let t = golden.get("scalar_timestep").i64()[0] as f32;

@@ -104,7 +104,12 @@ fn sd2_text_encoder_matches_every_hidden_state() {
 
 /// Runs the UNet on a golden's inputs and compares the output and every recorded
 /// top-level activation.
-fn check_unet(layout: &str, model: &Model, golden: &Fixtures, added: Option<AddedConditioning>) {
+pub fn check_unet(
+    layout: &str,
+    model: &Model,
+    golden: &Fixtures,
+    added: Option<AddedConditioning>,
+) {
     let mut trace = Vec::new();
     let out = model.unet.forward_traced(
         tensor(golden.get("sample")),

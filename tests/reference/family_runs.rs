@@ -4,7 +4,9 @@
 //! UNet received in each.
 
 use burn::tensor::Device;
-use ember_tests::{Fixtures, Json, assert_close_scaled, reference, runs_in};
+use ember_tests::{
+    Fixtures, Json, assert_close_scaled, reference, run_models, runs_in, single_file_of,
+};
 use inference::device::{Precision, tensor_to_vec};
 use inference::model::Model;
 use inference::pipeline::prompt;
@@ -12,16 +14,6 @@ use inference::schedule::diffusers::SchedulerConfig;
 use inference::weights::{LoadOptions, load};
 
 use crate::pipelines::{check_run, request_for};
-
-/// The single file holding the same weights as a reference folder.
-fn single_file_of(folder: &str) -> &'static str {
-    match folder {
-        "sd2v/pipeline" => "sd2v/checkpoint.safetensors",
-        "sdxl/pipeline" => "sdxl/checkpoint.safetensors",
-        "sdxl/refiner" => "sdxl/refiner_checkpoint.safetensors",
-        other => panic!("no single file is known for {other}"),
-    }
-}
 
 /// A folder's model in both layouts: `(layout label, model)`.
 fn both_layouts(folder: &str) -> [(String, Model); 2] {
@@ -39,17 +31,6 @@ fn both_layouts(folder: &str) -> [(String, Model); 2] {
             load(&reference(single_file_of(folder)), &options(Some(folder))).unwrap(),
         ),
     ]
-}
-
-/// The folders a run's `model` names: the base, and for a two-stage run the refiner.
-fn run_models(run: &Json) -> (String, Option<String>) {
-    let text = run["model"].as_str().expect("a run names its model");
-    let folders: Vec<String> = text
-        .split(['+', ' ', '(', ')'])
-        .filter(|w| w.contains('/'))
-        .map(str::to_string)
-        .collect();
-    (folders[0].clone(), folders.get(1).cloned())
 }
 
 /// The scheduler config of a run (a two-stage run's stages share it).
@@ -196,4 +177,35 @@ fn sd2_conditioning_matches_the_recorded_prompt_embeddings() {
         }
     }
     assert!(checked > 0, "no SD 2.x run found");
+}
+
+#[test]
+fn every_sampler_and_schedule_runs_on_v_prediction_and_sdxl_models() {
+    use inference::api::SamplerChoice;
+    use inference::pipeline::generate;
+    use inference::schedule::named::{SamplerName, ScheduleName};
+    for folder in ["sd2v/pipeline", "sdxl/pipeline"] {
+        let [(_, model), _] = both_layouts(folder);
+        let caps = model.capabilities();
+        let run = |sampler: SamplerName, schedule: ScheduleName| {
+            let mut r = model.request("a lighthouse", 7);
+            r.steps = 3;
+            r.cfg_scale = 3.0;
+            r.cfg_rescale = 0.5;
+            r.sampler = SamplerChoice::Named { sampler, schedule };
+            let what = format!("{folder} ({}): {sampler} {schedule}", caps.label());
+            let g = generate(&model, &r, &mut |_: inference::api::Progress| {
+                std::ops::ControlFlow::Continue(())
+            })
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(g.latents.iter().all(|v| v.is_finite()), "{what}");
+            assert_eq!(g.images.len(), 1, "{what}");
+        };
+        for sampler in SamplerName::ALL {
+            run(sampler, ScheduleName::Karras);
+        }
+        for schedule in ScheduleName::ALL {
+            run(SamplerName::Euler, schedule);
+        }
+    }
 }

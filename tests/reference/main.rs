@@ -3,6 +3,7 @@
 mod brownian;
 mod components;
 mod engine;
+mod extra_runs;
 mod extra_schedules;
 mod families;
 mod family_runs;

@@ -272,6 +272,30 @@ pub fn runs_in(dir: &str) -> Vec<(String, Json)> {
         .collect()
 }
 
+/// The single-file checkpoint holding the same weights as a reference folder.
+pub fn single_file_of(folder: &str) -> &'static str {
+    match folder {
+        "sd15/pipeline" => "sd15/checkpoint.safetensors",
+        "sd2v/pipeline" => "sd2v/checkpoint.safetensors",
+        "sdxl/pipeline" => "sdxl/checkpoint.safetensors",
+        "sdxl/refiner" => "sdxl/refiner_checkpoint.safetensors",
+        other => panic!("no single file is known for {other}"),
+    }
+}
+
+/// The folders a run's `model` names: the base and, for a two-stage run
+/// (`"sdxl/pipeline (stage 1) + sdxl/refiner (stage 2)"`), the refiner.
+pub fn run_models(run: &Json) -> (String, Option<String>) {
+    let folders: Vec<String> = run["model"]
+        .as_str()
+        .expect("a run names its model")
+        .split(['+', ' ', '(', ')'])
+        .filter(|w| w.contains('/'))
+        .map(str::to_string)
+        .collect();
+    (folders[0].clone(), folders.get(1).cloned())
+}
+
 /// Copies the sd15 pipeline into a temporary diffusers folder whose UNet is
 /// `sd15/unet_inpaint` (how a real 9-channel inpainting model is laid out).
 pub fn inpainting_folder() -> tempfile::TempDir {

@@ -296,6 +296,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
         ui.add(
             Slider::new(&mut s.cfg_rescale, 0.0..=1.0)
                 .step_by(0.05)
+                .fixed_decimals(2)
                 .text("CFG rescale"),
         )
         .on_hover_text(

@@ -16,6 +16,35 @@ use crate::error::{Error, Result};
 use crate::rng::brownian;
 use crate::sampling::{Algorithm, AlgorithmOptions, UniPcFlavor, UniPcOptions, UniPcVariant};
 
+/// Python's `json` output made standard JSON: the bare `NaN`, `Infinity` and `-Infinity` it
+/// writes for non-finite floats (diffusers saves `lambda_min_clipped: -Infinity`) become
+/// `null`, outside strings only.
+fn python_json(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("Infinity") && !text.contains("NaN") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            (in_string, escaped) = (escaped || c != '"', !escaped && c == '\\');
+        } else if c == '"' {
+            in_string = true;
+        } else if let Some(token) = ["-Infinity", "Infinity", "NaN"]
+            .into_iter()
+            .find(|t| rest.starts_with(t))
+        {
+            out.push_str("null");
+            rest = &rest[token.len()..];
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// What the UNet predicts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Prediction {
@@ -141,7 +170,7 @@ impl SchedulerConfig {
     /// Parses a `scheduler_config.json`. Settings that change the result and that Ember does
     /// not reproduce are refused by name rather than ignored.
     pub fn from_json(text: &str) -> Result<Self> {
-        let v: Value = serde_json::from_str(text)
+        let v: Value = serde_json::from_str(&python_json(text))
             .map_err(|e| Error::settings(format!("scheduler config is not valid JSON: {e}")))?;
         let class_name = v["_class_name"]
             .as_str()
@@ -397,5 +426,20 @@ impl SchedulerConfig {
             lcm_timestep_scaling: (self.class == SchedulerClass::Lcm)
                 .then_some(self.timestep_scaling),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_infinities_read_as_null_outside_strings() {
+        let text = r#"{"_class_name": "DPMSolverMultistepScheduler", "lambda_min_clipped": -Infinity, "note": "NaN \"Infinity\"", "x": NaN}"#;
+        let fixed = python_json(text);
+        let v: Value = serde_json::from_str(&fixed).unwrap();
+        assert!(v["lambda_min_clipped"].is_null() && v["x"].is_null());
+        assert_eq!(v["note"], "NaN \"Infinity\"");
+        assert!(SchedulerConfig::from_json(text).is_ok());
     }
 }
