@@ -469,7 +469,7 @@ impl GenerateRequest {
             (Some(r), Some(_)) => {
                 if !base.family.spec().shares_latents_with(r.family.spec()) {
                     return bad(format!(
-                        "a {} model cannot refine a {} model's latents; pick a refiner of the same family (the SDXL refiner or another SDXL model for SDXL)",
+                        "the {} model cannot refine the {} model's latents; pick a refiner of the same family (the SDXL refiner or another SDXL model for SDXL)",
                         r.family, base.family
                     ));
                 }

@@ -552,11 +552,12 @@ impl EmberApp {
     /// The refiner a generation hands over to: the loaded one when the refiner is on and
     /// the model is one it can refine; an error while it is still loading.
     fn refiner_in_play(&self) -> Result<Option<&inference::worker::ModelSummary>, String> {
+        // The form offers the refiner for SDXL base models, which it refines.
         let wanted = self.settings.refiner.enabled
             && self
                 .session
                 .model()
-                .is_some_and(|m| m.capabilities.family.spec().txt2img);
+                .is_some_and(|m| m.capabilities.family == inference::family::Family::Sdxl);
         if !wanted {
             return Ok(None);
         }

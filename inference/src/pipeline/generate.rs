@@ -190,9 +190,17 @@ pub fn generate_refined(
     let evaluations = Cell::new(0usize);
     report(observer, Stage::Denoising, 0, total)?;
     let failure: RefCell<Option<Error>> = RefCell::new(None);
+    // The 4-channel inpainting blend: (repaint mask, keep mask, image latents).
+    let blend = match (&mask, &image_latents, model.is_inpainting()) {
+        (Some(m), Some(latents), false) => {
+            let keep = m.mask_latent.clone().neg().add_scalar(1.0);
+            Some((m.mask_latent.clone(), keep, latents.clone()))
+        }
+        _ => None,
+    };
     let mut on_step = |state: &mut StepState| {
         let index = offset.get() + state.index;
-        if let (Some(m), Some(latents), false) = (&mask, &image_latents, model.is_inpainting()) {
+        if let Some((repaint, keep, latents)) = &blend {
             // diffusers re-noises the image to the next noise level; the last step blends
             // with the clean image latents (in the sampler's scaling).
             let target = if index + 1 == total {
@@ -200,8 +208,7 @@ pub fn generate_refined(
             } else {
                 latents.clone() + noise.clone().mul_scalar(state.sigma_next)
             };
-            let keep = m.mask_latent.clone().neg().add_scalar(1.0);
-            state.x = target * keep + state.x.clone() * m.mask_latent.clone();
+            state.x = target * keep.clone() + state.x.clone() * repaint.clone();
         }
         if let Err(e) = check_finite(&state.x, &format!("UNet (step {} of {total})", index + 1)) {
             *failure.borrow_mut() = Some(e);
