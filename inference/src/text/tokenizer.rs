@@ -77,16 +77,21 @@ impl ClipTokenizer {
         Self::from_parts(BUNDLED_VOCAB, BUNDLED_MERGES, pad)
     }
 
-    /// A diffusers `tokenizer/` folder (`vocab.json`, `merges.txt`, `tokenizer_config.json`).
+    /// A diffusers `tokenizer/` folder: `vocab.json` and `merges.txt`, or (as transformers 5
+    /// saves it) only `tokenizer.json`; the pad token from `tokenizer_config.json`.
     pub fn from_folder(dir: &Path) -> Result<Self> {
         let read = |name: &str| {
             let path = dir.join(name);
             std::fs::read(&path).map_err(|e| Error::io(&path, e))
         };
-        let vocab = read("vocab.json")?;
-        let merges = read("merges.txt")?;
-        let merges = String::from_utf8(merges)
-            .map_err(|_| Error::invalid_model(dir, "tokenizer/merges.txt is not UTF-8 text"))?;
+        let (vocab, merges) = if dir.join("vocab.json").is_file() {
+            let merges = String::from_utf8(read("merges.txt")?)
+                .map_err(|_| Error::invalid_model(dir, "tokenizer/merges.txt is not UTF-8 text"))?;
+            (read("vocab.json")?, merges)
+        } else {
+            vocab_and_merges_of_tokenizer_json(&read("tokenizer.json")?)
+                .map_err(|e| Error::invalid_model(dir, format!("tokenizer.json: {e}")))?
+        };
         let pad = match std::fs::read(dir.join("tokenizer_config.json")) {
             Ok(config) => pad_token_from_config(&config).ok_or_else(|| {
                 Error::invalid_model(dir, "tokenizer_config.json is not valid JSON")
@@ -211,6 +216,35 @@ impl ClipTokenizer {
     }
 }
 
+/// The BPE vocabulary (as `vocab.json` bytes) and merges (as `merges.txt` text) inside a
+/// tokenizers `tokenizer.json`, whose merges are `"a b"` strings or `["a", "b"]` pairs.
+fn vocab_and_merges_of_tokenizer_json(
+    bytes: &[u8],
+) -> std::result::Result<(Vec<u8>, String), String> {
+    let json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let model = &json["model"];
+    if model["type"] != "BPE" || !model["vocab"].is_object() {
+        return Err("not a BPE tokenizer with a vocabulary".into());
+    }
+    let vocab = serde_json::to_vec(&model["vocab"]).map_err(|e| e.to_string())?;
+    let merges = model["merges"]
+        .as_array()
+        .ok_or("no merges")?
+        .iter()
+        .map(|m| match m {
+            serde_json::Value::String(s) => Ok(s.clone()),
+            serde_json::Value::Array(pair) => match (pair.first(), pair.get(1)) {
+                (Some(serde_json::Value::String(a)), Some(serde_json::Value::String(b))) => {
+                    Ok(format!("{a} {b}"))
+                }
+                _ => Err(format!("bad merge {m}")),
+            },
+            _ => Err(format!("bad merge {m}")),
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok((vocab, merges.join("\n")))
+}
+
 /// The pad token named by a `tokenizer_config.json`; `None` if it is not JSON.
 fn pad_token_from_config(config: &[u8]) -> Option<PadToken> {
     let config: serde_json::Value = serde_json::from_slice(config).ok()?;
@@ -228,4 +262,43 @@ fn pad_token_from_config(config: &[u8]) -> Option<PadToken> {
     } else {
         PadToken::EndOfText
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_with_only_tokenizer_json_tokenizes_as_vocab_and_merges_do() {
+        let vocab: serde_json::Value = serde_json::from_slice(BUNDLED_VOCAB).unwrap();
+        let merges: Vec<serde_json::Value> = BUNDLED_MERGES
+            .lines()
+            .filter(|l| !l.starts_with("#version") && !l.trim().is_empty())
+            .map(|l| {
+                let (a, b) = l.split_once(' ').unwrap();
+                serde_json::json!([a, b])
+            })
+            .collect();
+        let json = serde_json::json!({"model": {"type": "BPE", "vocab": vocab, "merges": merges}});
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tokenizer.json"), json.to_string()).unwrap();
+        std::fs::write(
+            dir.path().join("tokenizer_config.json"),
+            r#"{"pad_token": "!"}"#,
+        )
+        .unwrap();
+        let from_json = ClipTokenizer::from_folder(dir.path()).unwrap();
+        let bundled = ClipTokenizer::bundled(PadToken::Exclamation).unwrap();
+        assert_eq!(from_json.pad_token(), PadToken::Exclamation);
+        for text in [
+            "a photograph of an astronaut riding a horse!",
+            "über-detailed, 8k",
+        ] {
+            assert_eq!(
+                from_json.encode(text).unwrap(),
+                bundled.encode(text).unwrap(),
+                "{text}"
+            );
+        }
+    }
 }

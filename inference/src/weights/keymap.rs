@@ -273,11 +273,73 @@ pub fn open_clip_to_transformers(key: &str, layers: usize, projected: bool) -> O
 }
 
 /// Buffers of a diffusers text encoder file that no module needs.
+/// transformers 5 saves the text transformer's keys without their `text_model.` level.
 pub fn transformers_clip_key(key: &str) -> KeyTarget {
+    let unwrapped = ["embeddings.", "encoder.", "final_layer_norm."]
+        .iter()
+        .any(|p| key.starts_with(p));
     if key.ends_with("embeddings.position_ids") {
         KeyTarget::Ignored
+    } else if unwrapped {
+        KeyTarget::Module(format!("text_model.{key}"))
     } else {
         KeyTarget::Module(key.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transformers_keys_load_with_or_without_text_model() {
+        for key in [
+            "text_model.encoder.layers.0.mlp.fc1.weight",
+            "encoder.layers.0.mlp.fc1.weight",
+        ] {
+            assert_eq!(
+                transformers_clip_key(key),
+                KeyTarget::Module("text_model.encoder.layers.0.mlp.fc1.weight".into())
+            );
+        }
+        assert_eq!(
+            transformers_clip_key("text_projection.weight"),
+            KeyTarget::Module("text_projection.weight".into())
+        );
+        assert_eq!(
+            transformers_clip_key("embeddings.position_ids"),
+            KeyTarget::Ignored
+        );
+    }
+
+    #[test]
+    fn open_clip_keys_split_transpose_and_skip_past_the_model() {
+        use OpenClipTarget::*;
+        assert_eq!(
+            open_clip_to_transformers("transformer.resblocks.3.attn.in_proj_weight", 24, true),
+            Split([
+                "text_model.encoder.layers.3.self_attn.q_proj.weight".into(),
+                "text_model.encoder.layers.3.self_attn.k_proj.weight".into(),
+                "text_model.encoder.layers.3.self_attn.v_proj.weight".into(),
+            ])
+        );
+        assert_eq!(
+            open_clip_to_transformers("text_projection", 32, true),
+            Transposed("text_projection.weight".into())
+        );
+        assert_eq!(
+            open_clip_to_transformers("text_projection", 23, false),
+            Ignored
+        );
+        assert_eq!(
+            open_clip_to_transformers("transformer.resblocks.23.ln_1.weight", 23, false),
+            Ignored
+        );
+        assert_eq!(
+            open_clip_to_transformers("transformer.resblocks.0.mlp.c_fc.bias", 23, false),
+            Module("text_model.encoder.layers.0.mlp.fc1.bias".into())
+        );
+        assert_eq!(open_clip_to_transformers("no.such.key", 23, false), Unknown);
     }
 }
 
