@@ -287,6 +287,15 @@ pub fn transformers_clip_key(key: &str) -> KeyTarget {
     }
 }
 
+fn split_first(key: &str) -> Option<(&str, &str)> {
+    key.split_once('.')
+}
+
+fn split_index(key: &str) -> Option<(usize, &str)> {
+    let (head, rest) = key.split_once('.')?;
+    Some((head.parse().ok()?, rest))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,13 +350,4 @@ mod tests {
         );
         assert_eq!(open_clip_to_transformers("no.such.key", 23, false), Unknown);
     }
-}
-
-fn split_first(key: &str) -> Option<(&str, &str)> {
-    key.split_once('.')
-}
-
-fn split_index(key: &str) -> Option<(usize, &str)> {
-    let (head, rest) = key.split_once('.')?;
-    Some((head.parse().ok()?, rest))
 }
