@@ -1,7 +1,8 @@
-//! `ember generate`'s canvas options end to end on the reference model: "only masked"
-//! inpainting keeps every pixel outside the blurred mask byte for byte and writes its
-//! settings into the metadata; outpainting grows the canvas to multiples of 8 and keeps the
-//! source; the masked-content modes and the raw output run.
+//! `ember generate`'s canvas options end to end on the reference models of every family
+//! (SD 1.x, SD 2.x v-prediction, SDXL): "only masked" inpainting keeps every pixel outside
+//! the blurred mask byte for byte and writes its settings into the metadata; outpainting
+//! grows the canvas to multiples of 8 and keeps the source; the masked-content modes and the
+//! raw output run.
 
 use ember_tests::{json, read_png_rgb, reference, run_input};
 use inference::canvas::blur_mask;
@@ -9,11 +10,14 @@ use inference::imaging;
 
 use crate::{arg, ember};
 
-fn base_args() -> Vec<String> {
+/// The reference models the canvas options are checked on, one per family.
+const MODELS: [&str; 3] = ["sd15/pipeline", "sd2v/pipeline", "sdxl/pipeline"];
+
+fn base_args(model: &str) -> Vec<String> {
     [
         "generate",
         "--model",
-        &arg(&reference("sd15/pipeline")),
+        &arg(&reference(model)),
         "--prompt",
         "a red door",
         "--steps",
@@ -26,15 +30,15 @@ fn base_args() -> Vec<String> {
     .collect()
 }
 
-fn run(dir: &std::path::Path, extra: &[&str], out: &str) -> std::path::PathBuf {
-    let mut args = base_args();
+fn run(dir: &std::path::Path, model: &str, extra: &[&str], out: &str) -> std::path::PathBuf {
+    let mut args = base_args(model);
     args.extend(extra.iter().map(|s| s.to_string()));
     args.extend(["--out".to_string(), out.to_string()]);
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let output = ember(dir, &argv);
     assert!(
         output.status.success(),
-        "ember {extra:?} failed: {}",
+        "ember {model} {extra:?} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     dir.join(out)
@@ -42,6 +46,12 @@ fn run(dir: &std::path::Path, extra: &[&str], out: &str) -> std::path::PathBuf {
 
 #[test]
 fn only_masked_inpainting_keeps_unmasked_pixels_and_records_its_settings() {
+    for model in MODELS {
+        only_masked(model);
+    }
+}
+
+fn only_masked(model: &str) {
     let dir = tempfile::tempdir().unwrap();
     let blend = json("sd15/runs/inpaint_blend.json");
     let (init, mask) = (
@@ -59,7 +69,7 @@ fn only_masked_inpainting_keeps_unmasked_pixels_and_records_its_settings() {
         "--padding",
         "4",
     ];
-    let out = run(dir.path(), &common, "masked.png");
+    let out = run(dir.path(), model, &common, "masked.png");
     let (w, h, pixels) = read_png_rgb(&out);
     let source = imaging::load_rgb(&init, None).unwrap();
     assert_eq!(
@@ -99,6 +109,7 @@ fn only_masked_inpainting_keeps_unmasked_pixels_and_records_its_settings() {
     // The raw generation differs from the composite, and every masked-content mode runs.
     let raw = run(
         dir.path(),
+        model,
         &[&common[..], &["--no-composite"]].concat(),
         "raw.png",
     );
@@ -106,6 +117,7 @@ fn only_masked_inpainting_keeps_unmasked_pixels_and_records_its_settings() {
     for content in ["fill", "latent-noise", "latent-nothing"] {
         let out = run(
             dir.path(),
+            model,
             &[&common[..], &["--masked-content", content]].concat(),
             &format!("{content}.png"),
         );
@@ -115,12 +127,19 @@ fn only_masked_inpainting_keeps_unmasked_pixels_and_records_its_settings() {
 
 #[test]
 fn outpainting_grows_the_canvas_to_multiples_of_8_and_keeps_the_source() {
+    for model in MODELS {
+        outpaint(model);
+    }
+}
+
+fn outpaint(model: &str) {
     let dir = tempfile::tempdir().unwrap();
     let blend = json("sd15/runs/inpaint_blend.json");
     let init = run_input(&blend, "init_image").unwrap();
     let source = imaging::load_rgb(&init, None).unwrap();
     let out = run(
         dir.path(),
+        model,
         &[
             "--init-image",
             &arg(&init),
