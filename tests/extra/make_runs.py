@@ -1,8 +1,9 @@
 """Extra diffusers runs beyond ../shared/reference, for what its runs do not cover:
 v-prediction with a zero-terminal-SNR schedule (`rescale_betas_zero_snr`), trailing spacing
-and CFG rescale (`guidance_rescale`), on the tree's SD 2.x and SDXL models, and SDXL's
-second prompt. Writes runs/<name>.json and runs/<name>.safetensors beside this file (final
-latents and the 8-bit image).
+and CFG rescale (`guidance_rescale`), on the tree's SD 2.x and SDXL models, SDXL's second
+prompt, and 9-channel SDXL inpainting (a random 9-channel UNet of the tiny SDXL's shape,
+written to models/sdxl_inpaint_unet). Writes runs/<name>.json and runs/<name>.safetensors
+beside this file (final latents and the 8-bit image).
 
 Needs torch and diffusers 0.42.1; CI only reads the files. Regenerate with
 
@@ -14,7 +15,8 @@ import os
 import numpy as np
 import torch
 from diffusers import (DPMSolverMultistepScheduler, EulerDiscreteScheduler, StableDiffusionPipeline,
-                       StableDiffusionXLPipeline)
+                       StableDiffusionXLInpaintPipeline, StableDiffusionXLPipeline, UNet2DConditionModel)
+from PIL import Image
 from safetensors.torch import save_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -45,7 +47,31 @@ CASES = [
         "prompt": "a bowl of lemons", "negative_prompt": "low quality", "seed": 33, "steps": 9,
         "guidance_scale": 6.5, "guidance_rescale": 0.5, "height": 32, "width": 48,
     },
+    {
+        "name": "sdxl_inpaint_9ch_euler",
+        "model": "sdxl/pipeline", "unet": "models/sdxl_inpaint_unet", "pipeline": "sdxl_inpaint",
+        "scheduler": "EulerDiscreteScheduler", "overrides": {},
+        "init_image": "sdxl/runs/input_init_image.png", "mask_image": "sdxl/runs/input_mask.png",
+        "strength": 1.0, "prompt": "a bowl of lemons on a wooden table", "negative_prompt": "blurry",
+        "seed": 34, "steps": 8, "guidance_scale": 6.0, "guidance_rescale": 0.0, "height": 48,
+        "width": 32,
+    },
 ]
+
+
+def inpaint_unet(folder):
+    """A random 9-channel UNet of the tiny SDXL UNet's shape, saved once (seeded)."""
+    out = os.path.join(HERE, "models", "sdxl_inpaint_unet")
+    if not os.path.exists(os.path.join(out, "config.json")):
+        config = dict(UNet2DConditionModel.load_config(os.path.join(folder, "unet")))
+        config["in_channels"] = 9
+        torch.manual_seed(7)
+        unet = UNet2DConditionModel.from_config(config)
+        with torch.no_grad():
+            for p in unet.parameters():  # non-trivial weights, as the tree's models have
+                p.add_(torch.randn_like(p) * 0.05)
+        unet.save_pretrained(out, safe_serialization=True)
+    return UNet2DConditionModel.from_pretrained(out, torch_dtype=torch.float32)
 
 
 def finite(value):
@@ -64,8 +90,10 @@ def main():
     os.makedirs(os.path.join(HERE, "runs"), exist_ok=True)
     for case in CASES:
         folder = os.path.join(REFERENCE, case["model"])
-        cls = StableDiffusionXLPipeline if case["pipeline"] == "sdxl" else StableDiffusionPipeline
-        pipe = cls.from_pretrained(folder, torch_dtype=torch.float32)
+        cls = {"sdxl": StableDiffusionXLPipeline, "sd": StableDiffusionPipeline,
+               "sdxl_inpaint": StableDiffusionXLInpaintPipeline}[case["pipeline"]]
+        extra = {"unet": inpaint_unet(folder)} if "unet" in case else {}
+        pipe = cls.from_pretrained(folder, torch_dtype=torch.float32, **extra)
         scheduler_cls = {"EulerDiscreteScheduler": EulerDiscreteScheduler,
                          "DPMSolverMultistepScheduler": DPMSolverMultistepScheduler}[case["scheduler"]]
         pipe.scheduler = scheduler_cls.from_config(pipe.scheduler.config, **case["overrides"])
@@ -76,6 +104,10 @@ def main():
                       generator=torch.Generator("cpu").manual_seed(case["seed"]))
         if "prompt_2" in case:
             kwargs["prompt_2"] = case["prompt_2"]
+        if "init_image" in case:
+            kwargs["image"] = Image.open(os.path.join(REFERENCE, case["init_image"])).convert("RGB")
+            kwargs["mask_image"] = Image.open(os.path.join(REFERENCE, case["mask_image"])).convert("L")
+            kwargs["strength"] = case["strength"]
         with torch.no_grad():
             latents = pipe(**kwargs).images
             decoded = pipe.vae.decode(latents / pipe.vae.config.scaling_factor).sample

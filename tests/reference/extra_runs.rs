@@ -1,21 +1,68 @@
 //! Runs the reference tree does not cover, recorded with diffusers by
 //! `tests/extra/make_runs.py` (CI reads the files): v-prediction with a zero-terminal-SNR
 //! schedule and trailing spacing, CFG rescale, SDXL's second prompt, on the tree's SD 2.x
-//! and SDXL models, from the diffusers folders and the single files.
+//! and SDXL models, from the diffusers folders and the single files; and 9-channel SDXL
+//! inpainting with a UNet the script made (`tests/extra/models`), from a folder.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 use ember_tests::{Fixtures, Json, assert_close, reference, single_file_of};
 use inference::api::SamplerChoice;
 use inference::device::Precision;
+use inference::imaging;
 use inference::pipeline::generate;
 use inference::schedule::diffusers::{Prediction, SchedulerConfig};
 use inference::weights::{LoadOptions, load};
 
+/// Copies `from` (one level of subfolders) to `to`, leaving out the subfolder `skip`.
+fn copy_folder(from: &Path, to: &Path, skip: &str) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_name() == skip {
+            continue;
+        }
+        if entry.path().is_dir() {
+            copy_folder(&entry.path(), &target, "");
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// The layouts a run is checked in: `(label, model path, config dir)`. A run with its own
+/// UNet gets a copy of its folder with that UNet, held by `keep`.
+fn layouts(
+    run: &Json,
+    extra: &Path,
+    keep: &mut Vec<tempfile::TempDir>,
+) -> Vec<(String, PathBuf, Option<PathBuf>)> {
+    let folder = run["model"].as_str().unwrap();
+    if let Some(unet) = run["unet"].as_str() {
+        let dir = tempfile::tempdir().unwrap();
+        copy_folder(&reference(folder), dir.path(), "unet");
+        copy_folder(&extra.join(unet), &dir.path().join("unet"), "");
+        let path = dir.path().to_path_buf();
+        keep.push(dir);
+        return vec![(format!("{folder} with {unet}"), path, None)];
+    }
+    vec![
+        ("folder".into(), reference(folder), None),
+        (
+            "single file".into(),
+            reference(single_file_of(folder)),
+            Some(reference(folder)),
+        ),
+    ]
+}
+
 #[test]
 fn extra_diffusers_runs_reproduce_from_both_layouts() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("extra/runs");
+    let extra = Path::new(env!("CARGO_MANIFEST_DIR")).join("extra");
+    let dir = extra.join("runs");
+    let mut keep: Vec<tempfile::TempDir> = Vec::new();
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -26,17 +73,9 @@ fn extra_diffusers_runs_reproduce_from_both_layouts() {
         let name = run["name"].as_str().unwrap();
         let tensors = Fixtures::load_path(&path.with_extension("safetensors"));
         let config = SchedulerConfig::from_json(&run["scheduler_config"].to_string()).unwrap();
-        let folder = run["model"].as_str().unwrap();
         // What `--prediction` does for a v-prediction model whose files say otherwise.
         let prediction = Some(config.prediction);
-        for (layout, model_path, config_dir) in [
-            ("folder", reference(folder), None),
-            (
-                "single file",
-                reference(single_file_of(folder)),
-                Some(reference(folder)),
-            ),
-        ] {
+        for (layout, model_path, config_dir) in layouts(&run, &extra, &mut keep) {
             let options = LoadOptions {
                 config_dir,
                 prediction,
@@ -55,6 +94,14 @@ fn extra_diffusers_runs_reproduce_from_both_layouts() {
             r.width = run["width"].as_u64().unwrap() as u32;
             r.height = run["height"].as_u64().unwrap() as u32;
             r.sampler = SamplerChoice::Diffusers(config.clone());
+            let size = Some((r.width, r.height));
+            if let Some(init) = run["init_image"].as_str() {
+                r.init_image = Some(imaging::load_rgb(&reference(init), size).unwrap());
+                r.strength = run["strength"].as_f64().unwrap() as f32;
+            }
+            if let Some(mask) = run["mask_image"].as_str() {
+                r.mask = Some(imaging::load_mask(&reference(mask), size).unwrap());
+            }
             let what = format!("{name} ({layout})");
             let g = generate(&model, &r, &mut |_: inference::api::Progress| {
                 std::ops::ControlFlow::Continue(())
