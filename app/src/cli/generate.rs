@@ -177,6 +177,15 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     if sampler.is_none() {
         request.sampler = model.default_sampler();
     }
+    if let SamplerChoice::Diffusers(config) = &request.sampler
+        && config.prediction != model.prediction
+    {
+        eprintln!(
+            "note: the scheduler config says {} prediction; the model runs as {} (--prediction changes it)",
+            weights::loader::prediction_name(config.prediction),
+            weights::loader::prediction_name(model.prediction)
+        );
+    }
     let (width, height) = generation_size(args, model.native_size)?;
     request.width = width;
     request.height = height;
