@@ -115,8 +115,6 @@ pub struct Model {
     /// A diffusers folder's own scheduler (its default sampler).
     pub default_scheduler: Option<SchedulerConfig>,
     pub prediction: Prediction,
-    /// Trained with a zero-terminal-SNR schedule (its sampling tables are rescaled).
-    pub zero_terminal_snr: bool,
     /// An empty negative prompt is zero conditioning (`force_zeros_for_empty_prompt`).
     pub zero_empty_negative: bool,
     /// `(width, height)` in pixels the model was trained at.
@@ -186,7 +184,7 @@ impl Model {
             family: self.family(),
             inpainting: self.is_inpainting(),
             prediction: self.prediction,
-            zero_terminal_snr: self.zero_terminal_snr,
+            zero_terminal_snr: self.info.detected.zero_terminal_snr,
             native_size: self.native_size,
             min_side: ((self.vae_factor() << (levels - 1)).max(8)) as u32,
             max_clip_skip: self.max_clip_skip() as u32,

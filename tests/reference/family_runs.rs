@@ -3,34 +3,17 @@
 //! ensemble) from the diffusers folders and from the single files, and the conditioning the
 //! UNet received in each.
 
-use burn::tensor::Device;
-use ember_tests::{
-    Fixtures, Json, assert_close_scaled, reference, run_models, runs_in, single_file_of,
-};
-use inference::device::{Precision, tensor_to_vec};
+use ember_tests::{Fixtures, Json, assert_close_scaled, run_models, runs_in, single_file_of};
+use inference::device::tensor_to_vec;
 use inference::model::Model;
 use inference::pipeline::prompt;
 use inference::schedule::diffusers::SchedulerConfig;
-use inference::weights::{LoadOptions, load};
 
 use crate::pipelines::{check_run, request_for};
 
 /// A folder's model in both layouts: `(layout label, model)`.
-fn both_layouts(folder: &str) -> [(String, Model); 2] {
-    let options = |config: Option<&str>| LoadOptions {
-        config_dir: config.map(reference),
-        ..LoadOptions::new(Device::flex(), Precision::F32)
-    };
-    [
-        (
-            "diffusers folder".to_string(),
-            load(&reference(folder), &options(None)).unwrap(),
-        ),
-        (
-            "single file".to_string(),
-            load(&reference(single_file_of(folder)), &options(Some(folder))).unwrap(),
-        ),
-    ]
+fn both_layouts(folder: &str) -> Vec<(String, Model)> {
+    crate::families::layouts(folder, single_file_of(folder))
 }
 
 /// The scheduler config of a run (a two-stage run's stages share it).
@@ -185,7 +168,7 @@ fn every_sampler_and_schedule_runs_on_v_prediction_and_sdxl_models() {
     use inference::pipeline::generate;
     use inference::schedule::named::{SamplerName, ScheduleName};
     for folder in ["sd2v/pipeline", "sdxl/pipeline"] {
-        let [(_, model), _] = both_layouts(folder);
+        let (_, model) = both_layouts(folder).swap_remove(0);
         let caps = model.capabilities();
         let run = |sampler: SamplerName, schedule: ScheduleName| {
             let mut r = model.request("a lighthouse", 7);

@@ -28,7 +28,7 @@ const SDXL_PIPELINES: [&str; 3] = [
 ];
 
 /// The weights of one diffusers component: the first of the usual file names present.
-fn component_file(dir: &Path, component: &str, stem: &str) -> Result<PathBuf> {
+pub(super) fn component_file(dir: &Path, component: &str, stem: &str) -> Result<PathBuf> {
     let folder = dir.join(component);
     ["safetensors", "fp16.safetensors", "bin", "fp16.bin"]
         .iter()

@@ -352,7 +352,6 @@ impl Networks {
             })
             .collect();
         Model {
-            zero_terminal_snr: info.detected.zero_terminal_snr,
             info,
             encoders,
             unet: self.unet,

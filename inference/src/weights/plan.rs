@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use super::detect::{NotDetected, detect};
-use super::folder::read_index;
-use super::loader::{Configs, LoadOptions, tensor_shapes};
+use super::folder::{component_file, read_index};
+use super::loader::{Configs, LoadOptions};
+use super::single_file::detect_file;
 use super::source::TensorFile;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::family::Family;
 use crate::models::unet::UNetConfig;
 use crate::models::vae::VaeConfig;
@@ -29,10 +29,7 @@ pub fn plan(path: &Path, options: &LoadOptions) -> Result<LoadPlan> {
         return plan_folder(path);
     }
     let file = TensorFile::open(path)?;
-    let detected = detect(&tensor_shapes(&file.tensors)).map_err(|e| match e {
-        NotDetected::Known(what) => Error::invalid_model(path, format!("this is {what}")),
-        NotDetected::Unknown => Error::invalid_model(path, "not a Stable Diffusion checkpoint"),
-    })?;
+    let detected = detect_file(path, &file)?;
     let family = detected.family;
     let preset = Configs::preset(family, detected.unet_in_channels);
     let configs = match &options.config_dir {
@@ -62,26 +59,22 @@ pub fn plan(path: &Path, options: &LoadOptions) -> Result<LoadPlan> {
 fn plan_folder(dir: &Path) -> Result<LoadPlan> {
     let family = read_index(dir)?.family;
     let configs = Configs::from_dir(dir, family, None)?;
-    let mut parts: Vec<&str> = family.spec().encoders.iter().map(|e| e.folder).collect();
-    parts.extend(["unet", "vae"]);
+    // The same files the loader reads.
+    let mut files: Vec<_> = family
+        .spec()
+        .encoders
+        .iter()
+        .map(|e| component_file(dir, e.folder, "model"))
+        .collect::<Result<_>>()?;
+    files.push(component_file(dir, "unet", "diffusion_pytorch_model")?);
+    files.push(component_file(dir, "vae", "diffusion_pytorch_model")?);
     let mut parameters = 0u64;
-    for part in parts {
-        let Ok(entries) = std::fs::read_dir(dir.join(part)) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let p = entry.path();
-            if p.extension()
-                .is_some_and(|x| x == "safetensors" || x == "bin")
-            {
-                parameters += TensorFile::open(&p)?
-                    .tensors
-                    .iter()
-                    .map(|t| t.shape.as_slice().iter().product::<usize>() as u64)
-                    .sum::<u64>();
-                break;
-            }
-        }
+    for file in files {
+        parameters += TensorFile::open(&file)?
+            .tensors
+            .iter()
+            .map(|t| t.shape.as_slice().iter().product::<usize>() as u64)
+            .sum::<u64>();
     }
     Ok(LoadPlan {
         family,

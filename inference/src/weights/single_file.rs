@@ -51,7 +51,7 @@ enum Route {
 }
 
 /// The detected family, or an error saying what the file is instead.
-fn detect_file(path: &Path, file: &TensorFile) -> Result<Detected> {
+pub(super) fn detect_file(path: &Path, file: &TensorFile) -> Result<Detected> {
     detect(&tensor_shapes(&file.tensors)).map_err(|e| match e {
         NotDetected::Known(what) => Error::invalid_model(path, format!("this is {what}")),
         NotDetected::Unknown => Error::invalid_model(
