@@ -126,12 +126,7 @@ pub fn reproduce(
         )
     );
     let theirs = tensors.get("image_u8").i64();
-    let worst = pixels
-        .iter()
-        .zip(&theirs)
-        .map(|(&a, &b)| (i64::from(a) - b).abs())
-        .max()
-        .unwrap();
+    let (worst, _) = ember_tests::pixel_diff(&pixels, &theirs);
     assert!(
         worst <= 2,
         "{name}: PNG differs from diffusers' by {worst} levels"

@@ -4,7 +4,7 @@
 use std::ops::ControlFlow;
 
 use burn::tensor::Device;
-use ember_tests::{Fixture, reference, write_edited_checkpoint};
+use ember_tests::{Fixture, pixel_diff, reference, write_edited_checkpoint};
 use inference::api::{GenerateRequest, Progress, SamplerChoice, SdeNoise, Stage};
 use inference::device::Precision;
 use inference::metadata::{self, ImageMetadata, Parameters};
@@ -119,12 +119,7 @@ fn every_image_of_a_batch_is_its_own_seeds_image() {
             single.seed = 100 + i as u64;
             let alone = generate(&m, &single, &mut quiet).unwrap();
             let a = &together.images[i].pixels;
-            let worst = a
-                .iter()
-                .zip(&alone.images[0].pixels)
-                .map(|(x, y)| x.abs_diff(*y))
-                .max()
-                .unwrap();
+            let (worst, _) = pixel_diff(a, &alone.images[0].pixels);
             assert!(
                 worst <= 1,
                 "{sampler} img2img={img2img}: image {i} differs from its seed's run by {worst} levels"
@@ -169,13 +164,7 @@ fn half_precision_stays_close_to_f32() {
         };
         let a = generate(&full, &r, &mut quiet).unwrap();
         let b = generate(&half, &r, &mut quiet).unwrap();
-        let worst = a.images[0]
-            .pixels
-            .iter()
-            .zip(&b.images[0].pixels)
-            .map(|(x, y)| x.abs_diff(*y))
-            .max()
-            .unwrap();
+        let (worst, _) = pixel_diff(&a.images[0].pixels, &b.images[0].pixels);
         let limit = if precision == Precision::F16 { 4 } else { 24 };
         assert!(
             worst <= limit,

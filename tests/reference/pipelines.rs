@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use burn::tensor::Device;
-use ember_tests::{Fixtures, Json, assert_close, inpainting_folder, reference, runs};
+use ember_tests::{Fixtures, Json, assert_close, inpainting_folder, pixel_diff, reference, runs};
 use inference::api::{GenerateRequest, Progress, SamplerChoice};
 use inference::device::{Precision, tensor_to_vec};
 use inference::imaging;
@@ -151,17 +151,7 @@ pub fn check_run(
 
     let theirs = tensors.get("image_u8").i64();
     let ours = &generation.images[0].pixels;
-    let worst = ours
-        .iter()
-        .zip(&theirs)
-        .map(|(&a, &b)| (i64::from(a) - b).abs())
-        .max()
-        .unwrap();
-    let off = ours
-        .iter()
-        .zip(&theirs)
-        .filter(|&(&a, &b)| i64::from(a) != b)
-        .count();
+    let (worst, off) = pixel_diff(ours, &theirs);
     assert!(
         worst <= i64::from(PIXEL_TOL),
         "{what}: a pixel channel is off by {worst} levels ({off} differ)"

@@ -173,7 +173,16 @@ pub struct Diff {
 }
 
 /// Elementwise comparison statistics (also fails on NaN/inf in `actual`).
+///
+/// Panics when the lengths differ: a truncated or padded output must never pass.
 pub fn diff(actual: &[f32], expected: &[f64]) -> Diff {
+    assert_eq!(
+        actual.len(),
+        expected.len(),
+        "element count differs: ours {}, reference {}",
+        actual.len(),
+        expected.len()
+    );
     let mut d = Diff {
         max_abs: 0.0,
         max_abs_expected: 0.0,
@@ -189,6 +198,29 @@ pub fn diff(actual: &[f32], expected: &[f64]) -> Diff {
         d.max_abs_expected = d.max_abs_expected.max(e.abs());
     }
     d
+}
+
+/// The largest per-channel difference between two 8-bit images, in levels, and how many
+/// values differ. Panics when the lengths differ (a cropped image must never pass).
+pub fn pixel_diff<A: Copy + Into<i64>, B: Copy + Into<i64>>(
+    ours: &[A],
+    theirs: &[B],
+) -> (i64, usize) {
+    assert_eq!(
+        ours.len(),
+        theirs.len(),
+        "image sizes differ: ours {} values, reference {}",
+        ours.len(),
+        theirs.len()
+    );
+    let mut worst = 0;
+    let mut off = 0;
+    for (&a, &b) in ours.iter().zip(theirs) {
+        let d = (a.into() - b.into()).abs();
+        worst = worst.max(d);
+        off += usize::from(d != 0);
+    }
+    (worst, off)
 }
 
 /// Asserts `|actual - expected| <= atol + rel_to_max * max|expected|` everywhere and returns
