@@ -487,7 +487,11 @@ impl GenerateRequest {
     /// Steps that actually run: `int(steps * strength)` with an init image (as diffusers).
     pub fn effective_steps(&self) -> u32 {
         if self.init_image.is_some() {
-            ((self.steps as f64 * f64::from(self.strength)) as u32).min(self.steps)
+            // diffusers' `int(steps * strength)` on the Python float the user wrote: widen
+            // the f32 through its shortest decimal form, since `0.9f32 as f64` is
+            // 0.89999997..., which would take 8 of 10 steps where diffusers takes 9.
+            let strength: f64 = self.strength.to_string().parse().unwrap_or(0.0);
+            ((f64::from(self.steps) * strength) as u32).min(self.steps)
         } else {
             self.steps
         }
@@ -523,4 +527,35 @@ pub struct Generation {
     pub warnings: Vec<String>,
     /// The sampler as run, e.g. `dpmpp_2m karras`.
     pub sampler_label: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn img2img_steps_follow_the_strength_as_written() {
+        let image = crate::imaging::ImageRgb8 {
+            width: 8,
+            height: 8,
+            pixels: vec![0; 8 * 8 * 3],
+        };
+        let mut r = GenerateRequest {
+            init_image: Some(image),
+            steps: 10,
+            ..GenerateRequest::default()
+        };
+        // `0.9f32 as f64` is 0.8999999761...: diffusers' `int(10 * 0.9)` is 9.
+        for (strength, steps) in [
+            (0.9, 9),
+            (0.6, 6),
+            (0.75, 7),
+            (0.3, 3),
+            (1.0, 10),
+            (0.05, 0),
+        ] {
+            r.strength = strength;
+            assert_eq!(r.effective_steps(), steps, "strength {strength}");
+        }
+    }
 }

@@ -333,6 +333,9 @@ fn replay(name: &str, run: &Json, algorithm: Algorithm, options: AlgorithmOption
         Ok(uncond.clone() + (cond - uncond).mul_scalar(cfg_scale))
     };
     let mut on_step = |state: &mut StepState| {
+        if state.intermediate {
+            return ControlFlow::Continue(());
+        }
         let d = assert_close_scaled(
             &format!("{name}: x after step {}", state.index),
             &values(&state.x.clone().mul_scalar(vp_scale(state.index))),

@@ -104,6 +104,9 @@ fn replay(name: &str, run: &Json, config: &SchedulerConfig) -> f64 {
         Ok(plan.boundary_condition(x, x0, sigma))
     };
     let mut on_step = |state: &mut StepState| {
+        if state.intermediate {
+            return ControlFlow::Continue(());
+        }
         let iteration = calls.get() - 1;
         let scale = match plan.scaling {
             LatentScaling::VarianceExploding => 1.0,
@@ -131,7 +134,7 @@ fn replay(name: &str, run: &Json, config: &SchedulerConfig) -> f64 {
         uncond: &mut || None,
         on_step: &mut on_step,
     };
-    let final_x = sampling::run(plan.algorithm, plan.options, &mut hooks, x, &plan.sigmas).unwrap();
+    let final_x = plan.sample(&mut hooks, x, 0..plan.steps()).unwrap();
 
     assert_eq!(
         calls.get(),
@@ -214,6 +217,7 @@ fn every_generator_draw_is_regenerated_from_the_seed() {
                 continue;
             }
             let ours = rng.randn(numel);
+            assert_eq!(ours.len(), theirs.len(), "{name}: {tensor} length");
             assert!(
                 ours.iter()
                     .zip(&theirs)

@@ -4,7 +4,7 @@
 //! masked-image posterior, then sampler noise.
 
 use std::cell::{Cell, RefCell};
-use std::ops::{ControlFlow, Range};
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 use burn::tensor::Tensor;
@@ -20,7 +20,8 @@ use crate::error::{Error, Result};
 use crate::imaging;
 use crate::model::Model;
 use crate::rng::BatchRng;
-use crate::sampling::{self, Hooks, StepState};
+use crate::sampling::{Hooks, StepState};
+use crate::schedule::diffusers::Prediction;
 use crate::schedule::{BetaSchedule, DiscreteSchedule, Plan, TableArithmetic, named};
 
 /// The sample after one sampler step (for live previews and tests).
@@ -150,6 +151,9 @@ pub fn generate_refined(
         request.height as usize / f,
         request.width as usize / f,
     ];
+    if let Some(transfer) = plan.transfer.as_mut() {
+        transfer.combines_v = model.prediction == Prediction::V;
+    }
     let mut rng = BatchRng::new(request.seed, batch);
     if request.init_image.is_some() {
         report(observer, Stage::EncodingImage, 0, 0)?;
@@ -203,12 +207,15 @@ pub fn generate_refined(
         if let Some((repaint, keep, latents)) = &blend {
             // diffusers re-noises the image to the next noise level; the last step blends
             // with the clean image latents (in the sampler's scaling).
-            let target = if index + 1 == total {
+            let target = if index + 1 == total && !state.intermediate {
                 latents.clone().div_scalar(output_scale)
             } else {
                 latents.clone() + noise.clone().mul_scalar(state.sigma_next)
             };
             state.x = target * keep.clone() + state.x.clone() * repaint.clone();
+        }
+        if state.intermediate {
+            return ControlFlow::Continue(());
         }
         if let Err(e) = check_finite(&state.x, &format!("UNet (step {} of {total})", index + 1)) {
             *failure.borrow_mut() = Some(e);
@@ -259,8 +266,7 @@ pub fn generate_refined(
             uncond: &mut || last_uncond.borrow().clone(),
             on_step: &mut on_step,
         };
-        let sigmas = stage_sigmas(&plan, range);
-        let result = sampling::run(plan.algorithm, plan.options, &mut hooks, x, sigmas);
+        let result = plan.sample(&mut hooks, x, range);
         x = match (result, failure.borrow_mut().take()) {
             (_, Some(e)) => return Err(e),
             (r, None) => r?,
@@ -291,11 +297,6 @@ pub fn generate_refined(
         warnings,
         sampler_label: plan.label,
     })
-}
-
-/// The sigmas of the steps in `range`: one more than the steps.
-fn stage_sigmas(plan: &Plan, range: Range<usize>) -> &[f32] {
-    &plan.sigmas[range.start..=range.end]
 }
 
 /// The mask and masked-image latents a 9-channel UNet takes after the sample.

@@ -142,6 +142,7 @@ pub fn dpm_fast(
         x = dpm_step(&mut eps_fn, &x, &eps, &mut None, t, t_next_, order, 0.5)?;
         x = add_noise(eps_fn.hooks, x, su, options);
         x = eps_fn.hooks.report(StepState {
+            intermediate: false,
             index: i,
             total: orders.len(),
             sigma: sigma_of(t),
@@ -261,6 +262,7 @@ pub fn dpm_adaptive(
             let sigma = sigma_of(s);
             s = t;
             x = eps_fn.hooks.report(StepState {
+                intermediate: false,
                 index: accepted,
                 total: (sigmas.len() - 1).max(accepted + 1),
                 sigma,

@@ -17,6 +17,8 @@ pub fn heun(hooks: &mut Hooks<'_>, mut x: Tensor<4>, sigmas: &[f32]) -> Result<T
             x + d.mul_scalar(dt)
         } else {
             let x_pred = x.clone() + d.clone().mul_scalar(dt);
+            let total = sigmas.len() - 1;
+            let x_pred = hooks.intermediate(i, total, (sigma, sigma_next), x_pred, &denoised)?;
             let denoised_next = (hooks.denoise)(&x_pred, sigma_next)?;
             let d_next = to_d(&x_pred, &denoised_next, sigma_next);
             x + (d + d_next).div_scalar(2.0).mul_scalar(dt)

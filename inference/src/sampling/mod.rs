@@ -10,6 +10,7 @@
 //!
 //! Adding a sampler is one small file plus one line in [`run`].
 
+mod alpha_transfer;
 mod ancestral;
 mod cfg_pp;
 mod ddpm_lcm;
@@ -39,6 +40,7 @@ use burn::tensor::Tensor;
 
 use crate::error::{Error, Result};
 
+pub use alpha_transfer::Transfer;
 pub use ancestral::ancestral_step;
 pub use dpm_2::log_midpoint;
 pub use dpmpp_sde::{SdeSolver, sde_midpoint, sde_noise_levels};
@@ -197,6 +199,10 @@ pub struct StepState {
     pub x: Tensor<4>,
     /// The denoiser's last prediction of the clean sample in this step.
     pub denoised: Tensor<4>,
+    /// A predictor's sample inside the step (at `sigma_next`), offered before the model is
+    /// called on it, not a finished step: diffusers' inpainting blends after every
+    /// scheduler call, these included. Progress and previews ignore it.
+    pub intermediate: bool,
 }
 
 /// The three things a sampler talks to.
@@ -228,8 +234,30 @@ impl Hooks<'_> {
             sigma_next: sigmas[index + 1],
             x,
             denoised,
+            intermediate: false,
         };
         self.report(state)
+    }
+
+    /// Offers the predictor sample `x` of step `index`, at noise level `sigma`, to the step
+    /// callback (see [`StepState::intermediate`]) and returns it, possibly replaced.
+    fn intermediate(
+        &mut self,
+        index: usize,
+        total: usize,
+        (from, sigma): (f32, f32),
+        x: Tensor<4>,
+        denoised: &Tensor<4>,
+    ) -> Result<Tensor<4>> {
+        self.report(StepState {
+            index,
+            total,
+            sigma: from,
+            sigma_next: sigma,
+            x,
+            denoised: denoised.clone(),
+            intermediate: true,
+        })
     }
 
     /// Reports a step that is not one of the sigma list's (DPM fast / adaptive make their
@@ -297,6 +325,36 @@ pub fn run(
         Algorithm::DpmAdaptive { order } => {
             dpm_solver::dpm_adaptive(hooks, x, sigmas, options, usize::from(order))
         }
+    }
+}
+
+/// diffusers' DDIM (`Ddim`) or PNDM (`Pndm`) model call by model call: `calls` has one
+/// entry per call (PNDM makes one more call than steps), `sigmas` the step boundaries as
+/// for [`run`]. See [`alpha_transfer`].
+pub fn run_transfers(
+    pndm: bool,
+    hooks: &mut Hooks<'_>,
+    x: Tensor<4>,
+    sigmas: &[f32],
+    calls: &[Transfer],
+    (eta, combines_v): (f32, bool),
+) -> Result<Tensor<4>> {
+    let expected = if pndm && calls.len() > 1 {
+        sigmas.len()
+    } else {
+        sigmas.len() - 1
+    };
+    if sigmas.len() < 2 || calls.len() != expected {
+        return Err(Error::settings(format!(
+            "{} model calls do not fit {} steps",
+            calls.len(),
+            sigmas.len().saturating_sub(1)
+        )));
+    }
+    if pndm {
+        alpha_transfer::pndm(hooks, x, sigmas, calls, combines_v)
+    } else {
+        alpha_transfer::ddim(hooks, x, sigmas, calls, eta)
     }
 }
 

@@ -14,6 +14,9 @@ pub mod diffusers;
 mod discrete;
 pub mod named;
 mod sampler_name;
+mod transfer;
+
+pub use transfer::{AlphaTransfer, TransferKind};
 
 pub use discrete::{
     BetaSchedule, DiscreteSchedule, TableArithmetic, linspace_f64, torch_linspace_f32,
@@ -21,7 +24,8 @@ pub use discrete::{
 
 use burn::tensor::Tensor;
 
-use crate::sampling::{Algorithm, AlgorithmOptions};
+use crate::error::{Error, Result};
+use crate::sampling::{self, Algorithm, AlgorithmOptions, Hooks};
 
 /// How the UNet's timestep input is derived from a sigma.
 #[derive(Clone, Debug)]
@@ -95,6 +99,9 @@ pub struct Plan {
     /// `Some`: the SDE samplers' noise comes from Brownian trees (see
     /// [`crate::rng::brownian`]) rather than fresh draws from the image's generator.
     pub brownian: Option<BrownianPlan>,
+    /// `Some` for diffusers' DDIM and PNDM: their integer-timestep transfers, which the
+    /// sampler follows call by call instead of `algorithm` (see [`AlphaTransfer`]).
+    pub transfer: Option<AlphaTransfer>,
 }
 
 /// How the Brownian trees of a generation are seeded and over which noise levels.
@@ -136,7 +143,45 @@ impl Plan {
     /// applies.
     pub fn keep_last_steps(&mut self, keep: usize) {
         let drop = self.steps().saturating_sub(keep);
-        self.sigmas.drain(..drop);
+        match &mut self.transfer {
+            // diffusers slices the call list (PNDM's repeated call included) and starts
+            // the scheduler's bookkeeping afresh there.
+            Some(transfer) => {
+                transfer.drop_first(drop);
+                self.sigmas = transfer.step_sigmas();
+            }
+            None => {
+                self.sigmas.drain(..drop);
+            }
+        }
+    }
+
+    /// Runs the plan's sampler over steps `range` of [`Plan::sigmas`] from `x` (at the
+    /// range's first sigma).
+    pub fn sample(
+        &self,
+        hooks: &mut Hooks<'_>,
+        x: Tensor<4>,
+        range: std::ops::Range<usize>,
+    ) -> Result<Tensor<4>> {
+        let sigmas = &self.sigmas[range.start..=range.end];
+        let Some(transfer) = &self.transfer else {
+            return sampling::run(self.algorithm, self.options, hooks, x, sigmas);
+        };
+        let pndm = transfer.kind == TransferKind::Pndm;
+        let calls = transfer.calls();
+        let calls = match (pndm, range.start, range.end == self.steps()) {
+            (false, _, _) => &calls[range.clone()],
+            (true, 0, true) => &calls[..],
+            (true, _, _) => {
+                return Err(Error::settings(
+                    "PNDMScheduler cannot hand a run over between two models part-way; \
+                     choose another scheduler for a refiner run",
+                ));
+            }
+        };
+        let options = (self.options.eta, transfer.combines_v);
+        sampling::run_transfers(pndm, hooks, x, sigmas, calls, options)
     }
 
     /// How many leading steps the first model of a two-model run takes at `fraction`: the

@@ -167,6 +167,7 @@ pub fn plan(
         scaling: LatentScaling::VarianceExploding,
         label: format!("{sampler} {schedule}"),
         lcm_timestep_scaling: None,
+        transfer: None,
         brownian: sampler
             .algorithm()
             .brownian_by_default()

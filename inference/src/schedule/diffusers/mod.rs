@@ -342,10 +342,14 @@ impl SchedulerConfig {
             )));
         }
         let table = self.table()?;
+        let transfer = matches!(self.class, SchedulerClass::Ddim | SchedulerClass::Pndm)
+            .then(|| self.alpha_transfer(&table, steps));
         let (sigmas, timesteps) = match self.class {
-            SchedulerClass::Ddim | SchedulerClass::Pndm | SchedulerClass::Ddpm => {
-                self.alpha_transfer_schedule(&table, steps)
+            SchedulerClass::Ddim | SchedulerClass::Pndm => {
+                let transfer = transfer.as_ref().expect("made above");
+                (transfer.step_sigmas(), Vec::new())
             }
+            SchedulerClass::Ddpm => self.ddpm_schedule(&table, steps),
             SchedulerClass::DpmSolverMultistep | SchedulerClass::UniPcMultistep => {
                 self.dpm_solver_schedule(&table, steps)
             }
@@ -413,11 +417,22 @@ impl SchedulerConfig {
                 eta,
                 ..AlgorithmOptions::default()
             },
-            timesteps: TimestepMap::Table {
-                sigmas: sigmas[..steps].to_vec(),
-                timesteps,
-                table,
+            timesteps: match &transfer {
+                Some(transfer) => {
+                    let (sigmas, timesteps) = transfer.timestep_pairs();
+                    TimestepMap::Table {
+                        sigmas,
+                        timesteps,
+                        table,
+                    }
+                }
+                None => TimestepMap::Table {
+                    sigmas: sigmas[..steps].to_vec(),
+                    timesteps,
+                    table,
+                },
             },
+            transfer,
             sigmas,
             initial_noise_scale,
             scaling: self.class.scaling(),

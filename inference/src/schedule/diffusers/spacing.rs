@@ -3,18 +3,13 @@
 
 use super::{SchedulerClass, SchedulerConfig, Spacing};
 use crate::sampling;
-use crate::schedule::{DiscreteSchedule, Plan, linspace_f64};
+use crate::schedule::{AlphaTransfer, DiscreteSchedule, Plan, TransferKind, linspace_f64};
 
 impl SchedulerConfig {
-    /// DDIM and PNDM: integer timesteps, each step transferring to `t - N / steps` (to
-    /// `final_alpha_cumprod` past the start).
-    pub(super) fn alpha_transfer_schedule(
-        &self,
-        table: &DiscreteSchedule,
-        steps: usize,
-    ) -> (Vec<f32>, Vec<f64>) {
+    /// DDIM, PNDM and DDPM: integer timesteps by `timestep_spacing`, descending.
+    fn integer_timesteps(&self, steps: usize) -> Vec<i64> {
         let n = self.num_train_timesteps;
-        let timesteps: Vec<i64> = match self.spacing {
+        match self.spacing {
             Spacing::Leading => (0..steps)
                 .rev()
                 .map(|i| (i * (n / steps) + self.steps_offset) as i64)
@@ -25,21 +20,47 @@ impl SchedulerConfig {
                 .rev()
                 .map(|t| t.round_ties_even() as i64)
                 .collect(),
+        }
+    }
+
+    /// DDIM and PNDM: each call transfers to `t - N // steps` (to `final_alpha_cumprod`
+    /// past the start).
+    pub(super) fn alpha_transfer(&self, table: &DiscreteSchedule, steps: usize) -> AlphaTransfer {
+        let kind = if self.class == SchedulerClass::Pndm {
+            TransferKind::Pndm
+        } else {
+            TransferKind::Ddim
         };
-        let sigma_of_t = |t: i64| -> f32 {
-            let alpha = if t >= 0 {
-                table.alphas_cumprod[t as usize]
-            } else if self.set_alpha_to_one {
-                1.0
-            } else {
-                table.alphas_cumprod[0]
-            };
-            DiscreteSchedule::sigma_of_alpha_cumprod(alpha) as f32
+        let final_alpha_cumprod = if self.set_alpha_to_one {
+            1.0
+        } else {
+            table.alphas_cumprod[0]
         };
-        let mut sigmas: Vec<f32> = timesteps.iter().map(|&t| sigma_of_t(t)).collect();
-        // diffusers transfers the last step to `t - N // steps`; every earlier step lands on
-        // the next timestep (exactly so for leading spacing and for step counts dividing N).
-        sigmas.push(sigma_of_t(timesteps[steps - 1] - (n / steps) as i64));
+        let timesteps = self.integer_timesteps(steps);
+        AlphaTransfer::new(
+            kind,
+            &timesteps,
+            self.num_train_timesteps,
+            table,
+            final_alpha_cumprod,
+        )
+    }
+
+    /// DDPM: each step lands on the next listed timestep, the last one on `alpha_cumprod`
+    /// 1 (`previous_timestep` is -1 there).
+    pub(super) fn ddpm_schedule(
+        &self,
+        table: &DiscreteSchedule,
+        steps: usize,
+    ) -> (Vec<f32>, Vec<f64>) {
+        let timesteps = self.integer_timesteps(steps);
+        let mut sigmas: Vec<f32> = timesteps
+            .iter()
+            .map(|&t| {
+                DiscreteSchedule::sigma_of_alpha_cumprod(table.alphas_cumprod[t as usize]) as f32
+            })
+            .collect();
+        sigmas.push(0.0);
         (sigmas, timesteps.into_iter().map(|t| t as f64).collect())
     }
 
