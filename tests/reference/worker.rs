@@ -159,20 +159,28 @@ fn previews_are_latest_only() {
 
 #[test]
 fn shutdown_joins_promptly_even_mid_job() {
-    let (worker, _, _) = fake_worker(5);
-    let cancel = CancelToken::new();
-    worker.send(Command::Generate {
-        job: JobId(1),
-        request: request("a cat", 20),
-        cancel: cancel.clone(),
-    });
+    // The app's exit: the window closes and drops its handle mid-job, with more queued;
+    // nobody cancels the job's own token.
+    let (worker, steps, _) = fake_worker(50);
+    for id in 1..=3 {
+        worker.send(Command::Generate {
+            job: JobId(id),
+            request: request("a cat", 1000),
+            cancel: CancelToken::new(),
+        });
+    }
     events_until(&worker, |e| matches!(e, Event::Progress { .. }));
     let start = Instant::now();
-    cancel.cancel(); // what the app does on exit: cancel the running job, then drop the handle
     drop(worker);
     assert!(
         start.elapsed() < Duration::from_secs(2),
-        "dropping the handle joined the thread"
+        "dropping the handle waited {:?} for a 1000-step job",
+        start.elapsed()
+    );
+    let run = steps.load(Ordering::SeqCst);
+    assert!(
+        run < 100,
+        "{run} steps ran: the queued jobs started after shutdown"
     );
 }
 

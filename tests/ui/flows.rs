@@ -267,3 +267,35 @@ fn the_sde_noise_checkbox_reaches_the_request() {
     assert!(!app(&w).settings.sde_brownian);
     assert_eq!(app(&w).request().unwrap().sde_noise, SdeNoise::Generator);
 }
+
+#[test]
+fn closing_the_window_mid_generation_stops_the_job_promptly() {
+    let home = tempfile::tempdir().unwrap();
+    let model = fake_model(home.path());
+    let engine = FakeEngine::new(Duration::from_millis(50));
+    let steps_run = engine.steps_run.clone();
+    let mut w = open(engine, Paths::under(home.path()));
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    w.state_mut().as_mut().unwrap().settings.steps = 1000;
+    click(&mut w, "Generate");
+    step_until(&mut w, "the job to run", |a| {
+        a.session.running.as_ref().is_some_and(|r| r.step >= 1)
+    });
+    // eframe drops the app when the window closes: the worker handle goes with it.
+    let start = std::time::Instant::now();
+    drop(w);
+    let waited = start.elapsed();
+    assert!(
+        waited < Duration::from_secs(2),
+        "closing waited {waited:?} for a 1000-step job"
+    );
+    let run = steps_run.load(std::sync::atomic::Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        steps_run.load(std::sync::atomic::Ordering::SeqCst),
+        run,
+        "the job went on after the window closed"
+    );
+}

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use egui::{ColorImage, TextureHandle, TextureOptions};
+use egui::{ColorImage, TextureOptions};
 use inference::api::{GenerateRequest, SamplerChoice, SdeNoise};
 use inference::imaging::ImageRgb8;
 use inference::metadata::ImageMetadata;
@@ -21,6 +21,7 @@ use inference::worker::{Engine, JobId, ModelRole, ResultImage, WorkerHandle};
 use super::action::{Action, View};
 use super::canvas::CanvasState;
 use super::dialogs::Dialogs;
+use super::display::Display;
 use super::gallery::Gallery;
 use super::models::{self, ModelEntry};
 use super::paths::Paths;
@@ -31,16 +32,6 @@ use super::{gallery, panels, restore};
 
 /// How long one frame may spend taking in events before drawing.
 const DRAIN_BUDGET: Duration = Duration::from_millis(10);
-
-/// What the central area shows in the Generate view.
-#[derive(Default)]
-pub struct Display {
-    /// The newest live preview (latent size, upscaled by the texture sampler).
-    pub preview: Option<TextureHandle>,
-    pub preview_step: usize,
-    /// The last finished images, with their saved paths once known.
-    pub results: Vec<(TextureHandle, Option<PathBuf>)>,
-}
 
 /// The whole app; `frame` is one UI frame.
 pub struct EmberApp {
@@ -204,6 +195,7 @@ impl EmberApp {
         }
         self.display.preview = None;
         self.display.results.clear();
+        self.display.results_job = Some(id);
         for (i, result) in images.into_iter().enumerate() {
             let texture = self.ctx.load_texture(
                 format!("result-{i}"),
@@ -212,6 +204,8 @@ impl EmberApp {
             );
             self.display.results.push((texture, None));
             self.files.send(gallery::store::Request::Save {
+                job: id,
+                index: i,
                 dir: self.output_dir(),
                 fallback_dir: self.paths.fallback_output.clone(),
                 image: result.image,
@@ -224,16 +218,19 @@ impl EmberApp {
     fn on_file_reply(&mut self, reply: gallery::store::Reply) {
         use gallery::store::Reply;
         match reply {
-            Reply::Saved { path, problem } => {
+            Reply::Saved {
+                job,
+                index,
+                path,
+                problem,
+            } => {
                 if let Some(problem) = problem {
                     self.session.notify(Level::Warning, problem);
                 }
-                if let Some(slot) = self.display.results.iter_mut().find(|(_, p)| p.is_none()) {
-                    slot.1 = Some(path.clone());
-                }
+                self.display.saved(job, index, &path);
                 self.gallery.added(&path);
             }
-            Reply::SaveFailed { error } => self.session.notify(Level::Error, error),
+            Reply::SaveFailed { error, .. } => self.session.notify(Level::Error, error),
             Reply::Scanned { dir, entries } => self.gallery.listed(&dir, entries),
             Reply::Opened {
                 path,

@@ -18,7 +18,7 @@ use std::ops::ControlFlow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
@@ -36,11 +36,19 @@ impl PreviewSlot {
     }
 }
 
-/// The UI's handle on the worker thread. Dropping it shuts the worker down and joins it.
+/// How long dropping the handle waits for the worker to stop before leaving it behind.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// The UI's handle on the worker thread. Dropping it stops the running job (within a
+/// step), drops the queued ones and joins the worker, waiting at most [`SHUTDOWN_WAIT`].
 pub struct WorkerHandle {
     commands: Sender<Command>,
     events: Receiver<Event>,
     preview: PreviewSlot,
+    /// Set on drop: every job and load checks it as it checks its own token.
+    stopping: CancelToken,
+    /// Disconnected when the worker thread returns.
+    stopped: Receiver<()>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -55,13 +63,21 @@ impl WorkerHandle {
         let (event_tx, events) = unbounded();
         let preview = PreviewSlot::default();
         let slot = preview.clone();
+        let stopping = CancelToken::new();
+        let stop = stopping.clone();
+        let (stopped_tx, stopped) = crossbeam_channel::bounded::<()>(0);
         let thread = std::thread::Builder::new()
             .name("inference".into())
-            .spawn(move || serve(engine, &command_rx, &event_tx, &slot, &wake))?;
+            .spawn(move || {
+                let _stopped = stopped_tx; // dropped (disconnecting) when serving ends
+                serve(engine, &command_rx, &event_tx, &slot, &wake, &stop);
+            })?;
         Ok(Self {
             commands,
             events,
             preview,
+            stopping,
+            stopped,
             thread: Some(thread),
         })
     }
@@ -86,9 +102,21 @@ impl WorkerHandle {
 
 impl Drop for WorkerHandle {
     fn drop(&mut self) {
+        self.stopping.cancel();
         let _ = self.commands.send(Command::Shutdown);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        // Cancel acts within a step; a step stuck in one huge kernel must not keep the
+        // window open: past the wait the thread is left to end with the process.
+        match self.stopped.recv_timeout(SHUTDOWN_WAIT) {
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => eprintln!(
+                "ember: the inference thread did not stop within {} s; exiting without it",
+                SHUTDOWN_WAIT.as_secs()
+            ),
+            _ => {
+                let _ = thread.join();
+            }
         }
     }
 }
@@ -108,12 +136,16 @@ fn serve(
     events: &Sender<Event>,
     preview: &PreviewSlot,
     wake: &dyn Fn(),
+    stopping: &CancelToken,
 ) {
     let emit = |event: Event| {
         let _ = events.send(event);
         wake();
     };
     while let Ok(command) = commands.recv() {
+        if stopping.is_cancelled() {
+            break;
+        }
         match command {
             Command::Shutdown => break,
             Command::Unload(role) => {
@@ -134,7 +166,7 @@ fn serve(
                         step,
                         total,
                     });
-                    if cancel.is_cancelled() {
+                    if cancel.is_cancelled() || stopping.is_cancelled() {
                         ControlFlow::Break(())
                     } else {
                         ControlFlow::Continue(())
@@ -194,7 +226,7 @@ fn serve(
                         total: p.total,
                         elapsed: p.elapsed,
                     });
-                    if cancel.is_cancelled() {
+                    if cancel.is_cancelled() || stopping.is_cancelled() {
                         ControlFlow::Break(())
                     } else {
                         ControlFlow::Continue(())
@@ -203,21 +235,27 @@ fn serve(
                 let outcome = if cancel.is_cancelled() {
                     Ok(Err(crate::Error::Cancelled))
                 } else {
+                    // The metadata (which hashes the model files) runs under the guard too.
                     catch_unwind(AssertUnwindSafe(|| {
-                        engine.generate(&request, &mut progress)
+                        let generation = engine.generate(&request, &mut progress)?;
+                        let parameters: Vec<String> = (0..generation.images.len())
+                            .map(|i| engine.parameters(&request, i))
+                            .collect();
+                        Ok((generation, parameters))
                     }))
                 };
                 match outcome {
-                    Ok(Ok(generation)) => emit(Event::Finished {
+                    Ok(Ok((generation, parameters))) => emit(Event::Finished {
                         job,
                         images: generation
                             .images
                             .into_iter()
+                            .zip(parameters)
                             .enumerate()
-                            .map(|(i, image)| ResultImage {
+                            .map(|(i, (image, parameters))| ResultImage {
                                 image,
                                 seed: request.seed.wrapping_add(i as u64),
-                                parameters: engine.parameters(&request, i),
+                                parameters,
                             })
                             .collect(),
                         request,

@@ -7,6 +7,7 @@ use std::time::SystemTime;
 
 use inference::imaging::{self, ImageRgb8};
 use inference::metadata::{self, ImageMetadata};
+use inference::worker::JobId;
 
 /// Extensions the gallery lists.
 const IMAGE_EXTENSIONS: [&str; 4] = ["png", "jpg", "jpeg", "webp"];
@@ -29,8 +30,11 @@ pub struct Entry {
 /// File work the UI asks for (served in order).
 #[derive(Debug)]
 pub enum Request {
-    /// Save one result; falls back to `fallback_dir` when `dir` cannot be written.
+    /// Save one result; falls back to `fallback_dir` when `dir` cannot be written. `job`
+    /// and `index` come back in the reply, so it labels that job's image and no other.
     Save {
+        job: JobId,
+        index: usize,
         dir: PathBuf,
         fallback_dir: PathBuf,
         image: ImageRgb8,
@@ -49,11 +53,15 @@ pub enum Request {
 #[derive(Debug)]
 pub enum Reply {
     Saved {
+        job: JobId,
+        index: usize,
         path: PathBuf,
         /// Set when the output folder failed and the fallback was used.
         problem: Option<String>,
     },
     SaveFailed {
+        job: JobId,
+        index: usize,
         error: String,
     },
     Scanned {
@@ -75,6 +83,8 @@ pub enum Reply {
 pub fn serve(request: Request, reply: &dyn Fn(Reply)) {
     reply(match request {
         Request::Save {
+            job,
+            index,
             dir,
             fallback_dir,
             image,
@@ -82,11 +92,15 @@ pub fn serve(request: Request, reply: &dyn Fn(Reply)) {
             seed,
         } => match save_numbered(&dir, &image, &parameters, seed) {
             Ok(path) => Reply::Saved {
+                job,
+                index,
                 path,
                 problem: None,
             },
             Err(first) => match save_numbered(&fallback_dir, &image, &parameters, seed) {
                 Ok(path) => Reply::Saved {
+                    job,
+                    index,
                     problem: Some(format!(
                         "could not save in {} ({first}); saved in {} instead",
                         dir.display(),
@@ -95,6 +109,8 @@ pub fn serve(request: Request, reply: &dyn Fn(Reply)) {
                     path,
                 },
                 Err(second) => Reply::SaveFailed {
+                    job,
+                    index,
                     error: format!("could not save the image: {first}; {second}"),
                 },
             },
@@ -265,6 +281,8 @@ mod tests {
         let (tx, rx) = crossbeam_channel::unbounded();
         serve(
             Request::Save {
+                job: JobId(7),
+                index: 1,
                 dir: not_a_dir.join("out"),
                 fallback_dir: dir.path().join("fallback"),
                 image: tiny(),
@@ -274,7 +292,17 @@ mod tests {
             &|r| tx.send(r).unwrap(),
         );
         match rx.try_recv().unwrap() {
-            Reply::Saved { path, problem } => {
+            Reply::Saved {
+                job,
+                index,
+                path,
+                problem,
+            } => {
+                assert_eq!(
+                    (job, index),
+                    (JobId(7), 1),
+                    "the reply names its job and image"
+                );
                 assert!(path.starts_with(dir.path().join("fallback")));
                 assert!(problem.unwrap().contains("could not save in"));
             }
