@@ -30,6 +30,21 @@ pub struct ImageGray8 {
     pub pixels: Vec<u8>,
 }
 
+/// The limits every input image meets, from a file or the clipboard: at most
+/// [`MAX_INPUT_SIDE`] pixels a side and 1 GiB decoded as RGBA. `Err` says what is wrong.
+pub fn check_input_size(width: u32, height: u32) -> std::result::Result<(), String> {
+    let bytes = u64::from(width) * u64::from(height) * 4;
+    if width == 0 || height == 0 {
+        return Err(format!("image is {width}x{height}: it has no pixels"));
+    }
+    if width > MAX_INPUT_SIDE || height > MAX_INPUT_SIDE || bytes > MAX_DECODE_BYTES {
+        return Err(format!(
+            "image is {width}x{height}; Ember reads images up to {MAX_INPUT_SIDE} pixels a side"
+        ));
+    }
+    Ok(())
+}
+
 fn decode(path: &Path) -> Result<image::DynamicImage> {
     let bad = |message: String| Error::invalid_image(path, message);
     let open = || -> Result<_> {
@@ -48,11 +63,7 @@ fn decode(path: &Path) -> Result<image::DynamicImage> {
     let (w, h) = probe
         .into_dimensions()
         .map_err(|e| bad(format!("not a readable image ({e})")))?;
-    if w == 0 || h == 0 || w > MAX_INPUT_SIDE || h > MAX_INPUT_SIDE {
-        return Err(bad(format!(
-            "image is {w}x{h}; Ember reads images up to {MAX_INPUT_SIDE} pixels a side"
-        )));
-    }
+    check_input_size(w, h).map_err(bad)?;
     let mut reader = open()?;
     let mut limits = image::Limits::default();
     limits.max_image_width = Some(MAX_INPUT_SIDE);

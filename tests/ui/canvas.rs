@@ -180,3 +180,39 @@ fn a_pasted_image_goes_on_the_canvas_and_outpainting_grows_it() {
         }
     }
 }
+
+#[test]
+fn an_odd_sized_source_and_outpaint_give_a_size_generate_accepts() {
+    use ember_app::gui::action::Action;
+    use ember_tests::fake_engine::FakeEngine;
+    use inference::imaging::ImageRgb8;
+
+    let home = tempfile::tempdir().unwrap();
+    let mut w = open(
+        FakeEngine::new(std::time::Duration::from_millis(1)),
+        Paths::under(home.path()),
+    );
+    w.step();
+    let pasted = ImageRgb8 {
+        width: 43,
+        height: 27,
+        pixels: vec![90; 43 * 27 * 3],
+    };
+    let app_mut = w.state_mut().as_mut().unwrap();
+    app_mut.perform(Action::CanvasImagePasted(Box::new(pasted)));
+    app_mut.settings.canvas.outpaint_pixels = 13;
+    w.step();
+    assert_eq!((app(&w).settings.width, app(&w).settings.height), (40, 24));
+    for side in ["Right", "Down"] {
+        click(&mut w, side);
+        let (width, height) = (app(&w).settings.width, app(&w).settings.height);
+        assert_eq!(
+            (width % 8, height % 8),
+            (0, 0),
+            "after {side}: {width}x{height}"
+        );
+        let source = app(&w).canvas.source.clone().unwrap();
+        assert!(width <= source.width && width + 8 > source.width);
+        assert!(height <= source.height && height + 8 > source.height);
+    }
+}

@@ -391,7 +391,7 @@ fn generation_size(args: &GenerateArgs, native: (u32, u32)) -> Result<(u32, u32)
         (Some(_), None) if args.inpaint_area == "masked" => native,
         (Some(path), None) if args.width.is_none() || args.height.is_none() => {
             let (w, h) = image_size(path)?;
-            let rounded = (w / 8 * 8, h / 8 * 8);
+            let rounded = inference::canvas::generation_size(w, h);
             if rounded != (w, h) {
                 eprintln!(
                     "note: the init image is {w}x{h}; generating at {}x{}",

@@ -132,14 +132,10 @@ impl Dialogs {
             .spawn(move || {
                 let read = arboard::Clipboard::new().and_then(|mut c| c.get_image());
                 let action = match read {
-                    Ok(img) => {
-                        let pixels = img.bytes.chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]);
-                        Action::CanvasImagePasted(Box::new(inference::imaging::ImageRgb8 {
-                            width: img.width as u32,
-                            height: img.height as u32,
-                            pixels: pixels.collect(),
-                        }))
-                    }
+                    Ok(img) => match from_clipboard(img.width, img.height, &img.bytes) {
+                        Ok(image) => Action::CanvasImagePasted(Box::new(image)),
+                        Err(e) => Action::Notice(format!("cannot paste the clipboard image: {e}")),
+                    },
                     Err(e) => Action::Notice(format!("no image to paste from the clipboard ({e})")),
                 };
                 let _ = tx.send(action);
@@ -157,6 +153,55 @@ impl Dialogs {
                     .pick_file()
             },
             Action::OpenMask,
+        );
+    }
+}
+
+/// A clipboard image (RGBA rows) as RGB, within the limits files get.
+fn from_clipboard(
+    width: usize,
+    height: usize,
+    rgba: &[u8],
+) -> Result<inference::imaging::ImageRgb8, String> {
+    let (w, h) = u32::try_from(width)
+        .ok()
+        .zip(u32::try_from(height).ok())
+        .ok_or_else(|| format!("image is {width}x{height}, too large"))?;
+    inference::imaging::check_input_size(w, h)?;
+    if rgba.len() != width * height * 4 {
+        return Err(format!(
+            "its pixel data is incomplete ({} bytes for {width}x{height})",
+            rgba.len()
+        ));
+    }
+    Ok(inference::imaging::ImageRgb8 {
+        width: w,
+        height: h,
+        pixels: rgba
+            .chunks_exact(4)
+            .flat_map(|p| [p[0], p[1], p[2]])
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::from_clipboard;
+
+    #[test]
+    fn clipboard_images_meet_the_file_limits() {
+        let ok = from_clipboard(2, 1, &[1, 2, 3, 255, 4, 5, 6, 255]).unwrap();
+        assert_eq!(ok.pixels, [1, 2, 3, 4, 5, 6]);
+        assert!(
+            from_clipboard(20_000, 1, &[])
+                .unwrap_err()
+                .contains("pixels a side")
+        );
+        assert!(from_clipboard(0, 5, &[]).unwrap_err().contains("no pixels"));
+        assert!(
+            from_clipboard(2, 2, &[0; 8])
+                .unwrap_err()
+                .contains("incomplete")
         );
     }
 }

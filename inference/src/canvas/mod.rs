@@ -20,6 +20,14 @@ use crate::api::MaskedContent;
 use crate::error::{Error, Result};
 use crate::imaging::{ImageGray8, ImageRgb8};
 
+/// The generation size for a source image of `width`×`height`: each side rounded down to a
+/// multiple of 8 (the VAE's factor) within `8..=MAX_SIDE`, so Generate never fails on a size
+/// the app or the CLI picked itself.
+pub fn generation_size(width: u32, height: u32) -> (u32, u32) {
+    let side = |v: u32| (v / 8 * 8).clamp(8, crate::api::MAX_SIDE);
+    (side(width), side(height))
+}
+
 /// Where inpainting generates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InpaintArea {

@@ -235,3 +235,11 @@ fn fitting_gives_the_exact_size_in_every_mode() {
         );
     }
 }
+
+#[test]
+fn generation_sizes_are_multiples_of_8_within_the_limits() {
+    assert_eq!(generation_size(1000, 750), (1000, 744));
+    assert_eq!(generation_size(1064, 750), (1064, 744));
+    assert_eq!(generation_size(3, 9000), (8, crate::api::MAX_SIDE));
+    assert_eq!(generation_size(512, 512), (512, 512));
+}

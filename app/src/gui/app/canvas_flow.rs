@@ -65,9 +65,9 @@ impl EmberApp {
                     down: pick(down),
                 });
                 if let Some(source) = &self.canvas.source {
-                    // Generate at the new canvas size.
-                    self.settings.width = source.width;
-                    self.settings.height = source.height;
+                    // Generate at the new canvas size (a size Generate accepts).
+                    (self.settings.width, self.settings.height) =
+                        inference::canvas::generation_size(source.width, source.height);
                 }
             }
             _ => {}
@@ -109,8 +109,8 @@ impl EmberApp {
 
     /// Puts `image` on the canvas and generates at its size (rounded down to multiples of 8).
     fn use_as_source(&mut self, image: ImageRgb8) {
-        self.settings.width = (image.width / 8 * 8).max(8);
-        self.settings.height = (image.height / 8 * 8).max(8);
+        (self.settings.width, self.settings.height) =
+            inference::canvas::generation_size(image.width, image.height);
         self.canvas.set_source(image);
         self.canvas.result = None;
         self.canvas.result_texture = None;

@@ -10,8 +10,11 @@ use inference::imaging::{ImageGray8, ImageRgb8};
 
 use brush::Brush;
 
-/// Strokes that can be undone.
+/// Strokes that can be undone, at most...
 const HISTORY: usize = 64;
+/// ...and at most this many bytes of mask snapshots (64 masks of a 4096² canvas would
+/// be 1 GiB); the oldest go first, the last stroke can always be undone.
+const HISTORY_BYTES: usize = 128 << 20;
 
 /// See the module docs.
 #[derive(Default)]
@@ -74,7 +77,10 @@ impl CanvasState {
     fn checkpoint(&mut self) {
         if let Some(mask) = &self.mask {
             self.undo.push(mask.clone());
-            if self.undo.len() > HISTORY {
+            let bytes = |undo: &[ImageGray8]| undo.iter().map(|m| m.pixels.len()).sum::<usize>();
+            while self.undo.len() > 1
+                && (self.undo.len() > HISTORY || bytes(&self.undo) > HISTORY_BYTES)
+            {
                 self.undo.remove(0);
             }
             self.redo.clear();
@@ -238,5 +244,26 @@ fn overlay_image(mask: &ImageGray8, opacity: f32) -> ColorImage {
         size: [mask.width as usize, mask.height as usize],
         pixels,
         source_size: egui::Vec2::new(mask.width as f32, mask.height as f32),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undo_history_is_bounded_by_bytes() {
+        let mut canvas = CanvasState::default();
+        canvas.set_source(ImageRgb8 {
+            width: 2048,
+            height: 2048,
+            pixels: vec![0; 2048 * 2048 * 3],
+        });
+        for _ in 0..HISTORY {
+            canvas.checkpoint();
+        }
+        let per_mask = 2048 * 2048;
+        assert_eq!(canvas.undo.len(), HISTORY_BYTES / per_mask);
+        assert!(canvas.can_undo());
     }
 }

@@ -194,11 +194,16 @@ fn options(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
     ui.separator();
     ui.horizontal(|ui| {
         ui.label("Outpaint");
-        ui.add(
+        let response = ui.add(
             egui::DragValue::new(&mut s.outpaint_pixels)
+                .speed(8.0)
                 .range(8..=1024)
                 .suffix(" px"),
         );
+        if !response.dragged() && !response.has_focus() {
+            // Multiples of 8, as generation sizes are.
+            s.outpaint_pixels = s.outpaint_pixels.div_ceil(8) * 8;
+        }
     });
     ui.horizontal(|ui| {
         let enabled = canvas.source.is_some();
