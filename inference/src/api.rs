@@ -225,6 +225,24 @@ impl MaskedContent {
         }
     }
 
+    /// Every option, in A1111's order.
+    pub const ALL: [MaskedContent; 4] = [
+        Self::Original,
+        Self::Fill,
+        Self::LatentNoise,
+        Self::LatentNothing,
+    ];
+
+    /// The canonical name (`latent-noise`), as the CLI and the settings file write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Original => "original",
+            Self::Fill => "fill",
+            Self::LatentNoise => "latent-noise",
+            Self::LatentNothing => "latent-nothing",
+        }
+    }
+
     /// A1111's label, used in PNG metadata.
     pub fn a1111_name(self) -> &'static str {
         match self {

@@ -88,8 +88,8 @@ fn paint_undo_invert_then_inpaint_and_find_it_in_the_gallery() {
         let s = &mut w.state_mut().as_mut().unwrap().settings;
         s.prompt = "a red door".into();
         s.steps = 4;
-        s.sampler = "euler".into();
-        s.schedule = "normal".into();
+        s.sampler = inference::schedule::named::SamplerName::Euler;
+        s.schedule = inference::schedule::named::ScheduleName::Normal;
         s.seed = 3;
         s.seed_locked = true;
         s.canvas.mask_blur = 2;

@@ -68,8 +68,8 @@ fn sdxl_with_a_refiner_from_the_models_folder_makes_the_clis_image() {
         s.prompt = "a lighthouse".into();
         s.steps = 6;
         s.cfg_scale = 5.0;
-        s.sampler = "euler".into();
-        s.schedule = "normal".into();
+        s.sampler = inference::schedule::named::SamplerName::Euler;
+        s.schedule = inference::schedule::named::ScheduleName::Normal;
         s.seed = 77;
         s.seed_locked = true;
         (s.width, s.height) = (32, 32);

@@ -222,7 +222,7 @@ fn every_sampler_and_schedule_is_in_the_menus_by_its_a1111_name() {
         );
     }
     click(&mut w, "DPM++ 2M SDE");
-    assert_eq!(app(&w).settings.sampler, "dpmpp_2m_sde");
+    assert_eq!(app(&w).settings.sampler.comfy_name(), "dpmpp_2m_sde");
 
     click(&mut w, "Schedule");
     for name in ScheduleName::ALL {

@@ -22,8 +22,8 @@ fn the_window_makes_the_same_png_as_the_command_line() {
         s.prompt = "a lighthouse".into();
         s.steps = 4;
         s.cfg_scale = 7.0;
-        s.sampler = "euler".into();
-        s.schedule = "normal".into();
+        s.sampler = inference::schedule::named::SamplerName::Euler;
+        s.schedule = inference::schedule::named::ScheduleName::Normal;
         s.seed = 11;
         s.seed_locked = true;
     }

@@ -15,7 +15,6 @@ use inference::api::{GenerateRequest, SamplerChoice, SdeNoise};
 use inference::imaging::ImageRgb8;
 use inference::metadata::ImageMetadata;
 use inference::rng::random_seed;
-use inference::schedule::named::{SamplerName, ScheduleName};
 use inference::worker::{Engine, JobId, ModelRole, ResultImage, WorkerHandle};
 
 use super::action::{Action, View};
@@ -508,8 +507,7 @@ impl EmberApp {
     /// The request the settings describe (seed set by the caller).
     pub fn request(&self) -> Result<GenerateRequest, String> {
         let s = &self.settings;
-        let sampler = SamplerName::parse(&s.sampler).map_err(|e| e.to_string())?;
-        let schedule = ScheduleName::parse(&s.schedule).map_err(|e| e.to_string())?;
+        let (sampler, schedule) = (s.sampler, s.schedule);
         let caps = self.session.model().map(|m| &m.capabilities);
         let second = |text: &str| {
             (caps.is_some_and(|c| c.second_prompt()) && !text.trim().is_empty())

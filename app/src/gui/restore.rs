@@ -236,7 +236,7 @@ fn apply_a1111(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
         match split {
             Some((base, schedule)) if SamplerName::parse(name).is_err() => {
                 set_sampler(base, s, r);
-                s.schedule = schedule.comfy_name().into();
+                s.schedule = schedule;
             }
             _ => set_sampler(name, s, r),
         }
@@ -244,12 +244,11 @@ fn apply_a1111(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
     match p.get("Schedule type") {
         // A1111's "Automatic" is each sampler's own default: Karras for DPM++, else normal.
         Some("Automatic") => {
-            s.schedule = if s.sampler.starts_with("dpmpp") {
-                "karras"
+            s.schedule = if s.sampler.comfy_name().starts_with("dpmpp") {
+                ScheduleName::Karras
             } else {
-                "normal"
-            }
-            .into();
+                ScheduleName::Normal
+            };
         }
         Some(name) => set_schedule(name, s, r),
         None => {}
@@ -320,7 +319,7 @@ fn set_number<T: std::str::FromStr>(
 fn set_sampler(name: &str, s: &mut Settings, r: &mut Restored) {
     match SamplerName::parse(name) {
         Ok(sampler) => {
-            s.sampler = sampler.comfy_name().into();
+            s.sampler = sampler;
             r.applied.push("sampler");
         }
         Err(_) => r
@@ -332,7 +331,7 @@ fn set_sampler(name: &str, s: &mut Settings, r: &mut Restored) {
 fn set_schedule(name: &str, s: &mut Settings, r: &mut Restored) {
     match ScheduleName::parse(name) {
         Ok(schedule) => {
-            s.schedule = schedule.comfy_name().into();
+            s.schedule = schedule;
             r.applied.push("schedule");
         }
         Err(_) => r

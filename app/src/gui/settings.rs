@@ -7,7 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
+use inference::api::MaskedContent;
+use inference::canvas::FitMode;
 use inference::imaging::write_atomic;
+use inference::schedule::named::{SamplerName, ScheduleName};
 use serde::{Deserialize, Serialize};
 
 /// How many recently used models the model panel lists.
@@ -28,10 +31,12 @@ pub struct Settings {
     pub cfg_scale: f32,
     pub width: u32,
     pub height: u32,
-    /// ComfyUI sampler name (`dpmpp_2m`).
-    pub sampler: String,
-    /// ComfyUI schedule name (`karras`).
-    pub schedule: String,
+    /// Stored by its ComfyUI name (`dpmpp_2m`).
+    #[serde(with = "by_name")]
+    pub sampler: SamplerName,
+    /// Stored by its ComfyUI name (`karras`).
+    #[serde(with = "by_name")]
+    pub schedule: ScheduleName,
     /// Images per click, run one after another with seeds `seed`, `seed + 1`, ...
     pub batch_count: u32,
     /// A1111 numbering: 1 = last text-encoder layer.
@@ -96,8 +101,9 @@ pub struct CanvasSettings {
     pub only_masked: bool,
     /// Pixels around the mask for "only masked".
     pub padding: u32,
-    /// original, fill, latent-noise or latent-nothing.
-    pub masked_content: String,
+    /// Stored as original, fill, latent-noise or latent-nothing.
+    #[serde(with = "by_name")]
+    pub masked_content: MaskedContent,
     /// Composite the result over the source through the mask (unmasked pixels unchanged).
     pub composite: bool,
     pub overlay_opacity: f32,
@@ -106,8 +112,10 @@ pub struct CanvasSettings {
     /// Pixels each outpaint button adds.
     pub outpaint_pixels: u32,
     /// How a source of another size becomes the generation size: resize, crop or fill
-    /// (A1111's Just resize / Crop and resize / Resize and fill).
-    pub resize_mode: String,
+    /// (A1111's Just resize / Crop and resize / Resize and fill), stored as resize, crop
+    /// or fill.
+    #[serde(with = "by_name")]
+    pub resize_mode: FitMode,
 }
 
 impl Default for CanvasSettings {
@@ -117,13 +125,13 @@ impl Default for CanvasSettings {
             mask_blur: 4,
             only_masked: false,
             padding: 32,
-            masked_content: "original".into(),
+            masked_content: MaskedContent::Original,
             composite: true,
             overlay_opacity: 0.5,
             brush_size: 48.0,
             brush_hardness: 0.7,
             outpaint_pixels: 64,
-            resize_mode: "resize".into(),
+            resize_mode: FitMode::Resize,
         }
     }
 }
@@ -140,8 +148,8 @@ impl Default for Settings {
             cfg_scale: 7.0,
             width: 512,
             height: 512,
-            sampler: "dpmpp_2m".into(),
-            schedule: "karras".into(),
+            sampler: SamplerName::DpmPp2M,
+            schedule: ScheduleName::Karras,
             batch_count: 1,
             clip_skip: 1,
             sde_brownian: true,
@@ -165,6 +173,73 @@ impl Settings {
         self.recent_models.insert(0, path.to_path_buf());
         self.recent_models.truncate(RECENT_MODELS);
         self.last_model = Some(path.to_path_buf());
+    }
+}
+
+/// A choice the settings file stores by its name.
+pub trait Named: Sized + Copy {
+    /// The name written to the file.
+    fn name(self) -> &'static str;
+    /// The choice of that name, if there is one.
+    fn from_name(name: &str) -> Option<Self>;
+    /// What an unknown name (a newer version's choice) reads as.
+    const FALLBACK: Self;
+}
+
+impl Named for SamplerName {
+    fn name(self) -> &'static str {
+        self.comfy_name()
+    }
+    fn from_name(name: &str) -> Option<Self> {
+        SamplerName::parse(name).ok()
+    }
+    const FALLBACK: Self = SamplerName::DpmPp2M;
+}
+
+impl Named for ScheduleName {
+    fn name(self) -> &'static str {
+        self.comfy_name()
+    }
+    fn from_name(name: &str) -> Option<Self> {
+        ScheduleName::parse(name).ok()
+    }
+    const FALLBACK: Self = ScheduleName::Karras;
+}
+
+impl Named for MaskedContent {
+    fn name(self) -> &'static str {
+        MaskedContent::name(self)
+    }
+    fn from_name(name: &str) -> Option<Self> {
+        MaskedContent::parse(name).ok()
+    }
+    const FALLBACK: Self = MaskedContent::Original;
+}
+
+impl Named for FitMode {
+    fn name(self) -> &'static str {
+        FitMode::name(self)
+    }
+    fn from_name(name: &str) -> Option<Self> {
+        FitMode::parse(name)
+    }
+    const FALLBACK: Self = FitMode::Resize;
+}
+
+/// Serde for [`Named`] fields: the name as a string; an unknown name reads as the
+/// fallback rather than failing the whole file.
+mod by_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Named;
+
+    pub fn serialize<S: Serializer, T: Named>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(value.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Named>(d: D) -> Result<T, D::Error> {
+        let name = String::deserialize(d)?;
+        Ok(T::from_name(&name).unwrap_or(T::FALLBACK))
     }
 }
 
@@ -266,6 +341,28 @@ mod tests {
         let loaded = file.load();
         assert_eq!(loaded.settings, settings);
         assert!(loaded.problem.is_none());
+    }
+
+    #[test]
+    fn choices_are_stored_by_name_and_unknown_names_fall_back() {
+        let old = r#"{"steps": 12, "sampler": "euler_ancestral", "schedule": "exponential",
+            "canvas": {"masked_content": "latent-noise", "resize_mode": "crop"}}"#;
+        let settings: Settings = serde_json::from_str(old).unwrap();
+        assert_eq!(settings.sampler, SamplerName::EulerAncestral);
+        assert_eq!(settings.schedule, ScheduleName::Exponential);
+        assert_eq!(settings.canvas.masked_content, MaskedContent::LatentNoise);
+        assert_eq!(settings.canvas.resize_mode, FitMode::Crop);
+        let written: serde_json::Value = serde_json::to_value(&settings).unwrap();
+        assert_eq!(written["sampler"], "euler_ancestral");
+        assert_eq!(written["schedule"], "exponential");
+        assert_eq!(written["canvas"]["masked_content"], "latent-noise");
+        assert_eq!(written["canvas"]["resize_mode"], "crop");
+        // A newer version's choice keeps the rest of the file.
+        let newer = r#"{"steps": 9, "sampler": "future_sampler", "canvas": {"resize_mode": "?"}}"#;
+        let settings: Settings = serde_json::from_str(newer).unwrap();
+        assert_eq!(settings.steps, 9);
+        assert_eq!(settings.sampler, SamplerName::DpmPp2M);
+        assert_eq!(settings.canvas.resize_mode, FitMode::Resize);
     }
 
     #[test]

@@ -102,6 +102,34 @@ pub enum FitMode {
     Fill,
 }
 
+impl FitMode {
+    /// Every mode, in A1111's order.
+    pub const ALL: [FitMode; 3] = [FitMode::Resize, FitMode::Crop, FitMode::Fill];
+
+    /// `resize`, `crop` or `fill` (the settings file's and the CLI's names).
+    pub fn name(self) -> &'static str {
+        match self {
+            FitMode::Resize => "resize",
+            FitMode::Crop => "crop",
+            FitMode::Fill => "fill",
+        }
+    }
+
+    /// A1111's label.
+    pub fn a1111_name(self) -> &'static str {
+        match self {
+            FitMode::Resize => "Just resize",
+            FitMode::Crop => "Crop and resize",
+            FitMode::Fill => "Resize and fill",
+        }
+    }
+
+    /// The mode named `name` (see [`FitMode::name`]).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name.trim())
+    }
+}
+
 /// `img` at exactly `size`, by `mode`.
 pub fn fit(img: &ImageRgb8, size: (u32, u32), mode: FitMode) -> ImageRgb8 {
     let (w, h) = (f64::from(size.0), f64::from(size.1));

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use inference::api::{GenerateRequest, MaskedContent};
-use inference::canvas::{self, Extension, FitMode, InpaintArea, InpaintOptions, Paste};
+use inference::api::GenerateRequest;
+use inference::canvas::{self, Extension, InpaintArea, InpaintOptions, Paste};
 use inference::imaging::{ImageGray8, ImageRgb8};
 use inference::worker::ResultImage;
 
@@ -129,17 +129,13 @@ impl EmberApp {
             .ok_or("open or drop an image on the canvas first")?;
         let s = &self.settings.canvas;
         let size = (base.width, base.height);
-        let masked_content = MaskedContent::parse(&s.masked_content).map_err(|e| e.to_string())?;
+        let masked_content = s.masked_content;
         base.strength = s.strength.clamp(0.0, 1.0);
         // A whole-picture generation of another size fits the canvas to it first.
         let fitted;
         let (source, mask) = match (&self.canvas.mask, s.only_masked) {
             (Some(mask), false) if (source.width, source.height) != size => {
-                let mode = match s.resize_mode.as_str() {
-                    "crop" => FitMode::Crop,
-                    "fill" => FitMode::Fill,
-                    _ => FitMode::Resize,
-                };
+                let mode = s.resize_mode;
                 fitted = (
                     canvas::fit(source, size, mode),
                     canvas::fit_mask(mask, size, mode),

@@ -4,17 +4,12 @@
 
 use egui::{Color32, PointerButton, Rect, Role, Sense, Stroke, WidgetInfo};
 
+use inference::api::MaskedContent;
+use inference::canvas::FitMode;
+
 use super::form;
 use crate::gui::action::Action;
 use crate::gui::app::EmberApp;
-
-/// Masked-content choices: (settings value, label).
-const MASKED_CONTENT: [(&str, &str); 4] = [
-    ("original", "original"),
-    ("fill", "fill"),
-    ("latent-noise", "latent noise"),
-    ("latent-nothing", "latent nothing"),
-];
 
 pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
     shortcuts(ui.ctx(), app);
@@ -152,40 +147,19 @@ fn options(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
     if s.only_masked {
         ui.add(egui::Slider::new(&mut s.padding, 0..=256).text("Only masked padding"));
     }
-    let current = MASKED_CONTENT
-        .iter()
-        .find(|(v, _)| *v == s.masked_content)
-        .map_or(s.masked_content.as_str(), |(_, l)| l)
-        .to_owned();
     egui::ComboBox::from_label("Masked content")
-        .selected_text(current)
+        .selected_text(s.masked_content.a1111_name())
         .show_ui(ui, |ui| {
-            for (value, label) in MASKED_CONTENT {
-                if ui
-                    .selectable_label(s.masked_content == value, label)
-                    .clicked()
-                {
-                    s.masked_content = value.into();
-                }
+            for value in MaskedContent::ALL {
+                ui.selectable_value(&mut s.masked_content, value, value.a1111_name());
             }
         });
     ui.checkbox(&mut s.composite, "Keep unmasked pixels exactly (composite)");
-    let modes = [
-        ("resize", "Just resize"),
-        ("crop", "Crop and resize"),
-        ("fill", "Resize and fill"),
-    ];
-    let current = modes
-        .iter()
-        .find(|(v, _)| *v == s.resize_mode)
-        .map_or("Just resize", |(_, l)| l);
     egui::ComboBox::from_label("Resize mode")
-        .selected_text(current)
+        .selected_text(s.resize_mode.a1111_name())
         .show_ui(ui, |ui| {
-            for (value, label) in modes {
-                if ui.selectable_label(s.resize_mode == value, label).clicked() {
-                    s.resize_mode = value.into();
-                }
+            for mode in FitMode::ALL {
+                ui.selectable_value(&mut s.resize_mode, mode, mode.a1111_name());
             }
         })
         .response

@@ -233,33 +233,23 @@ pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
         }
     });
 
-    let sampler = SamplerName::parse(&s.sampler).ok();
     egui::ComboBox::from_label("Sampler")
         // Tall enough to show most of the 33 samplers without scrolling.
         .height(560.0)
-        .selected_text(sampler.map_or(s.sampler.clone(), |n| n.a1111_name().to_owned()))
+        .selected_text(s.sampler.a1111_name())
         .show_ui(ui, |ui| {
             for option in SamplerName::ALL {
-                let picked = ui
-                    .selectable_label(sampler == Some(option), option.a1111_name())
+                ui.selectable_value(&mut s.sampler, option, option.a1111_name())
                     .on_hover_text(sampler_hint(option));
-                if picked.clicked() {
-                    s.sampler = option.comfy_name().into();
-                }
             }
         });
-    let schedule = ScheduleName::parse(&s.schedule).ok();
     egui::ComboBox::from_label("Schedule")
         .height(400.0)
-        .selected_text(schedule.map_or(s.schedule.clone(), |n| n.a1111_name().to_owned()))
+        .selected_text(s.schedule.a1111_name())
         .show_ui(ui, |ui| {
             for option in ScheduleName::ALL {
-                let picked = ui
-                    .selectable_label(schedule == Some(option), option.a1111_name())
+                ui.selectable_value(&mut s.schedule, option, option.a1111_name())
                     .on_hover_text(schedule_hint(option));
-                if picked.clicked() {
-                    s.schedule = option.comfy_name().into();
-                }
             }
         });
 
