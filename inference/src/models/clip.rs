@@ -86,7 +86,8 @@ impl ClipConfig {
         let v: Value = serde_json::from_str(text)
             .map_err(|e| Error::settings(format!("text encoder config is not valid JSON: {e}")))?;
         let size = |key: &str| config_json::size(&v, key, "text encoder");
-        let activation = match v["hidden_act"].as_str().unwrap_or("quick_gelu") {
+        let activation = match config_json::text_or(&v, "hidden_act", "text encoder", "quick_gelu")?
+        {
             "quick_gelu" => ClipActivation::QuickGelu,
             "gelu" => ClipActivation::Gelu,
             other => {
@@ -102,7 +103,7 @@ impl ClipConfig {
             num_hidden_layers: size("num_hidden_layers")?,
             num_attention_heads: size("num_attention_heads")?,
             max_position_embeddings: size("max_position_embeddings")?,
-            layer_norm_eps: v["layer_norm_eps"].as_f64().unwrap_or(1e-5),
+            layer_norm_eps: config_json::number_or(&v, "layer_norm_eps", "text encoder", 1e-5)?,
             activation,
             projection_dim: if with_projection(&v) {
                 Some(size("projection_dim")?)

@@ -25,3 +25,53 @@ pub fn sizes(v: &Value, key: &str) -> Option<Vec<usize>> {
             .collect()
     })
 }
+
+/// An optional field read with `read`: absent or `null` gives `default`; any other value
+/// that `read` refuses is an error naming the file (`what`) and the key.
+fn optional<T>(
+    v: &Value,
+    key: &str,
+    what: &str,
+    expected: &str,
+    (default, read): (T, impl Fn(&Value) -> Option<T>),
+) -> Result<T> {
+    match &v[key] {
+        Value::Null => Ok(default),
+        value => read(value).ok_or_else(|| {
+            Error::settings(format!(
+                "{what} config: {key:?} must be {expected}, not {value}"
+            ))
+        }),
+    }
+}
+
+/// An optional positive integer field (below the size limit).
+pub fn size_or(v: &Value, key: &str, what: &str, default: usize) -> Result<usize> {
+    let read = |x: &Value| {
+        x.as_u64()
+            .filter(|&n| n > 0 && n < MAX_SIZE)
+            .map(|n| n as usize)
+    };
+    optional(v, key, what, "a positive whole number", (default, read))
+}
+
+/// An optional number field.
+pub fn number_or(v: &Value, key: &str, what: &str, default: f64) -> Result<f64> {
+    optional(v, key, what, "a number", (default, Value::as_f64))
+}
+
+/// An optional true/false field.
+pub fn flag_or(v: &Value, key: &str, what: &str, default: bool) -> Result<bool> {
+    optional(v, key, what, "true or false", (default, Value::as_bool))
+}
+
+/// An optional string field.
+pub fn text_or<'a>(v: &'a Value, key: &str, what: &str, default: &'a str) -> Result<&'a str> {
+    match &v[key] {
+        Value::Null => Ok(default),
+        Value::String(s) => Ok(s),
+        value => Err(Error::settings(format!(
+            "{what} config: {key:?} must be a string, not {value}"
+        ))),
+    }
+}

@@ -74,8 +74,8 @@ impl VaeConfig {
             out_channels: uint("out_channels")?,
             latent_channels: uint("latent_channels")?,
             layers_per_block: uint("layers_per_block")?,
-            norm_num_groups: v["norm_num_groups"].as_u64().unwrap_or(32) as usize,
-            scaling_factor: v["scaling_factor"].as_f64().unwrap_or(0.18215) as f32,
+            norm_num_groups: config_json::size_or(&v, "norm_num_groups", "VAE", 32)?,
+            scaling_factor: config_json::number_or(&v, "scaling_factor", "VAE", 0.18215)? as f32,
             block_out_channels,
         };
         if config

@@ -137,17 +137,26 @@ pub(super) fn load(dir: &Path, options: &LoadOptions, stages: &mut Stages<'_>) -
         .map(|e| ClipTokenizer::from_folder(&dir.join(e.tokenizer_folder)))
         .collect::<Result<Vec<_>>>()?;
     let mut report = LoadReport::default();
-    let scheduler =
-        match std::fs::read_to_string(dir.join("scheduler").join("scheduler_config.json")) {
-            Ok(text) => SchedulerConfig::from_json(&text)
+    let scheduler_file = dir.join("scheduler").join("scheduler_config.json");
+    // The model's own facts (prediction type, zero terminal SNR) must be read whatever the
+    // scheduler class: a broken file is an error, never a silent epsilon model. A class or
+    // setting Ember does not run only costs the folder's default sampler (a warning).
+    let (facts, scheduler) = match std::fs::read_to_string(&scheduler_file) {
+        Ok(text) => {
+            let facts = SchedulerConfig::model_facts(&text)
+                .map_err(|e| Error::invalid_model(&scheduler_file, e.to_string()))?;
+            let scheduler = SchedulerConfig::from_json(&text)
                 .map_err(|e| {
                     report.warnings.push(format!(
                         "scheduler/scheduler_config.json: {e}; using Ember's default sampler"
                     ))
                 })
-                .ok(),
-            Err(_) => None,
-        };
+                .ok();
+            (Some(facts), scheduler)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
+        Err(e) => return Err(Error::io(&scheduler_file, e)),
+    };
 
     let mut files: Vec<PathBuf> = spec
         .encoders
@@ -204,8 +213,8 @@ pub(super) fn load(dir: &Path, options: &LoadOptions, stages: &mut Stages<'_>) -
     let detected = detected_with(
         family,
         &configs.unet,
-        scheduler.as_ref().map(|s| s.prediction),
-        scheduler.as_ref().is_some_and(|s| s.zero_snr),
+        facts.map(|(prediction, _)| prediction),
+        facts.is_some_and(|(_, zero_snr)| zero_snr),
     );
     let info = ModelInfo {
         path: dir.to_path_buf(),

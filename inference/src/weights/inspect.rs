@@ -104,13 +104,18 @@ fn inspect_folder(dir: &Path) -> Result<CheckpointInfo> {
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         .and_then(|v| v["in_channels"].as_u64());
-    let scheduler = std::fs::read_to_string(dir.join("scheduler/scheduler_config.json"))
-        .ok()
-        .and_then(|t| crate::schedule::diffusers::SchedulerConfig::from_json(&t).ok());
+    let scheduler_file = dir.join("scheduler/scheduler_config.json");
+    let facts = match std::fs::read_to_string(&scheduler_file) {
+        Ok(text) => Some(
+            crate::schedule::diffusers::SchedulerConfig::model_facts(&text)
+                .map_err(|e| Error::invalid_model(&scheduler_file, e.to_string()))?,
+        ),
+        Err(_) => None,
+    };
     let family = super::folder::read_index(dir)?.family;
     let mut detected = super::detect::Detected::plain(family, unet_in.unwrap_or(4) as usize);
-    detected.prediction = scheduler.as_ref().map(|s| s.prediction);
-    detected.zero_terminal_snr = scheduler.is_some_and(|s| s.zero_snr);
+    detected.prediction = facts.map(|(prediction, _)| prediction);
+    detected.zero_terminal_snr = facts.is_some_and(|(_, zero_snr)| zero_snr);
     total.family = detected.to_string();
     Ok(total)
 }

@@ -55,10 +55,10 @@ pub fn file_hints(path: &Path, config_dir: Option<&Path>) -> Result<Hints> {
     if let Some(dir) = config_dir {
         let scheduler = dir.join("scheduler").join("scheduler_config.json");
         if let Ok(text) = std::fs::read_to_string(&scheduler) {
-            let config = SchedulerConfig::from_json(&text)
+            let (prediction, zero_snr) = SchedulerConfig::model_facts(&text)
                 .map_err(|e| Error::invalid_model(&scheduler, e.to_string()))?;
-            hints.prediction = hints.prediction.or(Some(config.prediction));
-            hints.zero_terminal_snr = config.zero_snr;
+            hints.prediction = hints.prediction.or(Some(prediction));
+            hints.zero_terminal_snr = zero_snr;
         }
     }
     Ok(hints)

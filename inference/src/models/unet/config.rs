@@ -163,12 +163,23 @@ impl UNetConfig {
         let down_attention =
             block_types("down_block_types", "DownBlock2D", "CrossAttnDownBlock2D")?;
         let up_attention = block_types("up_block_types", "UpBlock2D", "CrossAttnUpBlock2D")?;
+        // One positive integer per level, or one for all levels.
         let per_level = |key: &str, default: Option<usize>| -> Result<Vec<usize>> {
+            let invalid = || {
+                Error::settings(format!(
+                    "UNet config: {key:?} must be a positive whole number or a list of \
+                     {levels}, not {}",
+                    v[key]
+                ))
+            };
             match &v[key] {
-                Value::Number(n) => Ok(vec![n.as_u64().unwrap_or(0) as usize; levels]),
-                Value::Array(_) => uints(key).filter(|l| l.len() == levels).ok_or_else(|| {
-                    Error::settings(format!("UNet config: {key} must have {levels} entries"))
-                }),
+                Value::Number(_) => {
+                    let n = config_json::size(&v, key, "UNet").map_err(|_| invalid())?;
+                    Ok(vec![n; levels])
+                }
+                Value::Array(_) => uints(key)
+                    .filter(|l| l.len() == levels && !l.contains(&0))
+                    .ok_or_else(invalid),
                 Value::Null => default
                     .map(|d| vec![d; levels])
                     .ok_or_else(|| Error::settings(format!("UNet config: missing {key:?}"))),
@@ -220,15 +231,17 @@ impl UNetConfig {
             out_channels: uint("out_channels")?,
             layers_per_block: uint("layers_per_block")?,
             cross_attention_dim: uint("cross_attention_dim")?,
-            norm_num_groups: v["norm_num_groups"].as_u64().unwrap_or(32) as usize,
-            norm_eps: v["norm_eps"].as_f64().unwrap_or(1e-5),
-            use_linear_projection: v["use_linear_projection"].as_bool().unwrap_or(false),
-            flip_sin_to_cos: v["flip_sin_to_cos"].as_bool().unwrap_or(true),
-            freq_shift: v["freq_shift"].as_f64().unwrap_or(0.0) as f32,
-            sample_size: v["sample_size"]
-                .as_u64()
-                .filter(|&s| s > 0 && s < 1 << 12)
-                .unwrap_or(64) as usize,
+            norm_num_groups: config_json::size_or(&v, "norm_num_groups", "UNet", 32)?,
+            norm_eps: config_json::number_or(&v, "norm_eps", "UNet", 1e-5)?,
+            use_linear_projection: config_json::flag_or(
+                &v,
+                "use_linear_projection",
+                "UNet",
+                false,
+            )?,
+            flip_sin_to_cos: config_json::flag_or(&v, "flip_sin_to_cos", "UNet", true)?,
+            freq_shift: config_json::number_or(&v, "freq_shift", "UNet", 0.0)? as f32,
+            sample_size: config_json::size_or(&v, "sample_size", "UNet", 64)?.min(1 << 12),
             block_out_channels,
             down_attention,
             up_attention,
@@ -274,5 +287,42 @@ impl UNetConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(key: &str, value: &str) -> Result<UNetConfig> {
+        let mut v: Value = serde_json::from_str(
+            r#"{"block_out_channels": [32, 64], "layers_per_block": 1, "in_channels": 4,
+                "out_channels": 4, "cross_attention_dim": 16, "attention_head_dim": 8,
+                "down_block_types": ["CrossAttnDownBlock2D", "DownBlock2D"],
+                "up_block_types": ["UpBlock2D", "CrossAttnUpBlock2D"]}"#,
+        )
+        .unwrap();
+        v[key] = serde_json::from_str(value).unwrap();
+        UNetConfig::from_json(&v.to_string())
+    }
+
+    #[test]
+    fn invalid_numbers_are_errors_naming_the_key() {
+        assert!(with("transformer_layers_per_block", "2").is_ok());
+        assert!(with("transformer_layers_per_block", "[1, 2]").is_ok());
+        for bad in ["0", "1.5", "[1, 0]", "[1]", "\"two\"", "-1"] {
+            let e = with("transformer_layers_per_block", bad).unwrap_err().to_string();
+            assert!(e.contains("transformer_layers_per_block"), "{bad}: {e}");
+        }
+        for (key, bad) in [
+            ("norm_eps", "\"small\""),
+            ("use_linear_projection", "1"),
+            ("norm_num_groups", "0"),
+            ("sample_size", "2.5"),
+            ("attention_head_dim", "0"),
+        ] {
+            let e = with(key, bad).unwrap_err().to_string();
+            assert!(e.contains(key), "{key} = {bad}: {e}");
+        }
     }
 }
