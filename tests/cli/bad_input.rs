@@ -123,10 +123,19 @@ fn every_bad_input_is_a_one_line_error() {
         reference("sd15/golden/unet.safetensors"),
         "not a stable diffusion checkpoint",
     );
-    let missing = dir.join("missing.safetensors");
-    let drop_one = |name: &str, _: &mut _| !name.ends_with("middle_block.0.in_layers.2.weight");
-    write_edited_checkpoint(&missing, drop_one, Vec::new());
-    model_case("a missing tensor", missing, "lacks");
+    // A missing tensor is named as the file names its kind elsewhere.
+    for (i, key) in [
+        "model.diffusion_model.middle_block.0.in_layers.2.weight",
+        "first_stage_model.decoder.mid.block_1.norm1.bias",
+        "cond_stage_model.transformer.text_model.encoder.layers.0.mlp.fc1.bias",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let missing = dir.join(format!("missing{i}.safetensors"));
+        write_edited_checkpoint(&missing, |name: &str, _: &mut _| name != key, Vec::new());
+        model_case("a missing tensor", missing, key);
+    }
     let misshaped = dir.join("misshaped.safetensors");
     let flatten = |name: &str, t: &mut ember_tests::Fixture| {
         if name == CONV_IN {

@@ -37,12 +37,15 @@ pub struct NamedTensor {
 
 /// Loads `tensors` into `module` (whose parameters are still uninitialised), converting
 /// PyTorch layouts (Linear transposes, norm parameter names) and floats to `dtype`.
+///
+/// `file_name`, for a single file, gives the file's own name for a module path it lacks,
+/// so a missing tensor is named as the user can find it.
 pub fn apply_strict<M: Module>(
     mut module: M,
     tensors: Vec<NamedTensor>,
-    component: &str,
-    path: &Path,
+    (component, path): (&str, &Path),
     dtype: DType,
+    file_name: Option<&dyn Fn(&str) -> Option<String>>,
 ) -> Result<(M, ComponentReport)> {
     let mut origin: HashMap<String, String> = HashMap::new();
     let mut stored_dtypes: HashMap<String, usize> = HashMap::new();
@@ -104,18 +107,22 @@ pub fn apply_strict<M: Module>(
         return Err(Error::weights(path, format!("{message}{more}")));
     }
     if !result.missing.is_empty() {
-        let names: Vec<&str> = result
+        let names: Vec<String> = result
             .missing
             .iter()
             .take(3)
-            .map(|(name, _)| name.as_str())
+            .map(|(name, _)| match file_name.map(|find| find(name)) {
+                None => format!("`{name}`"),
+                Some(Some(file_key)) => format!("`{file_key}` (Ember's `{name}`)"),
+                Some(None) => format!("`{name}` (Ember's name)"),
+            })
             .collect();
         return Err(Error::weights(
             path,
             format!(
-                "the file lacks {} tensor(s) the {component} needs, e.g. `{}`; it is incomplete or not this kind of model",
+                "the file lacks {} tensor(s) the {component} needs, e.g. {}; it is incomplete or not this kind of model",
                 result.missing.len(),
-                names.join("`, `")
+                names.join(", ")
             ),
         ));
     }

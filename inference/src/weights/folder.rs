@@ -207,6 +207,7 @@ pub(super) fn load(dir: &Path, options: &LoadOptions, stages: &mut Stages<'_>) -
         unet,
         vae,
         from_preset: false,
+        file_names: None,
     };
     let networks = Networks::load(&configs, sources, options, stages)?;
     report.components = networks.reports.clone();

@@ -248,6 +248,9 @@ pub(super) struct Sources<'a> {
     /// The architecture came from a preset: a shape mismatch probably means a checkpoint of
     /// another size, and the error says how to describe it.
     pub from_preset: bool,
+    /// A single file's own name for a module path of network `i` (encoders, UNet, VAE) that
+    /// it lacks (see [`super::file_names`]).
+    pub file_names: Option<&'a dyn Fn(usize, &str) -> Option<String>>,
 }
 
 /// A report name for encoder `i` of a family (`text encoder`, `text encoder 2`).
@@ -269,6 +272,9 @@ impl Networks {
         stages: &mut Stages<'_>,
     ) -> Result<Self> {
         let from_preset = sources.from_preset;
+        let file_names = sources.file_names;
+        let namer = |i: usize| file_names.map(|f| move |name: &str| f(i, name));
+        let encoder_count = sources.encoders.len();
         let hint = |e: Error| match e {
             Error::Weights { path, message } if from_preset && message.contains("has shape") => {
                 Error::Weights {
@@ -293,20 +299,27 @@ impl Networks {
         {
             stages.next()?;
             let name = encoder_name(configs.family, i);
+            let names = namer(i);
+            let names = names.as_ref().map(|f| f as &dyn Fn(&str) -> Option<String>);
             let (network, report) =
-                apply_strict(config.init(d), tensors, &name, path, dtype).map_err(hint)?;
+                apply_strict(config.init(d), tensors, (&name, path), dtype, names).map_err(hint)?;
             encoders.push(network);
             reports.push(report);
         }
         stages.next()?;
         let (tensors, path) = sources.unet;
+        let names = namer(encoder_count);
+        let names = names.as_ref().map(|f| f as &dyn Fn(&str) -> Option<String>);
         let (unet, report) =
-            apply_strict(configs.unet.init(d), tensors, "UNet", path, dtype).map_err(hint)?;
+            apply_strict(configs.unet.init(d), tensors, ("UNet", path), dtype, names)
+                .map_err(hint)?;
         reports.push(report);
         stages.next()?;
         let (tensors, path) = sources.vae;
-        let (vae, report) =
-            apply_strict(configs.vae.init(d), tensors, "VAE", path, dtype).map_err(hint)?;
+        let names = namer(encoder_count + 1);
+        let names = names.as_ref().map(|f| f as &dyn Fn(&str) -> Option<String>);
+        let (vae, report) = apply_strict(configs.vae.init(d), tensors, ("VAE", path), dtype, names)
+            .map_err(hint)?;
         reports.push(report);
         Ok(Self {
             encoders,

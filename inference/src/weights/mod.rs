@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod detect;
+mod file_names;
 mod folder;
 pub mod inspect;
 pub mod keymap;

@@ -139,6 +139,38 @@ pub(super) fn load(path: &Path, options: &LoadOptions, stages: &mut Stages<'_>) 
             Route::Unknown => report.unknown.push(key),
         }
     }
+    // For naming missing tensors as the file would (only used on that error).
+    let present: Vec<Vec<String>> = tensors
+        .iter()
+        .map(|network| {
+            let mut keys: Vec<String> = network.iter().map(|t| t.file_key.clone()).collect();
+            keys.dedup();
+            keys
+        })
+        .collect();
+    let routes = |i: usize, key: &str| -> Vec<String> {
+        let targets: Vec<String> = if i == unet_index {
+            key.strip_prefix("model.diffusion_model.")
+                .and_then(|rest| keymap::ldm_unet_to_diffusers(rest, &layout))
+                .into_iter()
+                .collect()
+        } else if i == vae_index {
+            key.strip_prefix("first_stage_model.")
+                .and_then(|rest| keymap::ldm_vae_to_diffusers(rest, levels))
+                .map(|(k, _)| k)
+                .into_iter()
+                .collect()
+        } else {
+            encoder_targets(spec.encoders[i].file_layout, &configs, i, key)
+        };
+        targets
+            .iter()
+            .map(|k| keymap::diffusers_to_module(k))
+            .collect()
+    };
+    let file_names = |i: usize, missing: &str| {
+        super::file_names::file_name_for(missing, &present[i], &|key| routes(i, key))
+    };
     let vae = (tensors.pop().unwrap_or_default(), path);
     let unet = (tensors.pop().unwrap_or_default(), path);
     let sources = Sources {
@@ -146,6 +178,7 @@ pub(super) fn load(path: &Path, options: &LoadOptions, stages: &mut Stages<'_>) 
         unet,
         vae,
         from_preset,
+        file_names: Some(&file_names),
     };
     let networks = Networks::load(&configs, sources, options, stages)?;
     // SD 2.x inpainting models are epsilon models (A1111's and ComfyUI's rule).
@@ -230,6 +263,36 @@ fn route_encoder(
             }
         }
     })
+}
+
+/// The transformers keys a key of encoder `i` of a single file loads into (none when it is
+/// not this encoder's).
+fn encoder_targets(
+    layout: EncoderFileLayout,
+    configs: &Configs,
+    i: usize,
+    key: &str,
+) -> Vec<String> {
+    let prefix = configs.family.spec().encoders[i].file_prefix;
+    let Some(rest) = key.strip_prefix(prefix) else {
+        return Vec::new();
+    };
+    let config = &configs.encoders[i];
+    match layout {
+        EncoderFileLayout::Transformers => match keymap::ldm_clip_to_transformers(rest) {
+            KeyTarget::Module(k) => vec![k],
+            _ => Vec::new(),
+        },
+        EncoderFileLayout::OpenClip => match keymap::open_clip_to_transformers(
+            rest,
+            config.num_hidden_layers,
+            config.projection_dim.is_some(),
+        ) {
+            OpenClipTarget::Module(k) | OpenClipTarget::Transposed(k) => vec![k],
+            OpenClipTarget::Split(keys) => keys.to_vec(),
+            OpenClipTarget::Ignored | OpenClipTarget::Unknown => Vec::new(),
+        },
+    }
 }
 
 /// OpenCLIP's fused `in_proj` (`[3 * hidden, ...]`, rows `[q; k; v]`) as three lazy tensors.

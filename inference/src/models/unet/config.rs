@@ -311,7 +311,9 @@ mod tests {
         assert!(with("transformer_layers_per_block", "2").is_ok());
         assert!(with("transformer_layers_per_block", "[1, 2]").is_ok());
         for bad in ["0", "1.5", "[1, 0]", "[1]", "\"two\"", "-1"] {
-            let e = with("transformer_layers_per_block", bad).unwrap_err().to_string();
+            let e = with("transformer_layers_per_block", bad)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("transformer_layers_per_block"), "{bad}: {e}");
         }
         for (key, bad) in [

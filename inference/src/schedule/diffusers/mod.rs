@@ -516,7 +516,10 @@ mod tests {
             SchedulerConfig::from_json(&base.replace("KEY", key).replace("VALUE", value))
         };
         assert_eq!(config("solver_order", "1").unwrap().solver_order, 1);
-        assert!(config("some_future_key", "\"anything\"").is_ok(), "unknown keys are ignored");
+        assert!(
+            config("some_future_key", "\"anything\"").is_ok(),
+            "unknown keys are ignored"
+        );
         for (key, bad) in [
             ("solver_order", "\"two\""),
             ("solver_order", "1.5"),
@@ -528,8 +531,10 @@ mod tests {
             let e = config(key, bad).unwrap_err().to_string();
             assert!(e.contains(key), "{key} = {bad}: {e}");
         }
-        let facts = SchedulerConfig::model_facts(r#"{"prediction_type": "v_prediction",
-            "_class_name": "FlowMatchEulerDiscreteScheduler", "rescale_betas_zero_snr": true}"#);
+        let facts = SchedulerConfig::model_facts(
+            r#"{"prediction_type": "v_prediction",
+            "_class_name": "FlowMatchEulerDiscreteScheduler", "rescale_betas_zero_snr": true}"#,
+        );
         assert_eq!(facts.unwrap(), (Prediction::V, true));
         assert!(SchedulerConfig::model_facts(r#"{"prediction_type": 1}"#).is_err());
         assert!(SchedulerConfig::model_facts(r#"{"prediction_type": "sample"}"#).is_err());
