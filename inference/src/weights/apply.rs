@@ -29,6 +29,9 @@ pub struct ComponentReport {
     pub converted_from: Vec<(String, usize)>,
 }
 
+/// A single file's own name for a module path it lacks.
+pub type FileName<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 /// A tensor to load: the module path it goes to, and the key it has in the file.
 pub struct NamedTensor {
     pub tensor: PackTensor,
@@ -45,7 +48,7 @@ pub fn apply_strict<M: Module>(
     tensors: Vec<NamedTensor>,
     (component, path): (&str, &Path),
     dtype: DType,
-    file_name: Option<&dyn Fn(&str) -> Option<String>>,
+    file_name: Option<FileName<'_>>,
 ) -> Result<(M, ComponentReport)> {
     let mut origin: HashMap<String, String> = HashMap::new();
     let mut stored_dtypes: HashMap<String, usize> = HashMap::new();

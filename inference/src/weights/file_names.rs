@@ -28,7 +28,7 @@ pub fn file_name_for(
             Some((closest, key))
         })
         .collect();
-    by_closeness.sort_by(|a, b| b.0.cmp(&a.0));
+    by_closeness.sort_by_key(|&(shared, _)| std::cmp::Reverse(shared));
     let suffixes: HashSet<&str> = present.iter().flat_map(|k| tails(k)).collect();
     for (_, key) in by_closeness.iter().take(8) {
         for head in heads(key) {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use burn::store::burn_pack::Tensor as PackTensor;
 use burn::tensor::Device;
 
-use super::apply::{ComponentReport, NamedTensor, apply_strict};
+use super::apply::{ComponentReport, FileName, NamedTensor, apply_strict};
 use super::detect::Detected;
 use crate::device::Precision;
 use crate::error::{Error, Result};
@@ -239,6 +239,9 @@ pub(super) struct Networks {
     pub reports: Vec<ComponentReport>,
 }
 
+/// A single file's own name for a module path of network `i` that it lacks.
+pub(super) type NetworkFileNames<'a> = &'a dyn Fn(usize, &str) -> Option<String>;
+
 /// Where each network's tensors come from.
 pub(super) struct Sources<'a> {
     /// One per text encoder, in the family's order.
@@ -250,7 +253,7 @@ pub(super) struct Sources<'a> {
     pub from_preset: bool,
     /// A single file's own name for a module path of network `i` (encoders, UNet, VAE) that
     /// it lacks (see [`super::file_names`]).
-    pub file_names: Option<&'a dyn Fn(usize, &str) -> Option<String>>,
+    pub file_names: Option<NetworkFileNames<'a>>,
 }
 
 /// A report name for encoder `i` of a family (`text encoder`, `text encoder 2`).
@@ -300,7 +303,7 @@ impl Networks {
             stages.next()?;
             let name = encoder_name(configs.family, i);
             let names = namer(i);
-            let names = names.as_ref().map(|f| f as &dyn Fn(&str) -> Option<String>);
+            let names = names.as_ref().map(|f| f as FileName<'_>);
             let (network, report) =
                 apply_strict(config.init(d), tensors, (&name, path), dtype, names).map_err(hint)?;
             encoders.push(network);
@@ -309,7 +312,7 @@ impl Networks {
         stages.next()?;
         let (tensors, path) = sources.unet;
         let names = namer(encoder_count);
-        let names = names.as_ref().map(|f| f as &dyn Fn(&str) -> Option<String>);
+        let names = names.as_ref().map(|f| f as FileName<'_>);
         let (unet, report) =
             apply_strict(configs.unet.init(d), tensors, ("UNet", path), dtype, names)
                 .map_err(hint)?;
@@ -317,7 +320,7 @@ impl Networks {
         stages.next()?;
         let (tensors, path) = sources.vae;
         let names = namer(encoder_count + 1);
-        let names = names.as_ref().map(|f| f as &dyn Fn(&str) -> Option<String>);
+        let names = names.as_ref().map(|f| f as FileName<'_>);
         let (vae, report) = apply_strict(configs.vae.init(d), tensors, ("VAE", path), dtype, names)
             .map_err(hint)?;
         reports.push(report);
