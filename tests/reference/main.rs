@@ -6,6 +6,7 @@ mod engine;
 mod extra_runs;
 mod extra_schedules;
 mod families;
+mod fuzz;
 mod family_runs;
 mod kdiffusion;
 mod pipelines;

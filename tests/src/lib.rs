@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 pub use serde_json::Value as Json;
 
 pub mod fake_engine;
+pub mod fuzz;
 pub mod torch_file;
 
 /// The reference tree: `$EMBER_REFERENCE` when set, else `../shared/reference` beside the

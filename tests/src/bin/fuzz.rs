@@ -1,0 +1,54 @@
+//! Long fuzzing runs: `cargo run -p ember-tests --bin fuzz -- [RUNS] [SEED]` fuzzes every
+//! target RUNS times (default 1,000,000) and prints the counts README reports. Exits 1 when
+//! any target panicked or had a slow input (written to `fuzz-findings/`).
+
+use std::time::Instant;
+
+use ember_tests::fuzz::{Findings, Targets, fuzz};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let runs: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let seed: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1);
+    let dir = tempfile::tempdir().expect("scratch dir");
+    let t = Targets::new(dir.path());
+    let mut failed = false;
+    let mut report = |name: &str, f: Findings, took: std::time::Duration| {
+        println!(
+            "{name}: {} inputs, {} accepted, {} panics, {} slow (slowest {:?}), {:.0} s",
+            f.runs,
+            f.accepted,
+            f.panics.len(),
+            f.slow.len(),
+            f.slowest,
+            took.as_secs_f64()
+        );
+        let out = std::path::Path::new("fuzz-findings");
+        for (i, (message, input)) in f.panics.iter().enumerate().take(20) {
+            println!("  panic: {message}");
+            std::fs::create_dir_all(out).expect("findings dir");
+            std::fs::write(out.join(format!("{name}-panic-{i}")), input).expect("write");
+        }
+        for (i, input) in f.slow.iter().enumerate().take(20) {
+            std::fs::create_dir_all(out).expect("findings dir");
+            std::fs::write(out.join(format!("{name}-slow-{i}")), input).expect("write");
+        }
+        failed |= !f.panics.is_empty() || !f.slow.is_empty();
+    };
+    let start = Instant::now();
+    let f = fuzz(&t.safetensors_seeds(), 160, runs, seed, &mut |b| t.weight_file(b));
+    report("safetensors", f, start.elapsed());
+    let start = Instant::now();
+    let f = fuzz(&t.ckpt_seeds(), 4096, runs, seed, &mut |b| t.weight_file(b));
+    report("ckpt", f, start.elapsed());
+    let start = Instant::now();
+    let f = fuzz(&t.pickle_seeds(), 4096, runs, seed, &mut |b| t.pickle(b));
+    report("pickle", f, start.elapsed());
+    let start = Instant::now();
+    let f = fuzz(&t.png_seeds(), 4096, runs, seed, &mut |b| t.png(b));
+    report("png", f, start.elapsed());
+    let start = Instant::now();
+    let f = fuzz(&t.metadata_text_seeds(), 4096, runs, seed, &mut |b| t.metadata_text(b));
+    report("metadata", f, start.elapsed());
+    std::process::exit(i32::from(failed));
+}
