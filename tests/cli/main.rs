@@ -8,6 +8,7 @@ mod bad_input;
 mod canvas;
 mod families;
 mod info;
+mod kill;
 mod reproduce;
 
 use std::path::Path;

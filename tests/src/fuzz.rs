@@ -25,7 +25,7 @@ impl Rng {
         Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -33,7 +33,7 @@ impl Rng {
     }
 
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        (self.next_u64() % n.max(1) as u64) as usize
     }
 }
 
@@ -70,12 +70,12 @@ pub fn mutate(rng: &mut Rng, data: &mut Vec<u8>, hot: usize, others: &[Vec<u8>])
         }
         1 if !data.is_empty() => {
             let i = span(rng, data.len());
-            data[i] = rng.next() as u8;
+            data[i] = rng.next_u64() as u8;
         }
         2 => {
             let i = span(rng, data.len() + 1).min(data.len());
             let n = 1 + rng.below(16);
-            let bytes: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+            let bytes: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
             data.splice(i..i, bytes);
         }
         3 if !data.is_empty() => {
@@ -123,7 +123,7 @@ pub fn mutate(rng: &mut Rng, data: &mut Vec<u8>, hot: usize, others: &[Vec<u8>])
             let piece = data[i..i + n].to_vec();
             data.splice(i..i, piece);
         }
-        _ => data.push(rng.next() as u8),
+        _ => data.push(rng.next_u64() as u8),
     }
 }
 
@@ -203,13 +203,30 @@ impl Targets {
     /// Safetensors seeds: a small file of three tensors (f32, f16, i64) and one with
     /// metadata.
     pub fn safetensors_seeds(&self) -> Vec<Vec<u8>> {
-        let f32s: Vec<u8> = (0..12).flat_map(|i| (i as f32 * 0.5).to_le_bytes()).collect();
+        let f32s: Vec<u8> = (0..12)
+            .flat_map(|i| (i as f32 * 0.5).to_le_bytes())
+            .collect();
         let f16s: Vec<u8> = (0..4u16).flat_map(|i| (0x3c00 + i).to_le_bytes()).collect();
         let i64s: Vec<u8> = (0..2i64).flat_map(|i| i.to_le_bytes()).collect();
         let views = [
-            ("model.diffusion_model.conv_in.weight", safetensors::Dtype::F32, vec![3, 4], &f32s),
-            ("first_stage_model.quant_conv.bias", safetensors::Dtype::F16, vec![4], &f16s),
-            ("cond_stage_model.ids", safetensors::Dtype::I64, vec![2], &i64s),
+            (
+                "model.diffusion_model.conv_in.weight",
+                safetensors::Dtype::F32,
+                vec![3, 4],
+                &f32s,
+            ),
+            (
+                "first_stage_model.quant_conv.bias",
+                safetensors::Dtype::F16,
+                vec![4],
+                &f16s,
+            ),
+            (
+                "cond_stage_model.ids",
+                safetensors::Dtype::I64,
+                vec![2],
+                &i64s,
+            ),
         ];
         let tensors: Vec<(String, safetensors::tensor::TensorView<'_>)> = views
             .iter()
@@ -255,7 +272,12 @@ impl Targets {
             .filter_map(|zip| {
                 let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip)).ok()?;
                 let name = (0..archive.len())
-                    .filter_map(|i| archive.by_index(i).ok().and_then(|e| e.name().ok().map(|n| n.to_string())))
+                    .filter_map(|i| {
+                        archive
+                            .by_index(i)
+                            .ok()
+                            .and_then(|e| e.name().ok().map(|n| n.to_string()))
+                    })
                     .find(|n| n.ends_with(".pkl"))?;
                 let mut data = Vec::new();
                 std::io::Read::read_to_end(&mut archive.by_name(&name).ok()?, &mut data).ok()?;

@@ -427,3 +427,24 @@ pub fn required_scheduler_classes() -> [inference::schedule::diffusers::Schedule
         C::Lcm,
     ]
 }
+
+/// Every final-named PNG in `dir` decodes with its metadata; returns how many there are.
+pub fn check_whole_pngs(dir: &Path, what: &str) -> usize {
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if path.extension().is_some_and(|e| e == "png") && !hidden {
+            inference::imaging::load_rgb(&path, None)
+                .unwrap_or_else(|e| panic!("{what}: {} is half-written: {e}", path.display()));
+            let text = inference::imaging::read_png_text(&path).unwrap();
+            assert!(
+                text.iter().any(|(k, _)| k == "parameters"),
+                "{what}: {} lost its metadata",
+                path.display()
+            );
+            count += 1;
+        }
+    }
+    count
+}

@@ -8,7 +8,10 @@ use ember_tests::fuzz::{Findings, Targets, fuzz};
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let runs: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let runs: u64 = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
     let seed: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1);
     let dir = tempfile::tempdir().expect("scratch dir");
     let t = Targets::new(dir.path());
@@ -36,7 +39,9 @@ fn main() {
         failed |= !f.panics.is_empty() || !f.slow.is_empty();
     };
     let start = Instant::now();
-    let f = fuzz(&t.safetensors_seeds(), 160, runs, seed, &mut |b| t.weight_file(b));
+    let f = fuzz(&t.safetensors_seeds(), 160, runs, seed, &mut |b| {
+        t.weight_file(b)
+    });
     report("safetensors", f, start.elapsed());
     let start = Instant::now();
     let f = fuzz(&t.ckpt_seeds(), 4096, runs, seed, &mut |b| t.weight_file(b));
@@ -48,7 +53,9 @@ fn main() {
     let f = fuzz(&t.png_seeds(), 4096, runs, seed, &mut |b| t.png(b));
     report("png", f, start.elapsed());
     let start = Instant::now();
-    let f = fuzz(&t.metadata_text_seeds(), 4096, runs, seed, &mut |b| t.metadata_text(b));
+    let f = fuzz(&t.metadata_text_seeds(), 4096, runs, seed, &mut |b| {
+        t.metadata_text(b)
+    });
     report("metadata", f, start.elapsed());
     std::process::exit(i32::from(failed));
 }
