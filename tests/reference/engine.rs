@@ -90,6 +90,55 @@ fn cancelling_stops_within_one_step() {
     assert_eq!(last_step, 2, "no step ran after the cancel request");
 }
 
+/// Cancels from inside a step: `interrupted` says yes on its `after`-th question.
+struct InterruptAfter {
+    asked: std::cell::Cell<usize>,
+    after: usize,
+    steps_done: usize,
+}
+
+impl inference::pipeline::Observer for InterruptAfter {
+    fn progress(&mut self, p: Progress) -> ControlFlow<()> {
+        if p.stage == Stage::Denoising {
+            self.steps_done = p.step;
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn interrupted(&self) -> bool {
+        self.asked.set(self.asked.get() + 1);
+        self.asked.get() >= self.after
+    }
+}
+
+#[test]
+fn a_cancel_inside_a_step_stops_the_unet_between_blocks() {
+    let m = model(Precision::F32);
+    let mut observer = InterruptAfter {
+        asked: Default::default(),
+        after: usize::MAX,
+        steps_done: 0,
+    };
+    let r = request(&m, 1);
+    generate(&m, &r, &mut observer).unwrap();
+    // Euler a: one UNet call per step.
+    let per_call = observer.asked.get() / r.steps as usize;
+    assert!(
+        per_call >= 4,
+        "the UNet asked {per_call} times per call; it must ask between its blocks"
+    );
+    // Now say yes in the middle of the first UNet call.
+    let mut observer = InterruptAfter {
+        asked: Default::default(),
+        after: per_call / 2,
+        steps_done: 0,
+    };
+    let result = generate(&m, &r, &mut observer);
+    assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
+    assert_eq!(observer.steps_done, 0, "the first step did not finish");
+    assert_eq!(observer.asked.get(), per_call / 2, "it stopped at the first yes");
+}
+
 #[test]
 fn every_image_of_a_batch_is_its_own_seeds_image() {
     let m = model(Precision::F32);

@@ -114,6 +114,7 @@ impl Engine for FakeEngine {
         &mut self,
         request: &GenerateRequest,
         progress: &mut dyn FnMut(EngineProgress) -> ControlFlow<()>,
+        _interrupted: &dyn Fn() -> bool,
     ) -> Result<Generation> {
         assert!(
             request.prompt != "panic",

@@ -8,7 +8,7 @@ use burn::tensor::Tensor;
 
 use super::guidance;
 use super::prompt::Conditioning;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::schedule::Plan;
 
@@ -28,6 +28,8 @@ pub struct Denoiser<'a> {
     pub evaluations: &'a Cell<usize>,
     /// The last call's unconditional prediction, for the CFG++ samplers.
     pub last_uncond: &'a RefCell<Option<Tensor<4>>>,
+    /// Asked between UNet blocks: `true` abandons the call with `Cancelled`.
+    pub interrupted: &'a dyn Fn() -> bool,
 }
 
 impl Denoiser<'_> {
@@ -47,12 +49,15 @@ impl Denoiser<'_> {
             input = Tensor::cat(vec![input.clone(), input], 0);
         }
         let rows = input.dims()[0];
-        let out = model.unet.forward(
-            model.to_network(input),
-            &vec![t; rows],
-            &self.conditioning.context,
-            self.conditioning.added.as_ref(),
-        );
+        let out = model
+            .unet
+            .forward_interruptible(
+                model.to_network(input),
+                &vec![t; rows],
+                (&self.conditioning.context, self.conditioning.added.as_ref()),
+                self.interrupted,
+            )
+            .ok_or(Error::Cancelled)?;
         let out = model.to_f32(out);
         let out = if self.guided {
             if self.plan.algorithm.needs_uncond() {

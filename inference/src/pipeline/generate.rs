@@ -47,6 +47,12 @@ pub trait Observer {
 
     /// Called after each step, before `progress`. Ignored by default.
     fn step(&mut self, _latents: &StepLatents<'_>) {}
+
+    /// Asked between the UNet's blocks, inside a step: `true` cancels at once (a step of a
+    /// large image can take minutes on the CPU). `false` by default.
+    fn interrupted(&self) -> bool {
+        false
+    }
 }
 
 impl<F: FnMut(Progress) -> ControlFlow<()>> Observer for F {
@@ -193,6 +199,9 @@ pub fn generate_refined(
     let offset = Cell::new(0usize);
     let evaluations = Cell::new(0usize);
     report(observer, Stage::Denoising, 0, total)?;
+    // The step hook reports through the observer and the denoiser polls it between UNet
+    // blocks; the sampler never runs the two at once, so the borrows never overlap.
+    let observer = RefCell::new(observer);
     let failure: RefCell<Option<Error>> = RefCell::new(None);
     // The 4-channel inpainting blend: (repaint mask, keep mask, image latents).
     let blend = match (&mask, &image_latents, model.is_inpainting()) {
@@ -221,6 +230,7 @@ pub fn generate_refined(
             *failure.borrow_mut() = Some(e);
             return ControlFlow::Break(());
         }
+        let mut observer = observer.borrow_mut();
         observer.step(&StepLatents {
             step: index + 1,
             total,
@@ -259,6 +269,7 @@ pub fn generate_refined(
             cfg_rescale: request.cfg_rescale,
             evaluations: &evaluations,
             last_uncond: &last_uncond,
+            interrupted: &|| observer.borrow().interrupted(),
         };
         let mut hooks = Hooks {
             denoise: &mut |x: &Tensor<4>, sigma: f32| denoiser.denoise(x, sigma),
@@ -274,6 +285,7 @@ pub fn generate_refined(
     }
     let latents = x.mul_scalar(output_scale);
     check_finite(&latents, "sampler")?;
+    let observer = observer.into_inner();
     report(observer, Stage::Decoding, total, total)?;
 
     let mut images = Vec::with_capacity(batch);

@@ -45,10 +45,13 @@ pub trait Engine: Send {
     fn unload(&mut self, role: ModelRole);
 
     /// Runs a generation; `progress` returning `Break` cancels it.
+    /// `progress` may return `Break` to cancel after a step; `interrupted` is asked inside a
+    /// step (between UNet blocks) and cancels at once when it says so.
     fn generate(
         &mut self,
         request: &GenerateRequest,
         progress: &mut dyn FnMut(EngineProgress) -> ControlFlow<()>,
+        interrupted: &dyn Fn() -> bool,
     ) -> Result<Generation>;
 
     /// A1111's `parameters` text for image `index` of `request` on the loaded models.
@@ -135,6 +138,7 @@ pub fn summarize(model: &Model) -> ModelSummary {
 /// current prediction of the clean image.
 struct PreviewObserver<'a> {
     progress: &'a mut dyn FnMut(EngineProgress) -> ControlFlow<()>,
+    interrupted: &'a dyn Fn() -> bool,
     pending: Option<ImageRgb8>,
     family: Family,
 }
@@ -153,6 +157,10 @@ impl Observer for PreviewObserver<'_> {
 
     fn step(&mut self, latents: &StepLatents<'_>) {
         self.pending = Some(latent_preview(latents.denoised, self.family));
+    }
+
+    fn interrupted(&self) -> bool {
+        (self.interrupted)()
     }
 }
 
@@ -184,6 +192,7 @@ impl Engine for BurnEngine {
         &mut self,
         request: &GenerateRequest,
         progress: &mut dyn FnMut(EngineProgress) -> ControlFlow<()>,
+        interrupted: &dyn Fn() -> bool,
     ) -> Result<Generation> {
         let model = &self
             .main
@@ -210,6 +219,7 @@ impl Engine for BurnEngine {
             request,
             &mut PreviewObserver {
                 progress,
+                interrupted,
                 pending: None,
                 family: model.family(),
             },

@@ -237,7 +237,8 @@ fn serve(
                 } else {
                     // The metadata (which hashes the model files) runs under the guard too.
                     catch_unwind(AssertUnwindSafe(|| {
-                        let generation = engine.generate(&request, &mut progress)?;
+                        let interrupted = || cancel.is_cancelled() || stopping.is_cancelled();
+                        let generation = engine.generate(&request, &mut progress, &interrupted)?;
                         let parameters: Vec<String> = (0..generation.images.len())
                             .map(|i| engine.parameters(&request, i))
                             .collect();

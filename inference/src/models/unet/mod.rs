@@ -191,7 +191,21 @@ impl UNet {
         context: &Tensor<3>,
         added: Option<&AddedConditioning>,
     ) -> Tensor<4> {
-        self.forward_traced(sample, timesteps, context, added, None)
+        self.run(sample, timesteps, context, added, None, &|| false)
+            .expect("never interrupted")
+    }
+
+    /// [`UNet::forward`] that asks `interrupted` between blocks and gives up (`None`) as
+    /// soon as it says so: a large step on the CPU can take minutes, and cancel must not
+    /// wait for it.
+    pub fn forward_interruptible(
+        &self,
+        sample: Tensor<4>,
+        timesteps: &[f32],
+        (context, added): (&Tensor<3>, Option<&AddedConditioning>),
+        interrupted: &dyn Fn() -> bool,
+    ) -> Option<Tensor<4>> {
+        self.run(sample, timesteps, context, added, None, interrupted)
     }
 
     /// Whether the UNet takes [`AddedConditioning`] (SDXL).
@@ -207,8 +221,21 @@ impl UNet {
         timesteps: &[f32],
         context: &Tensor<3>,
         added: Option<&AddedConditioning>,
-        mut trace: Option<&mut Trace>,
+        trace: Option<&mut Trace>,
     ) -> Tensor<4> {
+        self.run(sample, timesteps, context, added, trace, &|| false)
+            .expect("never interrupted")
+    }
+
+    fn run(
+        &self,
+        sample: Tensor<4>,
+        timesteps: &[f32],
+        context: &Tensor<3>,
+        added: Option<&AddedConditioning>,
+        mut trace: Option<&mut Trace>,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Option<Tensor<4>> {
         let mut record = |name: String, t: &Tensor<4>| {
             if let Some(trace) = trace.as_deref_mut() {
                 trace.push((name, t.clone()));
@@ -272,6 +299,9 @@ impl UNet {
                     x = attn.forward(x, context);
                 }
                 skips.push(x.clone());
+                if interrupted() {
+                    return None;
+                }
             }
             for down in &block.downsamplers {
                 x = down.forward(x);
@@ -284,6 +314,9 @@ impl UNet {
         x = mid.resnets[0].forward(x, Some(&emb));
         x = mid.attentions[0].forward(x, context);
         x = mid.resnets[1].forward(x, Some(&emb));
+        if interrupted() {
+            return None;
+        }
         record("mid_block".into(), &x);
 
         for (i, block) in self.up_blocks.iter().enumerate() {
@@ -294,6 +327,9 @@ impl UNet {
                 x = resnet.forward(Tensor::cat(vec![x, skip], 1), Some(&emb));
                 if let Some(attn) = block.attentions.get(j) {
                     x = attn.forward(x, context);
+                }
+                if interrupted() {
+                    return None;
                 }
             }
             for up in &block.upsamplers {
@@ -307,6 +343,6 @@ impl UNet {
         record("conv_norm_out".into(), &x);
         let x = self.conv_out.forward(silu(x));
         record("conv_out".into(), &x);
-        x
+        Some(x)
     }
 }
