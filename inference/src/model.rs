@@ -9,7 +9,7 @@ use crate::api::{ModelCapabilities, SamplerChoice};
 use crate::device::Precision;
 use crate::family::{EncoderSpec, Family, FamilySpec};
 use crate::models::clip::ClipTextModel;
-use crate::models::unet::UNet;
+use crate::models::unet::{UNet, UNetConfig};
 use crate::models::vae::{Vae, VaeConfig};
 use crate::schedule::diffusers::{Prediction, SchedulerConfig};
 use crate::text::ClipTokenizer;
@@ -110,6 +110,8 @@ pub struct Model {
     /// The family's text encoders, in [`FamilySpec::encoders`] order.
     pub encoders: Vec<TextEncoder>,
     pub unet: UNet,
+    /// The UNet's architecture (memory estimates read it).
+    pub unet_config: UNetConfig,
     pub vae: Vae,
     pub vae_config: VaeConfig,
     /// A diffusers folder's own scheduler (its default sampler).

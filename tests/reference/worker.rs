@@ -22,6 +22,7 @@ fn fake_worker(step_ms: u64) -> (WorkerHandle, Arc<AtomicUsize>, Arc<AtomicUsize
     let engine = FakeEngine {
         step_time: Duration::from_millis(step_ms),
         steps_run: steps.clone(),
+        cost: None,
     };
     let handle = WorkerHandle::spawn(engine, move || {
         w.fetch_add(1, Ordering::SeqCst);
@@ -275,4 +276,54 @@ fn loading_can_be_cancelled() {
         matches!(events.last(), Some(Event::ModelFailed { error, .. }) if error.contains("cancelled")),
         "{events:?}"
     );
+}
+
+#[test]
+fn a_long_job_is_announced_and_one_that_cannot_fit_is_refused_before_it_starts() {
+    use inference::worker::Cost;
+    let start = |cost: Result<Cost, String>| {
+        let mut engine = FakeEngine::new(Duration::from_millis(1));
+        engine.cost = Some(cost);
+        let steps = engine.steps_run.clone();
+        let worker = WorkerHandle::spawn(engine, || {}).unwrap();
+        worker.send(Command::Generate {
+            job: JobId(1),
+            request: request("a cat", 3),
+            cancel: CancelToken::new(),
+        });
+        let events = events_until(&worker, |e| {
+            matches!(e, Event::Finished { .. } | Event::Failed { .. })
+        });
+        (events, steps.load(Ordering::SeqCst))
+    };
+    let long = Cost {
+        working_bytes: 1 << 30,
+        time: Some(Duration::from_secs(2 * 3600 + 300)),
+    };
+    let (events, steps) = start(Ok(long));
+    let notice = events.iter().find_map(|e| match e {
+        Event::Notice { message, .. } => Some(message.clone()),
+        _ => None,
+    });
+    let notice = notice.expect("a long job is announced");
+    assert!(
+        notice.contains("2 h 5 min") && notice.contains("Cancel"),
+        "{notice}"
+    );
+    assert_eq!(steps, 3, "an announced job still runs");
+
+    let short = Cost {
+        working_bytes: 1 << 20,
+        time: Some(Duration::from_secs(20)),
+    };
+    let (events, _) = start(Ok(short));
+    assert!(!events.iter().any(|e| matches!(e, Event::Notice { .. })));
+
+    let (events, steps) = start(Err("needs about 90 GiB but only 8 GiB is free".into()));
+    let error = events.iter().find_map(|e| match e {
+        Event::Failed { error, .. } => Some(error.clone()),
+        _ => None,
+    });
+    assert!(error.expect("refused").contains("90 GiB"));
+    assert_eq!(steps, 0, "a refused job never starts a step");
 }

@@ -13,7 +13,7 @@ use inference::api::{GenerateRequest, Generation, ModelCapabilities, SamplerChoi
 use inference::family::Family;
 use inference::imaging::ImageRgb8;
 use inference::schedule::diffusers::Prediction;
-use inference::worker::{Engine, EngineProgress, ModelRole, ModelSummary};
+use inference::worker::{Cost, Engine, EngineProgress, ModelRole, ModelSummary};
 use inference::{Error, Result};
 
 /// Steps through `request.steps` with a pause each.
@@ -22,6 +22,8 @@ pub struct FakeEngine {
     pub step_time: Duration,
     /// Counts every step run, for tests that check a cancel stopped the work.
     pub steps_run: Arc<AtomicUsize>,
+    /// What [`Engine::cost`] answers (`Err`: the request is refused).
+    pub cost: Option<std::result::Result<Cost, String>>,
 }
 
 impl FakeEngine {
@@ -29,6 +31,7 @@ impl FakeEngine {
         Self {
             step_time,
             steps_run: Arc::default(),
+            cost: None,
         }
     }
 }
@@ -78,6 +81,14 @@ pub fn fake_capabilities(path: &Path) -> ModelCapabilities {
 }
 
 impl Engine for FakeEngine {
+    fn cost(&mut self, _: &GenerateRequest) -> Result<Option<Cost>> {
+        match &self.cost {
+            None => Ok(None),
+            Some(Ok(cost)) => Ok(Some(*cost)),
+            Some(Err(e)) => Err(Error::settings(e.clone())),
+        }
+    }
+
     fn load(
         &mut self,
         path: &Path,

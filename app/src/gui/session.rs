@@ -342,6 +342,7 @@ impl Session {
                 self.end_job(job);
                 self.notify(Level::Error, format!("generation failed: {error}"));
             }
+            Event::Notice { message, .. } => self.notify(Level::Warning, message),
         }
         None
     }

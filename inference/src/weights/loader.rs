@@ -371,6 +371,7 @@ impl Networks {
             info,
             encoders,
             unet: self.unet,
+            unet_config: configs.unet.clone(),
             vae: self.vae,
             native_size: configs.native_size(),
             vae_config: configs.vae,

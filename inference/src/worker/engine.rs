@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use burn::tensor::Device;
 
+use super::estimate::{Cost, Speed, cost};
 use super::protocol::{ModelRole, ModelSummary};
 use crate::api::{GenerateRequest, Generation, Progress, SamplerChoice, Stage};
 use crate::device::Precision;
@@ -44,8 +45,7 @@ pub trait Engine: Send {
     /// Frees the slot's model.
     fn unload(&mut self, role: ModelRole);
 
-    /// Runs a generation; `progress` returning `Break` cancels it.
-    /// `progress` may return `Break` to cancel after a step; `interrupted` is asked inside a
+    /// Runs a generation: `progress` may return `Break` to cancel after a step; `interrupted` is asked inside a
     /// step (between UNet blocks) and cancels at once when it says so.
     fn generate(
         &mut self,
@@ -53,6 +53,13 @@ pub trait Engine: Send {
         progress: &mut dyn FnMut(EngineProgress) -> ControlFlow<()>,
         interrupted: &dyn Fn() -> bool,
     ) -> Result<Generation>;
+
+    /// What `request` will cost, asked before it starts: `Err` refuses it (it cannot fit in
+    /// memory); `time` is announced when long. Nothing known by default.
+    fn cost(&mut self, request: &GenerateRequest) -> Result<Option<Cost>> {
+        let _ = request;
+        Ok(None)
+    }
 
     /// A1111's `parameters` text for image `index` of `request` on the loaded models.
     fn parameters(&mut self, request: &GenerateRequest, index: usize) -> String;
@@ -88,6 +95,8 @@ pub struct BurnEngine {
     refiner: Option<Slot>,
     device: Device,
     precision: Precision,
+    /// The main model's measured speed (reset when it changes).
+    speed: Speed,
 }
 
 impl BurnEngine {
@@ -98,6 +107,7 @@ impl BurnEngine {
             refiner: None,
             device,
             precision,
+            speed: Speed::default(),
         }
     }
 
@@ -185,6 +195,9 @@ impl Engine for BurnEngine {
     }
 
     fn unload(&mut self, role: ModelRole) {
+        if role == ModelRole::Main {
+            self.speed = Speed::default();
+        }
         *self.slot(role) = None;
     }
 
@@ -224,6 +237,16 @@ impl Engine for BurnEngine {
                 family: model.family(),
             },
         )
+    }
+
+    fn cost(&mut self, request: &GenerateRequest) -> Result<Option<Cost>> {
+        match &self.main {
+            Some(main) => {
+                let available = crate::memory::available_bytes();
+                cost(&main.model, request, &mut self.speed, available).map(Some)
+            }
+            None => Ok(None),
+        }
     }
 
     fn parameters(&mut self, request: &GenerateRequest, index: usize) -> String {

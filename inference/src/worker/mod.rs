@@ -7,9 +7,11 @@
 //! every event or preview, and never blocks on the worker.
 
 mod engine;
+pub mod estimate;
 mod protocol;
 
 pub use engine::{BurnEngine, Engine, EngineProgress};
+pub use estimate::Cost;
 pub use protocol::{
     CancelToken, Command, Event, JobId, ModelRole, ModelSummary, Preview, ResultImage,
 };
@@ -118,6 +120,19 @@ impl Drop for WorkerHandle {
                 let _ = thread.join();
             }
         }
+    }
+}
+
+/// Jobs expected to run longer than this are announced before they start.
+const LONG_JOB: Duration = Duration::from_secs(5 * 60);
+
+/// `2 h 5 min`, `7 min`, `40 s`.
+fn human_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min", s / 60),
+        _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
     }
 }
 
@@ -232,8 +247,25 @@ fn serve(
                         ControlFlow::Continue(())
                     }
                 };
+                // What it will cost: refused when it cannot fit, announced when long.
+                let cost = catch_unwind(AssertUnwindSafe(|| engine.cost(&request)));
+                if let Ok(Ok(Some(Cost {
+                    time: Some(time), ..
+                }))) = cost
+                    && time > LONG_JOB
+                {
+                    emit(Event::Notice {
+                        job,
+                        message: format!(
+                            "this generation will take at least {} at this device's measured speed; Cancel stops it at once",
+                            human_duration(time)
+                        ),
+                    });
+                }
                 let outcome = if cancel.is_cancelled() {
                     Ok(Err(crate::Error::Cancelled))
+                } else if let Ok(Err(refused)) = cost {
+                    Ok(Err(refused))
                 } else {
                     // The metadata (which hashes the model files) runs under the guard too.
                     catch_unwind(AssertUnwindSafe(|| {

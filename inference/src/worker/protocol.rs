@@ -124,6 +124,11 @@ pub enum Event {
     Cancelled {
         job: JobId,
     },
+    /// Something the user should know about a job before it ends (it will take long).
+    Notice {
+        job: JobId,
+        message: String,
+    },
     Failed {
         job: JobId,
         error: String,
@@ -138,6 +143,7 @@ impl Event {
             | Event::Progress { job, .. }
             | Event::Finished { job, .. }
             | Event::Cancelled { job }
+            | Event::Notice { job, .. }
             | Event::Failed { job, .. } => Some(*job),
             _ => None,
         }

@@ -1,0 +1,112 @@
+//! What a request will cost before it starts: working memory against what the machine has
+//! free (a request that cannot fit is refused), and time from this device's measured speed
+//! (a request that will take long is announced, so nobody waits hours without knowing).
+
+use std::time::{Duration, Instant};
+
+use burn::tensor::Tensor;
+
+use crate::api::GenerateRequest;
+use crate::error::Result;
+use crate::memory;
+use crate::model::Model;
+
+/// Requests this much larger than the calibration call (in UNet rows x latent pixels) are
+/// timed against a measured speed; smaller ones finish quickly whatever the device.
+const CALIBRATE_ABOVE: usize = 2 * 64 * 64;
+
+/// The latent side of the calibration call.
+const CALIBRATION_SIDE: usize = 32;
+
+/// Seconds per UNet row-pixel of this model on this device, measured once per model.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Speed(pub Option<f64>);
+
+/// A request's cost.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cost {
+    /// Working memory at the peak, bytes (the weights are already loaded).
+    pub working_bytes: u64,
+    /// Expected time of the denoising, when the request is large enough to be timed; a
+    /// lower bound (attention grows faster than the pixel count).
+    pub time: Option<Duration>,
+}
+
+/// UNet rows per call: the batch, doubled by classifier-free guidance.
+fn rows(request: &GenerateRequest) -> usize {
+    let guided = request.cfg_scale != 1.0;
+    request.batch as usize * if guided { 2 } else { 1 }
+}
+
+/// The cost of `request` on `model`; `Err` when its working memory cannot fit in
+/// `available` bytes (unknown: not checked). `speed` is measured on the first large request
+/// and kept.
+pub fn cost(
+    model: &Model,
+    request: &GenerateRequest,
+    speed: &mut Speed,
+    available: Option<u64>,
+) -> Result<Cost> {
+    let rows = rows(request);
+    let size = (request.width, request.height);
+    // Attention in tiles (the CPU kernel, fused attention elsewhere): no full matrices.
+    let estimate = memory::estimate(
+        0,
+        0,
+        &model.unet_config,
+        &model.vae_config,
+        size,
+        rows,
+        false,
+    );
+    if let Some(free) = available {
+        memory::check_fits(estimate, free, false)?;
+    }
+    let f = model.vae_factor();
+    let pixels = (request.width as usize / f) * (request.height as usize / f);
+    let work = rows * pixels;
+    let time = if work > CALIBRATE_ABOVE {
+        let per_unit = match speed.0 {
+            Some(s) => s,
+            None => {
+                let s = calibrate(model);
+                speed.0 = Some(s);
+                s
+            }
+        };
+        let calls = request.effective_steps().max(1) as f64;
+        Some(Duration::from_secs_f64(per_unit * work as f64 * calls))
+    } else {
+        None
+    };
+    Ok(Cost {
+        working_bytes: estimate.working,
+        time,
+    })
+}
+
+/// Seconds per row-pixel of one UNet call, timed on a small unconditioned latent.
+fn calibrate(model: &Model) -> f64 {
+    let side = CALIBRATION_SIDE;
+    let channels = model.unet_config.in_channels;
+    let device = &model.device;
+    let sample = Tensor::<4>::zeros([1, channels, side, side], device);
+    let context = Tensor::<3>::zeros([1, 77, model.unet_config.cross_attention_dim], device);
+    let added = model.unet_config.addition.as_ref().map(|a| {
+        let pooled = a.input_dim - 6 * a.time_embed_dim;
+        crate::models::unet::AddedConditioning {
+            text_embeds: Tensor::zeros([1, pooled], device),
+            time_ids: vec![0.0; 6],
+        }
+    });
+    let start = Instant::now();
+    let out = model.unet.forward(
+        model.to_network(sample),
+        &[500.0],
+        &model.to_network(context),
+        added.as_ref(),
+    );
+    // Wait for the result (lazy backends queue the work).
+    let _ = crate::device::tensor_to_vec(model.to_f32(out).narrow(0, 0, 1));
+    start.elapsed().as_secs_f64() / (side * side) as f64
+}
