@@ -1,23 +1,22 @@
 //! `ember generate`'s canvas options (outpainting, mask blur, "only masked", masked content,
-//! the composite) turned into the engine's init image and mask, and the results put back.
-
-use std::path::Path;
+//! the composite, the resize mode) turned into the engine's init image and mask through
+//! [`canvas::canvas_job`], the app's path too, and the results put back.
 
 use inference::api::MaskedContent;
-use inference::canvas::{self, Extension, InpaintArea, InpaintOptions, Paste};
-use inference::imaging::{self, ImageGray8, ImageRgb8};
+use inference::canvas::{
+    self, CanvasJob, CanvasOptions, Extension, FitMode, InpaintArea, InpaintOptions,
+};
+use inference::imaging::{self, ImageRgb8};
 use inference::metadata::Parameters;
 
 use super::GenerateArgs;
 
-/// The engine's image inputs for one `ember generate`, and how to finish its outputs.
+/// The engine's image inputs for one `ember generate`, and how to finish its outputs (the
+/// same [`canvas_job`] the app's canvas uses).
 pub struct Canvas {
-    pub init: Option<ImageRgb8>,
-    pub mask: Option<ImageGray8>,
-    pub masked_content: MaskedContent,
-    paste: Option<Paste>,
-    composite: bool,
-    fields: Vec<(&'static str, String)>,
+    pub job: Option<CanvasJob>,
+    /// `--outpaint` as given, for the metadata.
+    outpaint: Option<String>,
 }
 
 /// Parses `--outpaint L,R,U,D`.
@@ -63,6 +62,7 @@ pub fn validate(args: &GenerateArgs) -> Result<(), String> {
     }
     area(args)?;
     MaskedContent::parse(&args.masked_content).map_err(|e| e.to_string())?;
+    fit_mode(args)?;
     if args.mask_blur > 256 {
         return Err(format!(
             "--mask-blur must be 0..=256 pixels, got {}",
@@ -70,6 +70,15 @@ pub fn validate(args: &GenerateArgs) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+fn fit_mode(args: &GenerateArgs) -> Result<FitMode, String> {
+    FitMode::parse(&args.resize_mode).ok_or_else(|| {
+        format!(
+            "--resize-mode must be resize, crop or fill, got {:?}",
+            args.resize_mode
+        )
+    })
 }
 
 fn area(args: &GenerateArgs) -> Result<InpaintArea, String> {
@@ -101,89 +110,57 @@ impl Canvas {
     /// Loads the init image (and mask, or the outpainting mask) for a generation of `size`.
     pub fn load(args: &GenerateArgs, size: (u32, u32)) -> Result<Self, String> {
         let err = |e: inference::Error| e.to_string();
-        let masked_content = MaskedContent::parse(&args.masked_content).map_err(err)?;
-        let mut canvas = Canvas {
-            init: None,
-            mask: None,
-            masked_content,
-            paste: None,
-            composite: !args.no_composite,
-            fields: Vec::new(),
-        };
         let Some(path) = &args.init_image else {
-            return Ok(canvas);
+            return Ok(Canvas {
+                job: None,
+                outpaint: None,
+            });
         };
-        let area = area(args)?;
+        // The source at its own size: the canvas fits it (and its mask) to `size`.
+        let source = imaging::load_rgb(path, None).map_err(err)?;
         let (source, mask) = match (&args.outpaint, &args.mask) {
             (Some(ext), _) => {
-                // The canvas grows from the source at its own size.
-                let source = imaging::load_rgb(path, None).map_err(err)?;
                 let (source, mask) = canvas::outpaint(&source, parse_extension(ext)?);
-                canvas.fields.push(("Outpaint", ext.replace(' ', "")));
                 (source, Some(mask))
             }
             (None, Some(mask_path)) => {
-                let source = load_source(path, area, size)?;
                 let mask = imaging::load_mask(mask_path, Some((source.width, source.height)))
                     .map_err(err)?;
                 (source, Some(mask))
             }
-            (None, None) => (load_source(path, area, size)?, None),
+            (None, None) => (source, None),
         };
-        let source_hash = inference::hashing::sha256_file(path).map_err(err)?;
-        canvas
-            .fields
-            .push(("Init image hash", source_hash[..10].to_string()));
-        let Some(mask) = mask else {
-            canvas.init = Some(canvas::resize(&source, size));
-            return Ok(canvas);
+        let options = CanvasOptions {
+            inpaint: InpaintOptions {
+                mask_blur: args.mask_blur,
+                area: area(args)?,
+                masked_content: MaskedContent::parse(&args.masked_content).map_err(err)?,
+            },
+            fit: fit_mode(args)?,
+            composite: !args.no_composite,
         };
-        let options = InpaintOptions {
-            mask_blur: args.mask_blur,
-            area,
-            masked_content,
-        };
-        let prepared = canvas::prepare(&source, &mask, size, &options).map_err(err)?;
-        canvas
-            .fields
-            .push(("Mask blur", args.mask_blur.to_string()));
-        if let InpaintArea::OnlyMasked { padding } = area {
-            canvas.fields.push(("Inpaint area", "Only masked".into()));
-            canvas
-                .fields
-                .push(("Masked area padding", padding.to_string()));
-        }
-        canvas
-            .fields
-            .push(("Masked content", masked_content.a1111_name().into()));
-        if !canvas.composite {
-            canvas.fields.push(("Composite", "off".into()));
-        }
-        canvas.init = Some(prepared.init);
-        canvas.mask = Some(prepared.mask);
-        canvas.paste = Some(prepared.paste);
-        Ok(canvas)
+        let job = canvas::canvas_job(&source, mask.as_ref(), size, &options).map_err(err)?;
+        Ok(Canvas {
+            job: Some(job),
+            outpaint: args.outpaint.as_ref().map(|ext| ext.replace(' ', "")),
+        })
     }
 
     /// A generated image, put back onto the source where this was inpainting.
     pub fn finish(&self, generated: &ImageRgb8) -> ImageRgb8 {
-        match &self.paste {
-            Some(paste) => canvas::finish(generated, paste, self.composite),
+        match &self.job {
+            Some(job) => job.finish(generated),
             None => generated.clone(),
         }
     }
 
     /// Adds the canvas settings to an image's metadata.
     pub fn annotate(&self, parameters: &mut Parameters) {
-        for (key, value) in &self.fields {
+        if let Some(ext) = &self.outpaint {
+            parameters.push("Outpaint", ext);
+        }
+        for (key, value) in self.job.iter().flat_map(|j| &j.fields) {
             parameters.push(key, value);
         }
     }
-}
-
-/// The source image: at its own size for "only masked" (the crop is resized instead), else
-/// at the generation size (outpainting grows it afterwards, so it keeps its own size too).
-fn load_source(path: &Path, area: InpaintArea, size: (u32, u32)) -> Result<ImageRgb8, String> {
-    let keep_size = area != InpaintArea::Whole;
-    imaging::load_rgb(path, (!keep_size).then_some(size)).map_err(|e| e.to_string())
 }

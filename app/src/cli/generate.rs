@@ -191,9 +191,11 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     request.height = height;
     request.validate_settings().map_err(err)?;
     let canvas = Canvas::load(args, (width, height))?;
-    request.init_image = canvas.init.clone();
-    request.mask = canvas.mask.clone();
-    request.masked_content = canvas.masked_content;
+    if let Some(job) = &canvas.job {
+        request.init_image = Some(job.init.clone());
+        request.mask = job.mask.clone();
+        request.masked_content = job.masked_content;
+    }
     // Everything the models decide fails now, before anything is printed or run.
     let caps = model.capabilities();
     request.validate(&caps).map_err(err)?;

@@ -176,6 +176,10 @@ pub struct GenerateArgs {
     /// Keep the raw generation instead of compositing it over the source through the mask.
     #[arg(long)]
     pub no_composite: bool,
+    /// How an --init-image of another size becomes the generation size: resize, crop or
+    /// fill (A1111's Just resize / Crop and resize / Resize and fill).
+    #[arg(long, default_value = "resize")]
+    pub resize_mode: String,
     #[arg(long, default_value = "cpu")]
     pub device: String,
     #[arg(long, default_value = "f32")]

@@ -49,7 +49,7 @@ pub struct EmberApp {
     /// Files being read for the canvas.
     incoming: Vec<canvas_flow::Incoming>,
     /// Canvas jobs whose results must be put back onto their source.
-    canvas_jobs: HashMap<JobId, canvas_flow::CanvasJob>,
+    canvas_jobs: HashMap<JobId, inference::canvas::CanvasJob>,
     worker: WorkerHandle,
     files: Service<gallery::store::Request, gallery::store::Reply>,
     models_service: Service<models::Request, models::Reply>,

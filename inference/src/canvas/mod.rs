@@ -7,9 +7,11 @@
 //! padding, pixels"), "Masked content" (fill / original / latent noise / latent nothing),
 //! "Resize mode" (Just resize / Crop and resize / Resize and fill).
 
+mod job;
 mod mask;
 mod paint;
 
+pub use job::{CanvasJob, CanvasOptions, canvas_job};
 pub use mask::{Rect, blur_mask, crop_region, invert};
 pub use paint::{
     Extension, FitMode, composite, crop, fill_masked, fit, fit_mask, outpaint, outpaint_placement,

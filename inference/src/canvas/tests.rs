@@ -243,3 +243,35 @@ fn generation_sizes_are_multiples_of_8_within_the_limits() {
     assert_eq!(generation_size(3, 9000), (8, crate::api::MAX_SIDE));
     assert_eq!(generation_size(512, 512), (512, 512));
 }
+
+#[test]
+fn a_canvas_job_fits_hashes_and_records_like_for_the_app_and_the_cli() {
+    let source = ImageRgb8 {
+        width: 64,
+        height: 32,
+        pixels: (0..64 * 32 * 3).map(|i| (i % 251) as u8).collect(),
+    };
+    let options = CanvasOptions {
+        inpaint: InpaintOptions::default(),
+        fit: FitMode::Crop,
+        composite: false,
+    };
+    // img2img: the resize mode applies, and the hash is of the source's own pixels.
+    let job = canvas_job(&source, None, (32, 32), &options).unwrap();
+    assert_eq!(job.init, fit(&source, (32, 32), FitMode::Crop));
+    let hash = crate::hashing::sha256_bytes(&source.pixels);
+    assert_eq!(job.fields, [("Init image hash", hash[..10].to_string())]);
+    assert!(job.mask.is_none());
+    // Inpainting: the mask is fitted alike and the options are recorded.
+    let mask = ImageGray8 {
+        width: 64,
+        height: 32,
+        pixels: (0..64 * 32).map(|i| if i % 64 < 32 { 255 } else { 0 }).collect(),
+    };
+    let job = canvas_job(&source, Some(&mask), (32, 32), &options).unwrap();
+    assert_eq!(job.init.width, 32);
+    assert_eq!(job.mask.as_ref().unwrap().width, 32);
+    let text = job.fields_text();
+    assert!(text.starts_with(&format!("Init image hash: {}", &hash[..10])), "{text}");
+    assert!(text.contains("Mask blur: 4") && text.contains("Composite: off"), "{text}");
+}

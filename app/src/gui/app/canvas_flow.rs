@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use inference::api::GenerateRequest;
-use inference::canvas::{self, Extension, InpaintArea, InpaintOptions, Paste};
+use inference::canvas::{self, CanvasJob, CanvasOptions, Extension, InpaintArea, InpaintOptions};
 use inference::imaging::{ImageGray8, ImageRgb8};
 use inference::worker::ResultImage;
 
@@ -13,15 +13,6 @@ use super::EmberApp;
 use crate::gui::action::{Action, View};
 use crate::gui::gallery::store::{Request, Rgba};
 use crate::gui::session::Level;
-
-/// What a canvas job needs when its images come back.
-#[derive(Clone)]
-pub struct CanvasJob {
-    paste: Option<Paste>,
-    composite: bool,
-    /// `Key: value` pairs appended to the images' parameters.
-    fields: String,
-}
 
 /// A file being read for the canvas: as the source, or as the mask.
 #[derive(Clone, Debug, PartialEq)]
@@ -129,63 +120,25 @@ impl EmberApp {
             .ok_or("open or drop an image on the canvas first")?;
         let s = &self.settings.canvas;
         let size = (base.width, base.height);
-        let masked_content = s.masked_content;
         base.strength = s.strength.clamp(0.0, 1.0);
-        // A whole-picture generation of another size fits the canvas to it first.
-        let fitted;
-        let (source, mask) = match (&self.canvas.mask, s.only_masked) {
-            (Some(mask), false) if (source.width, source.height) != size => {
-                let mode = s.resize_mode;
-                fitted = (
-                    canvas::fit(source, size, mode),
-                    canvas::fit_mask(mask, size, mode),
-                );
-                (&fitted.0, Some(&fitted.1))
-            }
-            (mask, _) => (source, mask.as_ref()),
-        };
-        let hash = inference::hashing::sha256_bytes(&source.pixels);
-        let mut fields = format!("Init image hash: {}", &hash[..10]);
-        let mut job = CanvasJob {
-            paste: None,
+        let options = CanvasOptions {
+            inpaint: InpaintOptions {
+                mask_blur: s.mask_blur,
+                area: if s.only_masked {
+                    InpaintArea::OnlyMasked { padding: s.padding }
+                } else {
+                    InpaintArea::Whole
+                },
+                masked_content: s.masked_content,
+            },
+            fit: s.resize_mode,
             composite: s.composite,
-            fields: String::new(),
         };
-        match mask.filter(|_| self.canvas.has_mask()) {
-            None => base.init_image = Some(canvas::resize(source, size)),
-            Some(mask) => {
-                let options = InpaintOptions {
-                    mask_blur: s.mask_blur,
-                    area: if s.only_masked {
-                        InpaintArea::OnlyMasked { padding: s.padding }
-                    } else {
-                        InpaintArea::Whole
-                    },
-                    masked_content,
-                };
-                let prepared =
-                    canvas::prepare(source, mask, size, &options).map_err(|e| e.to_string())?;
-                base.init_image = Some(prepared.init);
-                base.mask = Some(prepared.mask);
-                base.masked_content = masked_content;
-                job.paste = Some(prepared.paste);
-                fields.push_str(&format!(", Mask blur: {}", s.mask_blur));
-                if s.only_masked {
-                    fields.push_str(&format!(
-                        ", Inpaint area: Only masked, Masked area padding: {}",
-                        s.padding
-                    ));
-                }
-                fields.push_str(&format!(
-                    ", Masked content: {}",
-                    masked_content.a1111_name()
-                ));
-                if !s.composite {
-                    fields.push_str(", Composite: off");
-                }
-            }
-        }
-        job.fields = fields;
+        let mask = self.canvas.mask.as_ref().filter(|_| self.canvas.has_mask());
+        let job = canvas::canvas_job(source, mask, size, &options).map_err(|e| e.to_string())?;
+        base.init_image = Some(job.init.clone());
+        base.mask = job.mask.clone();
+        base.masked_content = job.masked_content;
         Ok((base, job))
     }
 
@@ -193,15 +146,9 @@ impl EmberApp {
     /// last result (composited and raw) for the canvas view.
     pub(super) fn finish_canvas(&mut self, job: &CanvasJob, images: &mut [ResultImage]) {
         for result in images.iter_mut() {
-            let (shown, raw) = match &job.paste {
-                Some(paste) => (
-                    canvas::finish(&result.image, paste, job.composite),
-                    canvas::finish(&result.image, paste, false),
-                ),
-                None => (result.image.clone(), result.image.clone()),
-            };
+            let (shown, raw) = (job.finish(&result.image), job.finish_raw(&result.image));
             result.image = shown.clone();
-            result.parameters = format!("{}, {}", result.parameters, job.fields);
+            result.parameters = format!("{}, {}", result.parameters, job.fields_text());
             self.canvas.result = Some((shown, raw));
             self.canvas.result_texture = None;
         }
