@@ -138,7 +138,7 @@ fn paint_undo_invert_then_inpaint_and_find_it_in_the_gallery() {
 
 #[test]
 fn a_pasted_image_goes_on_the_canvas_and_outpainting_grows_it() {
-    use ember_app::gui::action::Action;
+    use ember_app::gui::action::{Action, CanvasAction};
     use ember_tests::fake_engine::FakeEngine;
     use inference::imaging::ImageRgb8;
 
@@ -157,7 +157,9 @@ fn a_pasted_image_goes_on_the_canvas_and_outpainting_grows_it() {
     w.state_mut()
         .as_mut()
         .unwrap()
-        .perform(Action::CanvasImagePasted(Box::new(pasted.clone())));
+        .perform(Action::Canvas(CanvasAction::ImagePasted(Box::new(
+            pasted.clone(),
+        ))));
     w.step();
     assert_eq!(app(&w).canvas.source.as_ref(), Some(&pasted));
     assert_eq!((app(&w).settings.width, app(&w).settings.height), (40, 24));
@@ -183,7 +185,7 @@ fn a_pasted_image_goes_on_the_canvas_and_outpainting_grows_it() {
 
 #[test]
 fn an_odd_sized_source_and_outpaint_give_a_size_generate_accepts() {
-    use ember_app::gui::action::Action;
+    use ember_app::gui::action::{Action, CanvasAction};
     use ember_tests::fake_engine::FakeEngine;
     use inference::imaging::ImageRgb8;
 
@@ -199,7 +201,7 @@ fn an_odd_sized_source_and_outpaint_give_a_size_generate_accepts() {
         pixels: vec![90; 43 * 27 * 3],
     };
     let app_mut = w.state_mut().as_mut().unwrap();
-    app_mut.perform(Action::CanvasImagePasted(Box::new(pasted)));
+    app_mut.perform(Action::Canvas(CanvasAction::ImagePasted(Box::new(pasted))));
     app_mut.settings.canvas.outpaint_pixels = 13;
     w.step();
     assert_eq!((app(&w).settings.width, app(&w).settings.height), (40, 24));

@@ -46,18 +46,26 @@ pub enum Action {
     DeleteSelected,
     DismissNotices,
     RollSeed,
-    /// Pick a source image for the canvas with the system dialog.
-    OpenCanvasImageDialog,
-    /// Load this image as the canvas source.
-    OpenCanvasImage(PathBuf),
-    /// Load this image (a result or a gallery image) as the canvas source and show the canvas.
-    SendToCanvas(PathBuf),
-    /// Read an image from the clipboard for the canvas.
-    PasteCanvasImage,
-    /// An image arrived from the clipboard.
-    CanvasImagePasted(Box<inference::imaging::ImageRgb8>),
     /// Something the user should read (from a background helper).
     Notice(String),
+    /// The canvas's own actions (see [`CanvasAction`]).
+    Canvas(CanvasAction),
+}
+
+/// What the canvas asks for.
+#[must_use]
+#[derive(Clone, Debug, PartialEq)]
+pub enum CanvasAction {
+    /// Pick a source image for the canvas with the system dialog.
+    OpenImageDialog,
+    /// Load this image as the canvas source.
+    OpenImage(PathBuf),
+    /// Load this image (a result or a gallery image) as the canvas source and show the canvas.
+    SendTo(PathBuf),
+    /// Read an image from the clipboard for the canvas.
+    PasteImage,
+    /// An image arrived from the clipboard.
+    ImagePasted(Box<inference::imaging::ImageRgb8>),
     /// Pick a mask image with the system dialog.
     OpenMaskDialog,
     /// Use this image as the canvas mask.

@@ -17,7 +17,7 @@ use inference::metadata::ImageMetadata;
 use inference::rng::random_seed;
 use inference::worker::{Engine, JobId, ModelRole, ResultImage, WorkerHandle};
 
-use super::action::{Action, View};
+use super::action::{Action, CanvasAction, View};
 use super::canvas::CanvasState;
 use super::dialogs::Dialogs;
 use super::display::Display;
@@ -132,7 +132,20 @@ impl EmberApp {
     pub fn frame(&mut self, ui: &mut egui::Ui) {
         self.drain();
         let mut actions = self.handle_input(ui.ctx());
-        actions.extend(panels::draw(ui, self));
+        let output_dir = self.output_dir();
+        actions.extend(panels::draw(
+            ui,
+            &mut panels::Parts {
+                settings: &mut self.settings,
+                canvas: &mut self.canvas,
+                gallery: &mut self.gallery,
+                session: &self.session,
+                display: &self.display,
+                models: &self.models,
+                view: self.view,
+                output_dir,
+            },
+        ));
         for action in actions {
             self.perform(action);
         }
@@ -345,7 +358,7 @@ impl EmberApp {
             if models::is_model_path(&path) {
                 actions.push(Action::LoadModel(path));
             } else if gallery::is_image_path(&path) && self.view == View::Canvas {
-                actions.push(Action::OpenCanvasImage(path));
+                actions.push(Action::Canvas(CanvasAction::OpenImage(path)));
             } else if gallery::is_image_path(&path) {
                 self.restoring.push(path.clone());
                 self.files.send(gallery::store::Request::Open { path });
@@ -371,14 +384,7 @@ impl EmberApp {
     /// Does what an action asks.
     pub fn perform(&mut self, action: Action) {
         match action {
-            Action::OpenCanvasImageDialog
-            | Action::OpenCanvasImage(_)
-            | Action::SendToCanvas(_)
-            | Action::OpenMaskDialog
-            | Action::OpenMask(_)
-            | Action::PasteCanvasImage
-            | Action::CanvasImagePasted(_)
-            | Action::Outpaint { .. } => self.perform_canvas(action),
+            Action::Canvas(canvas) => self.perform_canvas(canvas),
             Action::Notice(text) => self.session.notify(Level::Warning, text),
             Action::Generate => self.generate(),
             Action::Cancel => {

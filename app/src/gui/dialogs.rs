@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
-use super::action::Action;
+use super::action::{Action, CanvasAction};
 
 /// Opens dialogs and collects their answers.
 pub struct Dialogs {
@@ -118,7 +118,7 @@ impl Dialogs {
                     .add_filter("Images", &["png", "jpg", "jpeg", "webp"])
                     .pick_file()
             },
-            Action::OpenCanvasImage,
+            |p| Action::Canvas(CanvasAction::OpenImage(p)),
         );
     }
 
@@ -133,7 +133,7 @@ impl Dialogs {
                 let read = arboard::Clipboard::new().and_then(|mut c| c.get_image());
                 let action = match read {
                     Ok(img) => match from_clipboard(img.width, img.height, &img.bytes) {
-                        Ok(image) => Action::CanvasImagePasted(Box::new(image)),
+                        Ok(image) => Action::Canvas(CanvasAction::ImagePasted(Box::new(image))),
                         Err(e) => Action::Notice(format!("cannot paste the clipboard image: {e}")),
                     },
                     Err(e) => Action::Notice(format!("no image to paste from the clipboard ({e})")),
@@ -152,7 +152,7 @@ impl Dialogs {
                     .add_filter("Images", &["png", "jpg", "jpeg", "webp"])
                     .pick_file()
             },
-            Action::OpenMask,
+            |p| Action::Canvas(CanvasAction::OpenMask(p)),
         );
     }
 }

@@ -266,12 +266,20 @@ fn a_canvas_job_fits_hashes_and_records_like_for_the_app_and_the_cli() {
     let mask = ImageGray8 {
         width: 64,
         height: 32,
-        pixels: (0..64 * 32).map(|i| if i % 64 < 32 { 255 } else { 0 }).collect(),
+        pixels: (0..64 * 32)
+            .map(|i| if i % 64 < 32 { 255 } else { 0 })
+            .collect(),
     };
     let job = canvas_job(&source, Some(&mask), (32, 32), &options).unwrap();
     assert_eq!(job.init.width, 32);
     assert_eq!(job.mask.as_ref().unwrap().width, 32);
     let text = job.fields_text();
-    assert!(text.starts_with(&format!("Init image hash: {}", &hash[..10])), "{text}");
-    assert!(text.contains("Mask blur: 4") && text.contains("Composite: off"), "{text}");
+    assert!(
+        text.starts_with(&format!("Init image hash: {}", &hash[..10])),
+        "{text}"
+    );
+    assert!(
+        text.contains("Mask blur: 4") && text.contains("Composite: off"),
+        "{text}"
+    );
 }

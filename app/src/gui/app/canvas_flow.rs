@@ -10,7 +10,7 @@ use inference::imaging::{ImageGray8, ImageRgb8};
 use inference::worker::ResultImage;
 
 use super::EmberApp;
-use crate::gui::action::{Action, View};
+use crate::gui::action::{CanvasAction, View};
 use crate::gui::gallery::store::{Request, Rgba};
 use crate::gui::session::Level;
 
@@ -22,26 +22,26 @@ pub enum Incoming {
 }
 
 impl EmberApp {
-    /// Does what a canvas action asks (other actions are not sent here).
-    pub(super) fn perform_canvas(&mut self, action: Action) {
+    /// Does what a canvas action asks.
+    pub(super) fn perform_canvas(&mut self, action: CanvasAction) {
         match action {
-            Action::OpenCanvasImageDialog => self.dialogs.pick_canvas_image(),
-            Action::OpenMaskDialog => self.dialogs.pick_mask(),
-            Action::OpenCanvasImage(path) | Action::SendToCanvas(path) => {
+            CanvasAction::OpenImageDialog => self.dialogs.pick_canvas_image(),
+            CanvasAction::OpenMaskDialog => self.dialogs.pick_mask(),
+            CanvasAction::OpenImage(path) | CanvasAction::SendTo(path) => {
                 self.view = View::Canvas;
                 self.incoming.push(Incoming::Source(path.clone()));
                 self.files.send(Request::Open { path });
             }
-            Action::PasteCanvasImage => self.dialogs.paste_image(),
-            Action::CanvasImagePasted(image) => {
+            CanvasAction::PasteImage => self.dialogs.paste_image(),
+            CanvasAction::ImagePasted(image) => {
                 self.view = View::Canvas;
                 self.use_as_source(*image);
             }
-            Action::OpenMask(path) => {
+            CanvasAction::OpenMask(path) => {
                 self.incoming.push(Incoming::Mask(path.clone()));
                 self.files.send(Request::Open { path });
             }
-            Action::Outpaint {
+            CanvasAction::Outpaint {
                 left,
                 right,
                 up,
@@ -61,7 +61,6 @@ impl EmberApp {
                         inference::canvas::generation_size(source.width, source.height);
                 }
             }
-            _ => {}
         }
     }
 

@@ -7,11 +7,11 @@ use egui::{Color32, PointerButton, Rect, Role, Sense, Stroke, WidgetInfo};
 use inference::api::MaskedContent;
 use inference::canvas::FitMode;
 
+use super::Parts;
 use super::form;
-use crate::gui::action::Action;
-use crate::gui::app::EmberApp;
+use crate::gui::action::{Action, CanvasAction};
 
-pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
+pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     shortcuts(ui.ctx(), app);
     egui::Panel::left("canvas-settings")
         .resizable(true)
@@ -34,7 +34,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
 
 /// `[` / `]` brush size, `B` brush, `E` eraser, Ctrl+Z undo, Ctrl+Shift+Z redo — unless a
 /// text field has the keyboard.
-fn shortcuts(ctx: &egui::Context, app: &mut EmberApp) {
+fn shortcuts(ctx: &egui::Context, app: &mut Parts<'_>) {
     if ctx.egui_wants_keyboard_input() {
         return;
     }
@@ -65,20 +65,20 @@ fn shortcuts(ctx: &egui::Context, app: &mut EmberApp) {
     });
 }
 
-fn options(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
+fn options(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     ui.heading("Canvas");
     ui.horizontal(|ui| {
         if ui.button("Open image…").clicked() {
-            actions.push(Action::OpenCanvasImageDialog);
+            actions.push(Action::Canvas(CanvasAction::OpenImageDialog));
         }
         if ui.button("Paste image").clicked() {
-            actions.push(Action::PasteCanvasImage);
+            actions.push(Action::Canvas(CanvasAction::PasteImage));
         }
         if ui
             .add_enabled(app.canvas.source.is_some(), egui::Button::new("Load mask…"))
             .clicked()
         {
-            actions.push(Action::OpenMaskDialog);
+            actions.push(Action::Canvas(CanvasAction::OpenMaskDialog));
         }
     });
     let steps = app.settings.steps;
@@ -183,18 +183,18 @@ fn options(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
         let enabled = canvas.source.is_some();
         for (label, side) in [("Left", 0), ("Right", 1), ("Up", 2), ("Down", 3)] {
             if ui.add_enabled(enabled, egui::Button::new(label)).clicked() {
-                actions.push(Action::Outpaint {
+                actions.push(Action::Canvas(CanvasAction::Outpaint {
                     left: side == 0,
                     right: side == 1,
                     up: side == 2,
                     down: side == 3,
-                });
+                }));
             }
         }
     });
 }
 
-fn result(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
+fn result(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     ui.heading("Result");
     let canvas = &mut app.canvas;
     if ui
@@ -219,11 +219,11 @@ fn result(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
     if let Some(path) = app.display.results.first().and_then(|(_, p)| p.clone())
         && ui.button("Send result to canvas").clicked()
     {
-        actions.push(Action::SendToCanvas(path));
+        actions.push(Action::Canvas(CanvasAction::SendTo(path)));
     }
 }
 
-fn painter(ui: &mut egui::Ui, app: &mut EmberApp) {
+fn painter(ui: &mut egui::Ui, app: &mut Parts<'_>) {
     let opacity = app.settings.canvas.overlay_opacity;
     let Some((source, overlay)) = app.canvas.textures(ui.ctx(), opacity) else {
         ui.centered_and_justified(|ui| {

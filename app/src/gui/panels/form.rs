@@ -6,8 +6,8 @@ use inference::api::{MAX_BATCH, MAX_SIDE, MAX_STEPS, ModelCapabilities};
 use inference::family::Family;
 use inference::schedule::named::{SamplerName, ScheduleName};
 
+use super::Parts;
 use crate::gui::action::Action;
-use crate::gui::app::EmberApp;
 
 /// Size presets for a model whose native side is `native`: the short side stays native, the
 /// long side follows the ratio, rounded to a multiple of 8.
@@ -140,7 +140,7 @@ fn schedule_hint(schedule: ScheduleName) -> &'static str {
     }
 }
 
-pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
+pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     let running = app.session.running.is_some();
     let s = &mut app.settings;
     // The second prompts follow the first unless typed; they only apply to SDXL.
@@ -311,11 +311,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
 }
 
 /// SDXL's refiner: which model, where it takes over, its aesthetic scores.
-fn refiner_section(
-    ui: &mut egui::Ui,
-    app: &mut crate::gui::app::EmberApp,
-    actions: &mut Vec<Action>,
-) {
+fn refiner_section(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     use crate::gui::session::ModelState;
     ui.collapsing("Refiner", |ui| {
         let s = &app.settings.refiner;

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 
 use egui::RichText;
 
-use crate::gui::action::Action;
-use crate::gui::app::EmberApp;
+use super::Parts;
+use crate::gui::action::{Action, CanvasAction};
 use crate::gui::gallery::{THUMB_SIDE, ThumbState};
 
-pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
+pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     egui::Panel::right("details")
         .resizable(true)
         .default_size(420.0)
@@ -17,7 +17,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
     egui::CentralPanel::default().show(ui, |ui| grid(ui, app, actions));
 }
 
-fn details(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
+fn details(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     let Some(selected) = &app.gallery.selected else {
         ui.label("Select an image to see it large with its settings.");
         return;
@@ -59,7 +59,7 @@ fn details(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
             .on_hover_text("Work on this image: img2img, inpaint, outpaint")
             .clicked()
         {
-            actions.push(Action::SendToCanvas(selected.path.clone()));
+            actions.push(Action::Canvas(CanvasAction::SendTo(selected.path.clone())));
         }
         if ui.button("Open folder").clicked() {
             actions.push(Action::OpenOutputFolder);
@@ -99,8 +99,8 @@ fn details(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
     }
 }
 
-fn grid(ui: &mut egui::Ui, app: &mut EmberApp, actions: &mut Vec<Action>) {
-    let dir = app.output_dir();
+fn grid(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
+    let dir = app.output_dir.clone();
     ui.horizontal(|ui| {
         ui.label(format!(
             "{} · {} images",

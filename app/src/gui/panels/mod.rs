@@ -1,5 +1,7 @@
-//! The window's panels. Each reads the app's state, edits only the settings it shows, and
-//! returns [`Action`]s for the app to perform.
+//! The window's panels. Each gets [`Parts`]: the settings it shows and the canvas and
+//! gallery view state to edit, the session and results to read; every other change is an
+//! [`Action`] it returns for the app to perform. Panels cannot reach the worker, the file
+//! services or the dialogs: the rule holds by construction.
 
 mod canvas;
 mod form;
@@ -10,11 +12,33 @@ mod output;
 use egui::{Color32, RichText};
 
 use super::action::{Action, View};
-use super::app::EmberApp;
+use std::path::PathBuf;
+
+use super::canvas::CanvasState;
+use super::display::Display;
+use super::gallery::Gallery;
+use super::models::ModelEntry;
 use super::session::Level;
+use super::session::Session;
+use super::settings::Settings;
+
+/// What the panels may touch (borrowed from the app for one frame).
+pub struct Parts<'a> {
+    /// The persisted settings the form and the canvas options edit.
+    pub settings: &'a mut Settings,
+    /// The canvas's mask, brush, view and textures.
+    pub canvas: &'a mut CanvasState,
+    /// The gallery's selection and thumbnail cache.
+    pub gallery: &'a mut Gallery,
+    pub session: &'a Session,
+    pub display: &'a Display,
+    pub models: &'a [ModelEntry],
+    pub view: View,
+    pub output_dir: PathBuf,
+}
 
 /// Draws the whole window.
-pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp) -> Vec<Action> {
+pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>) -> Vec<Action> {
     let mut actions = Vec::new();
     egui::Panel::top("bar").show(ui, |ui| top_bar(ui, app, &mut actions));
     if !app.session.notices.is_empty() {
@@ -43,7 +67,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut EmberApp) -> Vec<Action> {
     actions
 }
 
-fn top_bar(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
+fn top_bar(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     ui.horizontal(|ui| {
         ui.heading("Ember");
         ui.separator();
@@ -73,7 +97,7 @@ fn top_bar(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
     });
 }
 
-fn notices(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
+fn notices(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     ui.horizontal(|ui| {
         ui.vertical(|ui| {
             for notice in &app.session.notices {

@@ -4,12 +4,12 @@
 
 use egui::{ProgressBar, RichText};
 
+use super::Parts;
 use crate::gui::action::Action;
-use crate::gui::app::EmberApp;
 use crate::gui::models::human_size;
 use crate::gui::session::ModelState;
 
-pub fn draw(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
+pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     ui.heading("Model");
     match &app.session.model {
         ModelState::Empty => {
@@ -83,7 +83,7 @@ pub fn draw(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
         }
     });
     let loaded = app.session.model().map(|m| m.path.as_path());
-    for entry in &app.models {
+    for entry in app.models {
         let hash = entry.hash.as_deref().unwrap_or("hashing…");
         let text = format!(
             "{}\n{} · {} · {hash}",
@@ -117,7 +117,7 @@ pub fn draw(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
 
     ui.separator();
     ui.heading("Output folder");
-    ui.label(app.output_dir().display().to_string());
+    ui.label(app.output_dir.clone().display().to_string());
     ui.horizontal(|ui| {
         if ui.button("Change…").clicked() {
             actions.push(Action::ChooseOutputFolder);

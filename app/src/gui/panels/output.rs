@@ -4,11 +4,11 @@
 use egui::{ProgressBar, RichText, TextureHandle};
 use inference::api::Stage;
 
-use crate::gui::action::Action;
-use crate::gui::app::EmberApp;
+use super::Parts;
+use crate::gui::action::{Action, CanvasAction};
 use crate::gui::session::ModelState;
 
-pub fn draw(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
+pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     if matches!(app.session.model, ModelState::Empty)
         && app.display.results.is_empty()
         && app.session.running.is_none()
@@ -25,7 +25,7 @@ pub fn draw(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
                 ui.horizontal(|ui| {
                     ui.label(RichText::new(format!("saved {}", path.display())).weak());
                     if ui.small_button("Send to canvas").clicked() {
-                        actions.push(Action::SendToCanvas(path.clone()));
+                        actions.push(Action::Canvas(CanvasAction::SendTo(path.clone())));
                     }
                 });
             }
@@ -57,7 +57,7 @@ fn empty_state(ui: &mut egui::Ui, actions: &mut Vec<Action>) {
     });
 }
 
-fn progress(ui: &mut egui::Ui, app: &EmberApp, actions: &mut Vec<Action>) {
+fn progress(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     if let Some(job) = &app.session.running {
         let text = match job.stage {
             None => "starting…".to_string(),
