@@ -359,30 +359,41 @@ fn cost_refuses_what_cannot_fit_and_times_large_requests() {
     let mut small = request(&m, 1);
     (small.width, small.height) = (64, 64);
     let mut speed = Speed::default();
-    let c = cost(&m, &small, &mut speed, None).unwrap();
+    let c = cost(&m, &small, (&mut speed, &|| false), None).unwrap();
     assert_eq!(c.time, None, "a small request is not timed");
     assert!(speed.0.is_none(), "nor is the device measured for it");
 
     let mut big = request(&m, 1);
     (big.width, big.height) = (4096, 4096);
-    let e = cost(&m, &big, &mut speed, Some(1 << 30))
+    let e = cost(&m, &big, (&mut speed, &|| false), Some(1 << 30))
         .unwrap_err()
         .to_string();
     assert!(e.contains("needs about") && e.contains("free"), "{e}");
 
     let mut large = request(&m, 1);
     (large.width, large.height) = (1024, 1024);
-    let c = cost(&m, &large, &mut speed, None).unwrap();
+    let cancelled = cost(&m, &large, (&mut Speed::default(), &|| true), None);
+    assert!(
+        matches!(cancelled, Err(Error::Cancelled)),
+        "a cancel stops the speed measurement: {cancelled:?}"
+    );
+    let c = cost(&m, &large, (&mut speed, &|| false), None).unwrap();
     let t1 = c.time.expect("a large request is timed");
     assert!(speed.0.is_some_and(|s| s > 0.0), "the speed was measured");
     (large.width, large.height) = (2048, 2048);
-    let t4 = cost(&m, &large, &mut speed, None).unwrap().time.unwrap();
+    let t4 = cost(&m, &large, (&mut speed, &|| false), None)
+        .unwrap()
+        .time
+        .unwrap();
     let ratio = t4.as_secs_f64() / t1.as_secs_f64();
     assert!(
         (3.9..4.1).contains(&ratio),
         "4x the pixels, {ratio}x the time"
     );
     large.steps *= 2;
-    let t8 = cost(&m, &large, &mut speed, None).unwrap().time.unwrap();
+    let t8 = cost(&m, &large, (&mut speed, &|| false), None)
+        .unwrap()
+        .time
+        .unwrap();
     assert!((t8.as_secs_f64() / t4.as_secs_f64() - 2.0).abs() < 0.01);
 }

@@ -172,16 +172,18 @@ fn shutdown_joins_promptly_even_mid_job() {
     }
     events_until(&worker, |e| matches!(e, Event::Progress { .. }));
     let start = Instant::now();
+    let before = steps.load(Ordering::SeqCst);
     drop(worker);
     assert!(
         start.elapsed() < Duration::from_secs(2),
         "dropping the handle waited {:?} for a 1000-step job",
         start.elapsed()
     );
+    // At most the step under way finishes; a queued job starting would add more.
     let run = steps.load(Ordering::SeqCst);
     assert!(
-        run < 100,
-        "{run} steps ran: the queued jobs started after shutdown"
+        run <= before + 1,
+        "{run} steps ran, {before} before the drop"
     );
 }
 

@@ -81,7 +81,7 @@ pub fn fake_capabilities(path: &Path) -> ModelCapabilities {
 }
 
 impl Engine for FakeEngine {
-    fn cost(&mut self, _: &GenerateRequest) -> Result<Option<Cost>> {
+    fn cost(&mut self, _: &GenerateRequest, _: &dyn Fn() -> bool) -> Result<Option<Cost>> {
         match &self.cost {
             None => Ok(None),
             Some(Ok(cost)) => Ok(Some(*cost)),

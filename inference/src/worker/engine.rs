@@ -56,8 +56,13 @@ pub trait Engine: Send {
 
     /// What `request` will cost, asked before it starts: `Err` refuses it (it cannot fit in
     /// memory); `time` is announced when long. Nothing known by default.
-    fn cost(&mut self, request: &GenerateRequest) -> Result<Option<Cost>> {
-        let _ = request;
+    /// `interrupted` stops a measurement it needs (a cancel or shutdown meanwhile).
+    fn cost(
+        &mut self,
+        request: &GenerateRequest,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<Option<Cost>> {
+        let _ = (request, interrupted);
         Ok(None)
     }
 
@@ -239,11 +244,21 @@ impl Engine for BurnEngine {
         )
     }
 
-    fn cost(&mut self, request: &GenerateRequest) -> Result<Option<Cost>> {
+    fn cost(
+        &mut self,
+        request: &GenerateRequest,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<Option<Cost>> {
         match &self.main {
             Some(main) => {
                 let available = crate::memory::available_bytes();
-                cost(&main.model, request, &mut self.speed, available).map(Some)
+                cost(
+                    &main.model,
+                    request,
+                    (&mut self.speed, interrupted),
+                    available,
+                )
+                .map(Some)
             }
             None => Ok(None),
         }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use burn::tensor::Tensor;
 
 use crate::api::GenerateRequest;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memory;
 use crate::model::Model;
 
@@ -32,19 +32,21 @@ pub struct Cost {
     pub time: Option<Duration>,
 }
 
-/// UNet rows per call: the batch, doubled by classifier-free guidance.
+/// UNet rows per call: the batch, doubled by classifier-free guidance (the pipeline's rule,
+/// less the CFG++ samplers' unguided-but-doubled case, which this underestimates).
 fn rows(request: &GenerateRequest) -> usize {
-    let guided = request.cfg_scale != 1.0;
+    let guided = request.cfg_scale > 1.0;
     request.batch as usize * if guided { 2 } else { 1 }
 }
 
 /// The cost of `request` on `model`; `Err` when its working memory cannot fit in
-/// `available` bytes (unknown: not checked). `speed` is measured on the first large request
-/// and kept.
+/// `available` bytes of host memory (unknown: not checked; a GPU's own memory is not
+/// known here). `speed` is measured on the first large request and kept; `interrupted`
+/// abandons the measurement (`Cancelled`).
 pub fn cost(
     model: &Model,
     request: &GenerateRequest,
-    speed: &mut Speed,
+    (speed, interrupted): (&mut Speed, &dyn Fn() -> bool),
     available: Option<u64>,
 ) -> Result<Cost> {
     let rows = rows(request);
@@ -69,7 +71,7 @@ pub fn cost(
         let per_unit = match speed.0 {
             Some(s) => s,
             None => {
-                let s = calibrate(model);
+                let s = calibrate(model, interrupted).ok_or(Error::Cancelled)?;
                 speed.0 = Some(s);
                 s
             }
@@ -85,8 +87,9 @@ pub fn cost(
     })
 }
 
-/// Seconds per row-pixel of one UNet call, timed on a small unconditioned latent.
-fn calibrate(model: &Model) -> f64 {
+/// Seconds per row-pixel of one UNet call, timed on a small unconditioned latent after an
+/// untimed warm-up call (a GPU compiles its kernels on the first); `None` when interrupted.
+fn calibrate(model: &Model, interrupted: &dyn Fn() -> bool) -> Option<f64> {
     let side = CALIBRATION_SIDE;
     let channels = model.unet_config.in_channels;
     let device = &model.device;
@@ -99,14 +102,20 @@ fn calibrate(model: &Model) -> f64 {
             time_ids: vec![0.0; 6],
         }
     });
+    let (sample, context) = (model.to_network(sample), model.to_network(context));
+    let call = || -> Option<()> {
+        let out = model.unet.forward_interruptible(
+            sample.clone(),
+            &[500.0],
+            (&context, added.as_ref()),
+            interrupted,
+        )?;
+        // Wait for the result (lazy backends queue the work).
+        let _ = crate::device::tensor_to_vec(model.to_f32(out).narrow(0, 0, 1));
+        Some(())
+    };
+    call()?;
     let start = Instant::now();
-    let out = model.unet.forward(
-        model.to_network(sample),
-        &[500.0],
-        &model.to_network(context),
-        added.as_ref(),
-    );
-    // Wait for the result (lazy backends queue the work).
-    let _ = crate::device::tensor_to_vec(model.to_f32(out).narrow(0, 0, 1));
-    start.elapsed().as_secs_f64() / (side * side) as f64
+    call()?;
+    Some(start.elapsed().as_secs_f64() / (side * side) as f64)
 }

@@ -247,8 +247,14 @@ fn serve(
                         ControlFlow::Continue(())
                     }
                 };
-                // What it will cost: refused when it cannot fit, announced when long.
-                let cost = catch_unwind(AssertUnwindSafe(|| engine.cost(&request)));
+                // What it will cost: refused when it cannot fit, announced when long. Not
+                // for a job already cancelled (costing may time a UNet call).
+                let interrupted = || cancel.is_cancelled() || stopping.is_cancelled();
+                let cost = if interrupted() {
+                    Ok(Ok(None))
+                } else {
+                    catch_unwind(AssertUnwindSafe(|| engine.cost(&request, &interrupted)))
+                };
                 if let Ok(Ok(Some(Cost {
                     time: Some(time), ..
                 }))) = cost
@@ -262,14 +268,17 @@ fn serve(
                         ),
                     });
                 }
-                let outcome = if cancel.is_cancelled() {
+                let outcome = if interrupted() {
                     Ok(Err(crate::Error::Cancelled))
+                } else if let Err(payload) = cost {
+                    // A panic while costing leaves the models as unknown as one while
+                    // generating: the same handling below.
+                    Err(payload)
                 } else if let Ok(Err(refused)) = cost {
                     Ok(Err(refused))
                 } else {
                     // The metadata (which hashes the model files) runs under the guard too.
                     catch_unwind(AssertUnwindSafe(|| {
-                        let interrupted = || cancel.is_cancelled() || stopping.is_cancelled();
                         let generation = engine.generate(&request, &mut progress, &interrupted)?;
                         let parameters: Vec<String> = (0..generation.images.len())
                             .map(|i| engine.parameters(&request, i))
