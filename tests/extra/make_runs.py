@@ -180,14 +180,15 @@ SWEEP_CLASSES = [
     "DDIMScheduler", "PNDMScheduler", "EulerDiscreteScheduler", "EulerAncestralDiscreteScheduler",
     "HeunDiscreteScheduler", "LMSDiscreteScheduler", "DPMSolverMultistepScheduler",
     "KDPM2DiscreteScheduler", "KDPM2AncestralDiscreteScheduler", "DPMSolverSDEScheduler",
-    "DDPMScheduler", "UniPCMultistepScheduler", "DEISMultistepScheduler",
+    "DDPMScheduler", "UniPCMultistepScheduler", "DEISMultistepScheduler", "LCMScheduler",
 ]
 SHORT = {"DDIMScheduler": "ddim", "PNDMScheduler": "pndm", "EulerDiscreteScheduler": "euler",
          "EulerAncestralDiscreteScheduler": "euler_a", "HeunDiscreteScheduler": "heun",
          "LMSDiscreteScheduler": "lms", "DPMSolverMultistepScheduler": "dpmpp_2m",
          "KDPM2DiscreteScheduler": "kdpm2", "KDPM2AncestralDiscreteScheduler": "kdpm2_a",
          "DPMSolverSDEScheduler": "dpmpp_sde", "DDPMScheduler": "ddpm",
-         "UniPCMultistepScheduler": "unipc", "DEISMultistepScheduler": "deis"}
+         "UniPCMultistepScheduler": "unipc", "DEISMultistepScheduler": "deis",
+         "LCMScheduler": "lcm"}
 
 
 def cases():
@@ -210,7 +211,9 @@ def cases():
     masked = dict(image, mask_image="inputs/mask.png")
     partial = [("EulerDiscreteScheduler", "leading"), ("DDIMScheduler", "trailing"),
                ("DPMSolverMultistepScheduler", "linspace"), ("PNDMScheduler", "leading"),
-               ("UniPCMultistepScheduler", "trailing"), ("HeunDiscreteScheduler", "linspace")]
+               ("UniPCMultistepScheduler", "trailing"), ("HeunDiscreteScheduler", "linspace"),
+               ("KDPM2DiscreteScheduler", "leading"), ("KDPM2AncestralDiscreteScheduler", "trailing"),
+               ("DPMSolverSDEScheduler", "linspace")]
     for k, (cls, spacing) in enumerate(partial):
         base = dict(common, scheduler=cls, overrides={"timestep_spacing": spacing}, steps=10)
         out.append(dict(base, **image, name=f"img2img_{SHORT[cls]}_{spacing}",

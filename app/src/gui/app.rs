@@ -242,7 +242,14 @@ impl EmberApp {
                 self.display.saved(job, index, &path);
                 self.gallery.added(&path);
             }
-            Reply::SaveFailed { error, .. } => self.session.notify(Level::Error, error),
+            Reply::SaveFailed { job, index, error } => {
+                let which = if self.display.results_job == Some(job) {
+                    format!("image {}: ", index + 1)
+                } else {
+                    String::new()
+                };
+                self.session.notify(Level::Error, format!("{which}{error}"));
+            }
             Reply::Scanned { dir, entries } => self.gallery.listed(&dir, entries),
             Reply::Opened {
                 path,

@@ -26,23 +26,34 @@ pub fn sizes(v: &Value, key: &str) -> Option<Vec<usize>> {
     })
 }
 
-/// An optional field read with `read`: absent or `null` gives `default`; any other value
-/// that `read` refuses is an error naming the file (`what`) and the key.
-fn optional<T>(
-    v: &Value,
-    key: &str,
-    what: &str,
+/// An optional field read with `read`: absent or `null` is `None`; any other value that
+/// `read` refuses is an error naming the file (`what`) and the key. Every typed config
+/// read goes through here (the networks' `config.json`s and `scheduler_config.json`).
+pub fn typed<'a, T>(
+    v: &'a Value,
+    (key, what): (&str, &str),
     expected: &str,
-    (default, read): (T, impl Fn(&Value) -> Option<T>),
-) -> Result<T> {
+    read: impl Fn(&'a Value) -> Option<T>,
+) -> Result<Option<T>> {
     match &v[key] {
-        Value::Null => Ok(default),
-        value => read(value).ok_or_else(|| {
+        Value::Null => Ok(None),
+        value => read(value).map(Some).ok_or_else(|| {
             Error::settings(format!(
                 "{what} config: {key:?} must be {expected}, not {value}"
             ))
         }),
     }
+}
+
+/// [`typed`] with a default for an absent field.
+fn optional<'a, T>(
+    v: &'a Value,
+    key: &str,
+    what: &str,
+    expected: &str,
+    (default, read): (T, impl Fn(&'a Value) -> Option<T>),
+) -> Result<T> {
+    Ok(typed(v, (key, what), expected, read)?.unwrap_or(default))
 }
 
 /// An optional positive integer field (below the size limit).

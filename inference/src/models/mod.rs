@@ -4,7 +4,7 @@
 //! **Invariant:** no I/O and no randomness here; weights come from [`crate::weights`].
 
 pub mod clip;
-mod config_json;
+pub(crate) mod config_json;
 pub mod layers;
 pub mod transformer;
 pub mod unet;

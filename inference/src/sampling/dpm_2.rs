@@ -15,14 +15,17 @@ pub fn log_midpoint(a: f32, b: f32) -> f32 {
     (end - (end - start) * 0.5).exp()
 }
 
-/// One DPM-2 step from `sigma` to `target`: the slope at the log-midpoint carries `x` the
-/// whole way (plain Euler when `target` is 0).
+/// One DPM-2 step `index` of `sigmas` from `sigma` to `target`: the slope at the
+/// log-midpoint carries `x` the whole way (plain Euler when `target` is 0).
+///
+/// The midpoint sample is offered to the step hook as an intermediate at the step's
+/// `sigma_next`: the level diffusers' KDPM2 schedulers give `add_noise` after their first
+/// half-step (their sigma list repeats each level), which its inpainting blend uses.
 fn midpoint_step(
     hooks: &mut Hooks<'_>,
-    x: Tensor<4>,
-    denoised: &Tensor<4>,
-    sigma: f32,
-    target: f32,
+    (x, denoised): (Tensor<4>, &Tensor<4>),
+    (sigma, target): (f32, f32),
+    (index, sigmas): (usize, &[f32]),
 ) -> Result<Tensor<4>> {
     let d = to_d(&x, denoised, sigma);
     if target == 0.0 {
@@ -30,6 +33,8 @@ fn midpoint_step(
     }
     let sigma_mid = log_midpoint(sigma, target);
     let x_mid = x.clone() + d.mul_scalar(sigma_mid - sigma);
+    let levels = (sigma, sigmas[index + 1]);
+    let x_mid = hooks.intermediate(index, sigmas.len() - 1, levels, x_mid, denoised)?;
     let denoised_mid = (hooks.denoise)(&x_mid, sigma_mid)?;
     let d_mid = to_d(&x_mid, &denoised_mid, sigma_mid);
     Ok(x + d_mid.mul_scalar(target - sigma))
@@ -39,7 +44,8 @@ fn midpoint_step(
 pub fn dpm_2(hooks: &mut Hooks<'_>, mut x: Tensor<4>, sigmas: &[f32]) -> Result<Tensor<4>> {
     for i in 0..sigmas.len() - 1 {
         let denoised = (hooks.denoise)(&x, sigmas[i])?;
-        x = midpoint_step(hooks, x, &denoised, sigmas[i], sigmas[i + 1])?;
+        let levels = (sigmas[i], sigmas[i + 1]);
+        x = midpoint_step(hooks, (x, &denoised), levels, (i, sigmas))?;
         x = hooks.step_done(i, sigmas, x, denoised)?;
     }
     Ok(x)
@@ -56,7 +62,7 @@ pub fn dpm_2_ancestral(
         let (sigma, sigma_next) = (sigmas[i], sigmas[i + 1]);
         let denoised = (hooks.denoise)(&x, sigma)?;
         let (sigma_down, sigma_up) = ancestral_step(sigma, sigma_next, options.eta);
-        x = midpoint_step(hooks, x, &denoised, sigma, sigma_down)?;
+        x = midpoint_step(hooks, (x, &denoised), (sigma, sigma_down), (i, sigmas))?;
         x = add_noise(hooks, x, sigma_up, options);
         x = hooks.step_done(i, sigmas, x, denoised)?;
     }

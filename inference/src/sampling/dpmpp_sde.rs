@@ -64,6 +64,10 @@ pub fn dpmpp_sde(
             let x_2 = x.clone().mul_scalar((-s_).exp() / f64::from(sigma))
                 - denoised.clone().mul_scalar((t - s_).exp_m1());
             let x_2 = add_noise_between(hooks, x_2, up, options, (from, to_mid));
+            // Offered at `sigma_next`, the level diffusers' `add_noise` gives it (see
+            // `dpm_2::midpoint_step`).
+            let total = sigmas.len() - 1;
+            let x_2 = hooks.intermediate(i, total, (sigma, sigma_next), x_2, &denoised)?;
             let denoised_2 = (hooks.denoise)(&x_2, sigma_s)?;
 
             let (down, up) = ancestral_step(sigma, sigma_next, options.eta);

@@ -187,7 +187,7 @@ pub trait NoiseSource {
 
 /// What a sampler reports after each of its steps.
 pub struct StepState {
-    /// 0-based index of the step just completed.
+    /// 0-based index of the step just completed (or under way, for an intermediate).
     pub index: usize,
     /// Number of steps in this run.
     pub total: usize,
@@ -214,7 +214,8 @@ pub struct Hooks<'a> {
     /// The unconditional prediction of the last `denoise` call, where there is one (CFG++
     /// samplers need it; see [`Algorithm::needs_uncond`]).
     pub uncond: &'a mut dyn FnMut() -> Option<Tensor<4>>,
-    /// Called after every step; `Break` cancels the run.
+    /// Called after every step, and with [`StepState::intermediate`] set for a two-call
+    /// step's first-half sample; `Break` cancels the run.
     pub on_step: &'a mut dyn FnMut(&mut StepState) -> ControlFlow<()>,
 }
 

@@ -177,12 +177,7 @@ impl<'a> Fields<'a> {
         expected: &str,
         read: impl Fn(&'a Value) -> Option<T>,
     ) -> Result<Option<T>> {
-        match &self.0[key] {
-            Value::Null => Ok(None),
-            value => read(value).map(Some).ok_or_else(|| {
-                Error::settings(format!("\"{key}\" must be {expected}, not {value}"))
-            }),
-        }
+        crate::models::config_json::typed(self.0, (key, "scheduler"), expected, read)
     }
 
     fn u64(&self, key: &str) -> Result<Option<u64>> {
@@ -277,11 +272,7 @@ impl SchedulerConfig {
             "linear" => BetaSchedule::Linear { start, end },
             other => return refuse(format!("beta_schedule {other:?}")),
         };
-        let prediction = match text_or("prediction_type", "epsilon")?.as_str() {
-            "epsilon" => Prediction::Epsilon,
-            "v_prediction" => Prediction::V,
-            other => return refuse(format!("prediction_type {other:?}")),
-        };
+        let (prediction, zero_snr) = Self::model_facts(text)?;
         let spacing = match fields.str("timestep_spacing")? {
             None => class.default_spacing(),
             Some("linspace") => Spacing::Linspace,
@@ -376,7 +367,7 @@ impl SchedulerConfig {
             unipc_variant,
             sde,
             noise_sampler_seed: fields.u64("noise_sampler_seed")?,
-            zero_snr: flag("rescale_betas_zero_snr", false)?,
+            zero_snr,
             original_inference_steps: uint("original_inference_steps", 50)? as usize,
             timestep_scaling: float("timestep_scaling", 10.0)?,
         })
