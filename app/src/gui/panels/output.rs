@@ -41,9 +41,7 @@ fn empty_state(ui: &mut egui::Ui, actions: &mut Vec<Action>) {
     ui.vertical_centered(|ui| {
         ui.add_space(ui.available_height() / 3.0);
         ui.heading("Drop a Stable Diffusion checkpoint here or choose a models folder");
-        ui.label(
-            "A .safetensors or .ckpt file, or a diffusers folder: SD 1.x, SD 2.x and SDXL.",
-        );
+        ui.label("A .safetensors or .ckpt file, or a diffusers folder: SD 1.x, SD 2.x and SDXL.");
         ui.add_space(12.0);
         ui.horizontal(|ui| {
             ui.add_space((ui.available_width() - 360.0).max(0.0) / 2.0);
