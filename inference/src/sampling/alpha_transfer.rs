@@ -10,6 +10,7 @@
 
 use burn::tensor::Tensor;
 
+use super::plms::adams_bashforth;
 use super::{Hooks, ancestral_step};
 use crate::error::Result;
 
@@ -125,25 +126,7 @@ pub fn pndm(
                 let sample = stored.take().expect("the first call stores its sample");
                 (sample, (out + first).div_scalar(2.0))
             }
-            _ => {
-                if outputs.len() == 4 {
-                    outputs.remove(0);
-                }
-                outputs.push(out);
-                let n = outputs.len();
-                let last = |k: usize| outputs[n - 1 - k].clone();
-                let combined = match n {
-                    2 => (last(0).mul_scalar(3.0) - last(1)).div_scalar(2.0),
-                    3 => (last(0).mul_scalar(23.0) - last(1).mul_scalar(16.0)
-                        + last(2).mul_scalar(5.0))
-                    .div_scalar(12.0),
-                    _ => (last(0).mul_scalar(55.0) - last(1).mul_scalar(59.0)
-                        + last(2).mul_scalar(37.0)
-                        - last(3).mul_scalar(9.0))
-                    .mul_scalar(1.0 / 24.0),
-                };
-                (x_vp.clone(), combined)
-            }
+            _ => (x_vp.clone(), adams_bashforth(&mut outputs, out)),
         };
         let eps = to_eps(combined, &sample, call.from);
         x_vp = transfer(sample, eps, call.from, call.to);

@@ -27,25 +27,30 @@ pub fn plms(hooks: &mut Hooks<'_>, mut x: Tensor<4>, sigmas: &[f32]) -> Result<T
             x = x + (d.clone() + d_pred).div_scalar(2.0).mul_scalar(dt);
             slopes.push(d);
         } else {
-            if slopes.len() == 4 {
-                slopes.remove(0);
-            }
-            slopes.push(d);
-            let n = slopes.len();
-            let last = |k: usize| slopes[n - 1 - k].clone();
-            let combined = match n {
-                2 => (last(0).mul_scalar(3.0) - last(1)).div_scalar(2.0),
-                3 => (last(0).mul_scalar(23.0) - last(1).mul_scalar(16.0)
-                    + last(2).mul_scalar(5.0))
-                .div_scalar(12.0),
-                _ => (last(0).mul_scalar(55.0) - last(1).mul_scalar(59.0)
-                    + last(2).mul_scalar(37.0)
-                    - last(3).mul_scalar(9.0))
-                .mul_scalar(1.0 / 24.0),
-            };
+            let combined = adams_bashforth(&mut slopes, d);
             x = x + combined.mul_scalar(dt);
         }
         x = hooks.step_done(i, sigmas, x, denoised)?;
     }
     Ok(x)
+}
+
+/// Pushes `newest` onto `history` (keeping the last four) and returns PNDM's
+/// Adams-Bashforth combination of order 2, 3 or 4 over them (equal steps assumed).
+pub(super) fn adams_bashforth(history: &mut Vec<Tensor<4>>, newest: Tensor<4>) -> Tensor<4> {
+    if history.len() == 4 {
+        history.remove(0);
+    }
+    history.push(newest);
+    let n = history.len();
+    let last = |k: usize| history[n - 1 - k].clone();
+    match n {
+        1 => last(0),
+        2 => (last(0).mul_scalar(3.0) - last(1)).div_scalar(2.0),
+        3 => (last(0).mul_scalar(23.0) - last(1).mul_scalar(16.0) + last(2).mul_scalar(5.0))
+            .div_scalar(12.0),
+        _ => (last(0).mul_scalar(55.0) - last(1).mul_scalar(59.0) + last(2).mul_scalar(37.0)
+            - last(3).mul_scalar(9.0))
+        .mul_scalar(1.0 / 24.0),
+    }
 }

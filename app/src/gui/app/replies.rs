@@ -1,0 +1,138 @@
+//! The app's side of its background services' replies: saved, listed, opened and deleted
+//! files, model scans and hashes, and restoring settings from an image's metadata.
+
+use std::path::Path;
+
+use inference::metadata::ImageMetadata;
+
+use super::EmberApp;
+use crate::gui::action::{Action, View};
+use crate::gui::session::Level;
+use crate::gui::{gallery, models, restore};
+
+impl EmberApp {
+    pub(super) fn on_file_reply(&mut self, reply: gallery::store::Reply) {
+        use gallery::store::Reply;
+        match reply {
+            Reply::Saved {
+                job,
+                index,
+                path,
+                problem,
+            } => {
+                if let Some(problem) = problem {
+                    self.session.notify(Level::Warning, problem);
+                }
+                self.display.saved(job, index, &path);
+                self.gallery.added(&path);
+            }
+            Reply::SaveFailed { job, index, error } => {
+                let which = if self.display.results_job == Some(job) {
+                    format!("image {}: ", index + 1)
+                } else {
+                    String::new()
+                };
+                self.session.notify(Level::Error, format!("{which}{error}"));
+            }
+            Reply::Scanned { dir, entries } => self.gallery.listed(&dir, entries),
+            Reply::Opened {
+                path,
+                image,
+                metadata,
+            } => {
+                if self.canvas_file_opened(&path, &image) {
+                    return;
+                }
+                if let Some(i) = self.restoring.iter().position(|p| *p == path) {
+                    self.restoring.remove(i);
+                    match image {
+                        Ok(_) => self.restore_from(&path, metadata.as_ref(), true),
+                        Err(e) => self.session.notify(Level::Error, e),
+                    }
+                } else {
+                    self.gallery.opened(&self.ctx, &path, image, metadata);
+                }
+            }
+            Reply::Deleted { path, result } => match result {
+                Ok(()) => {
+                    self.gallery.removed(&path);
+                    self.session.notify(
+                        Level::Info,
+                        format!("moved {} to the trash", path.display()),
+                    );
+                }
+                Err(e) => self.session.notify(Level::Error, e),
+            },
+        }
+    }
+
+    pub(super) fn on_models_reply(&mut self, reply: models::Reply) {
+        match reply {
+            models::Reply::Listed { dir, entries } => {
+                if self.settings.models_dir.as_deref() == Some(dir.as_path()) {
+                    self.models = entries;
+                }
+            }
+            models::Reply::Hashed { path, hash } => {
+                if let Some(entry) = self.models.iter_mut().find(|e| e.path == path) {
+                    entry.hash = Some(hash.unwrap_or_else(|e| format!("(no hash: {e})")));
+                }
+            }
+        }
+    }
+
+    pub(super) fn restore_from(
+        &mut self,
+        path: &Path,
+        metadata: Option<&ImageMetadata>,
+        with_seed: bool,
+    ) {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        match metadata {
+            Some(meta) => {
+                let restored = restore::apply(meta, &mut self.settings, with_seed);
+                self.session
+                    .notify(Level::Info, format!("{name}: {}", restored.summary()));
+                self.restore_refiner(restored.refiner.as_deref());
+                self.view = View::Generate;
+            }
+            None => self.session.notify(
+                Level::Warning,
+                format!("{name} has no generation settings Ember can read"),
+            ),
+        }
+    }
+
+    /// Uses the refiner a restored image names, found by name in the models folder (A1111
+    /// turns the refiner off for an image without one, and so does Ember).
+    pub(super) fn restore_refiner(&mut self, name: Option<&str>) {
+        let Some(name) = name else {
+            if self.settings.refiner.enabled {
+                self.perform(Action::SetRefiner(None));
+            }
+            return;
+        };
+        let stem = |p: &Path| p.file_stem().map(|s| s.to_string_lossy().into_owned());
+        let found = self
+            .models
+            .iter()
+            .find(|m| stem(&m.path).as_deref() == Some(name))
+            .map(|m| m.path.clone())
+            .or_else(|| {
+                self.settings
+                    .refiner
+                    .model
+                    .clone()
+                    .filter(|p| stem(p).as_deref() == Some(name))
+            });
+        match found {
+            Some(path) => self.perform(Action::SetRefiner(Some(path))),
+            None => self.session.notify(
+                Level::Warning,
+                format!(
+                    "the image was refined with {name}, which is not in the models folder; choose it under Refiner"
+                ),
+            ),
+        }
+    }
+}
