@@ -27,6 +27,19 @@ const SDXL_PIPELINES: [&str; 3] = [
     "StableDiffusionXLInpaintPipeline",
 ];
 
+/// The weight files of a folder of `family`, in network order (text encoders, UNet, VAE).
+pub(super) fn component_files(dir: &Path, family: Family) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = family
+        .spec()
+        .encoders
+        .iter()
+        .map(|e| component_file(dir, e.folder, "model"))
+        .collect::<Result<_>>()?;
+    files.push(component_file(dir, "unet", "diffusion_pytorch_model")?);
+    files.push(component_file(dir, "vae", "diffusion_pytorch_model")?);
+    Ok(files)
+}
+
 /// The weights of one diffusers component: the first of the usual file names present.
 pub(super) fn component_file(dir: &Path, component: &str, stem: &str) -> Result<PathBuf> {
     let folder = dir.join(component);
@@ -158,13 +171,7 @@ pub(super) fn load(dir: &Path, options: &LoadOptions, stages: &mut Stages<'_>) -
         Err(e) => return Err(Error::io(&scheduler_file, e)),
     };
 
-    let mut files: Vec<PathBuf> = spec
-        .encoders
-        .iter()
-        .map(|e| component_file(dir, e.folder, "model"))
-        .collect::<Result<_>>()?;
-    files.push(component_file(dir, "unet", "diffusion_pytorch_model")?);
-    files.push(component_file(dir, "vae", "diffusion_pytorch_model")?);
+    let files = component_files(dir, family)?;
     let encoders = spec.encoders.len();
     let mut tensors: Vec<Vec<NamedTensor>> = (0..files.len()).map(|_| Vec::new()).collect();
     let mut total = 0;

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::folder::{component_file, read_index};
+use super::folder::{component_files, read_index};
 use super::loader::{Configs, LoadOptions};
 use super::single_file::detect_file;
 use super::source::TensorFile;
@@ -60,14 +60,7 @@ fn plan_folder(dir: &Path) -> Result<LoadPlan> {
     let family = read_index(dir)?.family;
     let configs = Configs::from_dir(dir, family, None)?;
     // The same files the loader reads.
-    let mut files: Vec<_> = family
-        .spec()
-        .encoders
-        .iter()
-        .map(|e| component_file(dir, e.folder, "model"))
-        .collect::<Result<_>>()?;
-    files.push(component_file(dir, "unet", "diffusion_pytorch_model")?);
-    files.push(component_file(dir, "vae", "diffusion_pytorch_model")?);
+    let files = component_files(dir, family)?;
     let mut parameters = 0u64;
     for file in files {
         parameters += TensorFile::open(&file)?
