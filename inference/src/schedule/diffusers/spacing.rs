@@ -53,15 +53,7 @@ impl SchedulerConfig {
         table: &DiscreteSchedule,
         steps: usize,
     ) -> (Vec<f32>, Vec<f64>) {
-        let timesteps = self.integer_timesteps(steps);
-        let mut sigmas: Vec<f32> = timesteps
-            .iter()
-            .map(|&t| {
-                DiscreteSchedule::sigma_of_alpha_cumprod(table.alphas_cumprod[t as usize]) as f32
-            })
-            .collect();
-        sigmas.push(0.0);
-        (sigmas, timesteps.into_iter().map(|t| t as f64).collect())
+        to_zero(table, self.integer_timesteps(steps))
     }
 
     /// LCM: `steps` of the `original_inference_steps` skipping schedule (every
@@ -84,14 +76,7 @@ impl SchedulerConfig {
         let timesteps: Vec<i64> = (0..steps)
             .map(|i| origin[(i as f64 * original as f64 / steps as f64).floor() as usize])
             .collect();
-        let mut sigmas: Vec<f32> = timesteps
-            .iter()
-            .map(|&t| {
-                DiscreteSchedule::sigma_of_alpha_cumprod(table.alphas_cumprod[t as usize]) as f32
-            })
-            .collect();
-        sigmas.push(0.0);
-        Ok((sigmas, timesteps.into_iter().map(|t| t as f64).collect()))
+        Ok(to_zero(table, timesteps))
     }
 
     /// Euler, Euler ancestral, Heun, LMS: float32 timesteps, sigmas interpolated linearly in
@@ -272,6 +257,17 @@ impl SchedulerConfig {
             _ => s.clone(),
         }
     }
+}
+
+/// The sigmas of integer `timesteps` (their own `alphas_cumprod`), then a final 0, and the
+/// timesteps as the UNet gets them.
+fn to_zero(table: &DiscreteSchedule, timesteps: Vec<i64>) -> (Vec<f32>, Vec<f64>) {
+    let mut sigmas: Vec<f32> = timesteps
+        .iter()
+        .map(|&t| DiscreteSchedule::sigma_of_alpha_cumprod(table.alphas_cumprod[t as usize]) as f32)
+        .collect();
+    sigmas.push(0.0);
+    (sigmas, timesteps.into_iter().map(|t| t as f64).collect())
 }
 
 /// `round(arange(N, 0, -N / steps)) - 1` (trailing spacing).
