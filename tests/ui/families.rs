@@ -48,6 +48,12 @@ fn sdxl_with_a_refiner_from_the_models_folder_makes_the_clis_image() {
     w.get_by_label("Second prompt").type_text("an oil painting");
     w.step();
     assert_eq!(app(&w).settings.prompt_2, "an oil painting");
+    // So is SDXL's size conditioning: unticking "the image size" gives a size to edit.
+    click(&mut w, "Original size: the image size");
+    assert_eq!(
+        app(&w).settings.size_conditioning.original,
+        Some((1024, 1024))
+    );
 
     // The refiner comes from the models folder, listed by its detected family.
     w.state_mut()
@@ -74,6 +80,7 @@ fn sdxl_with_a_refiner_from_the_models_folder_makes_the_clis_image() {
         s.seed_locked = true;
         (s.width, s.height) = (32, 32);
         s.refiner.switch_at = 0.6;
+        s.size_conditioning.original = Some((64, 40));
     }
     click(&mut w, "Generate");
     step_until(&mut w, "the image to be saved", |a| {
@@ -86,6 +93,7 @@ fn sdxl_with_a_refiner_from_the_models_folder_makes_the_clis_image() {
     assert_eq!(params.get("Refiner switch at"), Some("0.6"));
     assert_eq!(params.get("Prompt 2"), Some("an oil painting"));
     assert_eq!(params.get("Aesthetic score"), Some("6"));
+    assert_eq!(params.get("Original size"), Some("64x40"));
 
     // The CLI with the same settings makes the same picture.
     let cli_out = home.path().join("cli.png");
@@ -115,6 +123,8 @@ fn sdxl_with_a_refiner_from_the_models_folder_makes_the_clis_image() {
             "32",
             "--height",
             "32",
+            "--original-size",
+            "64x40",
             "--out",
         ])
         .arg(&cli_out)

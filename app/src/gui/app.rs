@@ -407,12 +407,18 @@ impl EmberApp {
                 .then(|| text.to_string())
         };
         let refiner = self.refiner_in_play()?;
+        let size_conditioning = if caps.is_some_and(|c| c.size_conditioning()) {
+            s.size_conditioning.to_request()
+        } else {
+            Default::default()
+        };
         let scored = caps.is_some_and(|c| c.aesthetic_score())
             || refiner.is_some_and(|r| r.capabilities.aesthetic_score());
         let request = GenerateRequest {
             prompt_2: second(&s.prompt_2),
             negative_prompt_2: second(&s.negative_prompt_2),
             cfg_rescale: s.cfg_rescale,
+            size_conditioning,
             refiner_switch: refiner.map(|_| s.refiner.switch_at),
             aesthetic_score: scored.then_some(s.refiner.aesthetic_score),
             negative_aesthetic_score: scored.then_some(s.refiner.negative_aesthetic_score),

@@ -268,6 +268,17 @@ fn apply_a1111_sdxl(p: &Parameters, s: &mut Settings, r: &mut Restored) {
         .iter()
         .find_map(|k| p.get(k));
     set_number(rescale, &mut s.cfg_rescale, "CFG rescale", r);
+    let sc = &mut s.size_conditioning;
+    *sc = Default::default();
+    sc.original = p.get("Original size").and_then(parse_pair);
+    sc.crop = p
+        .get("Crop top left")
+        .and_then(parse_pair)
+        .unwrap_or_default();
+    sc.target = p.get("Target size").and_then(parse_pair);
+    if !sc.to_request().is_default() {
+        r.applied.push("size conditioning");
+    }
     r.refiner = p.get("Refiner").map(model_name);
     set_number(
         p.get("Refiner switch at"),
@@ -351,6 +362,13 @@ pub fn parse_size(text: &str) -> Option<(u32, u32)> {
     (numbers.next().is_none() && w > 0 && h > 0 && w % 8 == 0 && h % 8 == 0).then_some((w, h))
 }
 
+/// Two numbers (`1024x768`, `0,32`), any size: SDXL's original size need not be a multiple
+/// of 8.
+fn parse_pair(text: &str) -> Option<(u32, u32)> {
+    let (a, b) = text.split_once(['x', 'X', ','])?;
+    Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,7 +378,8 @@ mod tests {
         let text = "a lighthouse\nNegative prompt: fog\nSteps: 30, Sampler: Euler, Schedule type: Automatic, \
                     CFG scale: 5, Seed: 7, Size: 1024x1024, Model: sd_xl_base_1.0, \
                     Refiner: sd_xl_refiner_1.0 [7440042bbd], Refiner switch at: 0.7, \
-                    Prompt 2: oil painting, CFG Rescale φ: 0.5, Aesthetic score: 7";
+                    Prompt 2: oil painting, CFG Rescale φ: 0.5, Aesthetic score: 7, \
+                    Original size: 4096x3003, Crop top left: \"0,64\"";
         let mut s = Settings::default();
         let r = apply(&ImageMetadata::A1111(Parameters::parse(text)), &mut s, true);
         assert_eq!(r.refiner.as_deref(), Some("sd_xl_refiner_1.0"));
@@ -369,6 +388,20 @@ mod tests {
         assert_eq!(s.cfg_rescale, 0.5);
         assert_eq!(s.refiner.aesthetic_score, 7.0);
         assert_eq!((s.width, s.height), (1024, 1024));
+        let sc = s.size_conditioning;
+        assert_eq!(
+            (sc.original, sc.crop, sc.target),
+            (Some((4096, 3003)), (0, 64), None)
+        );
+        apply(
+            &ImageMetadata::A1111(Parameters::parse("x\nSteps: 5")),
+            &mut s,
+            true,
+        );
+        assert!(
+            s.size_conditioning.to_request().is_default(),
+            "an image without it restores the defaults"
+        );
     }
 
     #[test]

@@ -61,6 +61,29 @@ pub struct Settings {
     pub cfg_rescale: f32,
     /// The refiner an SDXL model hands over to.
     pub refiner: RefinerSettings,
+    /// SDXL's size conditioning (ComfyUI's CLIPTextEncodeSDXL fields).
+    pub size_conditioning: SizeConditioningSettings,
+}
+
+/// SDXL's size conditioning: what the UNet is told about the image's original size, crop
+/// and target size. `None` sizes follow the generation size, as diffusers' defaults do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SizeConditioningSettings {
+    pub original: Option<(u32, u32)>,
+    /// The crop's top-left corner `(x, y)`.
+    pub crop: (u32, u32),
+    pub target: Option<(u32, u32)>,
+}
+
+impl SizeConditioningSettings {
+    pub fn to_request(self) -> inference::api::SizeConditioning {
+        inference::api::SizeConditioning {
+            original: self.original,
+            crop: self.crop,
+            target: self.target,
+        }
+    }
 }
 
 /// The refiner's options (A1111's Refiner section).
@@ -162,6 +185,7 @@ impl Default for Settings {
             negative_prompt_2: String::new(),
             cfg_rescale: 0.0,
             refiner: RefinerSettings::default(),
+            size_conditioning: SizeConditioningSettings::default(),
         }
     }
 }

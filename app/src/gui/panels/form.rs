@@ -8,6 +8,7 @@ use inference::schedule::named::{SamplerName, ScheduleName};
 
 use super::Parts;
 use crate::gui::action::Action;
+use crate::gui::settings::SizeConditioningSettings;
 
 /// Size presets for a model whose native side is `native`: the short side stays native, the
 /// long side follows the ratio, rounded to a multiple of 8.
@@ -302,11 +303,59 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
                      both its usual penultimate layer",
                 );
         });
+        if caps
+            .as_ref()
+            .is_some_and(ModelCapabilities::size_conditioning)
+        {
+            size_conditioning(ui, &mut s.size_conditioning);
+        }
         ui.checkbox(&mut s.sde_brownian, "Brownian-tree SDE noise")
             .on_hover_text(
                 "DPM++ SDE samplers: noise from torchsde's Brownian tree, as ComfyUI and \
                  A1111 make it (same seed, same image). Off: fresh draws from the seed.",
             );
+    });
+}
+
+/// SDXL's size conditioning: original size, crop corner, target size (ComfyUI's
+/// CLIPTextEncodeSDXL fields; A1111 always sends the defaults).
+fn size_conditioning(ui: &mut egui::Ui, sc: &mut SizeConditioningSettings) {
+    ui.label("SDXL size conditioning").on_hover_text(
+        "What the model is told about its training image: a small original size looks \
+         low-resolution, a crop corner off 0,0 looks cropped. Defaults: the image size, 0,0.",
+    );
+    size_override(ui, "Original size", &mut sc.original);
+    ui.horizontal(|ui| {
+        ui.label("Crop top-left");
+        for (name, v) in [("X", &mut sc.crop.0), ("Y", &mut sc.crop.1)] {
+            let label = ui.label(name);
+            ui.add(DragValue::new(v).speed(8.0).range(0..=MAX_CONDITIONED_SIDE))
+                .labelled_by(label.id);
+        }
+    });
+    size_override(ui, "Target size", &mut sc.target);
+}
+
+/// Largest size the form offers for the size conditioning (SDXL was trained up to 4096).
+const MAX_CONDITIONED_SIDE: u32 = 8192;
+
+/// A size that follows the image size until unticked.
+fn size_override(ui: &mut egui::Ui, name: &str, size: &mut Option<(u32, u32)>) {
+    ui.horizontal(|ui| {
+        let mut same = size.is_none();
+        if ui
+            .checkbox(&mut same, format!("{name}: the image size"))
+            .changed()
+        {
+            *size = (!same).then_some((1024, 1024));
+        }
+        if let Some((w, h)) = size {
+            for (label, v) in [("W", w), ("H", h)] {
+                let label = ui.label(label);
+                ui.add(DragValue::new(v).speed(8.0).range(1..=MAX_CONDITIONED_SIDE))
+                    .labelled_by(label.id);
+            }
+        }
     });
 }
 
