@@ -120,6 +120,14 @@ impl Precision {
         }
     }
 
+    /// Bytes per weight.
+    pub fn bytes(self) -> usize {
+        match self {
+            Precision::F32 => 4,
+            Precision::F16 | Precision::Bf16 => 2,
+        }
+    }
+
     /// The Burn dtype.
     pub fn dtype(self) -> burn::tensor::DType {
         match self {

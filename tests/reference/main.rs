@@ -5,6 +5,7 @@ mod components;
 mod engine;
 mod extra_runs;
 mod extra_schedules;
+mod failed_load;
 mod families;
 mod family_runs;
 mod fuzz;

@@ -23,6 +23,7 @@ fn fake_worker(step_ms: u64) -> (WorkerHandle, Arc<AtomicUsize>, Arc<AtomicUsize
         step_time: Duration::from_millis(step_ms),
         steps_run: steps.clone(),
         cost: None,
+        loaded: Default::default(),
     };
     let handle = WorkerHandle::spawn(engine, move || {
         w.fetch_add(1, Ordering::SeqCst);

@@ -1,7 +1,7 @@
 //! A fake [`Engine`] for worker and UI tests: it takes `step_time` per step, paints a
 //! gradient the size of the request, and panics when the prompt is `panic`. A file whose
 //! name contains `refiner` loads as an SDXL refiner, one containing `xl` as SDXL, anything
-//! else as SD 1.x.
+//! else as SD 1.x; one containing `broken` fails to load (keeping the loaded model).
 
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -24,6 +24,8 @@ pub struct FakeEngine {
     pub steps_run: Arc<AtomicUsize>,
     /// What [`Engine::cost`] answers (`Err`: the request is refused).
     pub cost: Option<std::result::Result<Cost, String>>,
+    /// The loaded models (main, refiner); a failed load keeps them, as the real engine does.
+    pub loaded: [Option<ModelSummary>; 2],
 }
 
 impl FakeEngine {
@@ -32,6 +34,7 @@ impl FakeEngine {
             step_time,
             steps_run: Arc::default(),
             cost: None,
+            loaded: Default::default(),
         }
     }
 }
@@ -93,7 +96,7 @@ impl Engine for FakeEngine {
         &mut self,
         path: &Path,
         _: Option<&Path>,
-        _: ModelRole,
+        role: ModelRole,
         progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
     ) -> Result<ModelSummary> {
         if progress(0, 1).is_break() {
@@ -105,8 +108,11 @@ impl Engine for FakeEngine {
                 path.display()
             )));
         }
+        if path.to_string_lossy().contains("broken") {
+            return Err(Error::settings("not a Stable Diffusion checkpoint"));
+        }
         let capabilities = fake_capabilities(path);
-        Ok(ModelSummary {
+        let summary = ModelSummary {
             path: path.to_path_buf(),
             name: "fake".into(),
             family: capabilities.label(),
@@ -116,10 +122,18 @@ impl Engine for FakeEngine {
             inpainting: false,
             notes: vec!["this is a fake model".into()],
             default_sampler: None,
-        })
+        };
+        self.loaded[role as usize] = Some(summary.clone());
+        Ok(summary)
     }
 
-    fn unload(&mut self, _: ModelRole) {}
+    fn loaded(&self, role: ModelRole) -> Option<ModelSummary> {
+        self.loaded[role as usize].clone()
+    }
+
+    fn unload(&mut self, role: ModelRole) {
+        self.loaded[role as usize] = None;
+    }
 
     fn generate(
         &mut self,

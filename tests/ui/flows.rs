@@ -196,7 +196,7 @@ fn a_missing_model_fails_with_a_notice_and_junk_drops_are_named() {
         has_notice(a, "does not exist")
     });
     assert!(matches!(app(&w).session.model, ModelState::Empty));
-    click(&mut w, "Dismiss");
+    click(&mut w, "Dismiss all");
     assert!(app(&w).session.notices.is_empty());
 }
 

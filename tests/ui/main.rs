@@ -3,6 +3,7 @@
 
 mod canvas;
 mod families;
+mod first_minutes;
 mod flows;
 mod gallery;
 mod real_engine;
@@ -59,8 +60,15 @@ pub fn step_until(window: &mut Window, what: &str, done: impl Fn(&EmberApp) -> b
     }
 }
 
-/// Clicks the first widget labelled `label` (some labels appear in two panels).
+/// Clicks the first widget labelled `label` (some labels appear in two panels), after a
+/// frame with the pointer over it, as a person's click comes.
 pub fn click(window: &mut Window, label: &str) {
+    window
+        .get_all_by_label(label)
+        .next()
+        .unwrap_or_else(|| panic!("no widget labelled {label:?}"))
+        .hover();
+    window.step();
     window
         .get_all_by_label(label)
         .next()

@@ -18,7 +18,10 @@ pub enum View {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     Generate,
+    /// Stop the running image (the queue goes on).
     Cancel,
+    /// Stop the running image and empty the queue.
+    CancelAll,
     ClearQueue,
     /// Pick a checkpoint file with the system dialog.
     OpenModelDialog,
@@ -45,6 +48,9 @@ pub enum Action {
     OpenOutputFolder,
     DeleteSelected,
     DismissNotices,
+    DismissNotice(u64),
+    /// Show every notice (`true`) or the newest few.
+    ShowAllNotices(bool),
     RollSeed,
     /// Something the user should read (from a background helper).
     Notice(String),

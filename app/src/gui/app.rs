@@ -27,6 +27,7 @@ use super::paths::Paths;
 use super::service::{Order, Service};
 use super::session::{Level, ModelState, Session};
 use super::settings::{Settings, SettingsFile};
+use super::shared_device::DeviceNote;
 use super::{gallery, panels};
 
 /// How long one frame may spend taking in events before drawing.
@@ -42,6 +43,8 @@ pub struct EmberApp {
     pub gallery: Gallery,
     pub models: Vec<ModelEntry>,
     pub paths: Paths,
+    /// Where the engine runs (the status line and Help).
+    pub device: DeviceNote,
     /// Images dropped on the window whose settings should be restored when read.
     restoring: Vec<PathBuf>,
     /// The canvas mode's image, mask and view.
@@ -94,6 +97,7 @@ impl EmberApp {
             dialogs: Dialogs::new(wake(ctx)),
             ctx: ctx.clone(),
             paths,
+            device: DeviceNote::default(),
         };
         if let Some(dir) = app.settings.models_dir.clone() {
             app.models_service.send(models::Request::Scan { dir });
@@ -131,6 +135,10 @@ impl EmberApp {
     /// One frame: take in what arrived, handle input, draw, act.
     pub fn frame(&mut self, ui: &mut egui::Ui) {
         self.drain();
+        if let Some(next) = self.session.expire(Instant::now()) {
+            self.ctx
+                .request_repaint_after(next.saturating_duration_since(Instant::now()));
+        }
         let mut actions = self.handle_input(ui.ctx());
         let output_dir = self.output_dir();
         actions.extend(panels::draw(
@@ -144,6 +152,8 @@ impl EmberApp {
                 models: &self.models,
                 view: self.view,
                 output_dir,
+                device: &self.device,
+                paths: &self.paths,
             },
         ));
         for action in actions {
@@ -162,6 +172,15 @@ impl EmberApp {
             let Some(event) = self.worker.try_event() else {
                 break;
             };
+            // Only a model that loaded joins Recent and is loaded at the next start.
+            if let inference::worker::Event::ModelLoaded {
+                summary,
+                role: ModelRole::Main,
+                ..
+            } = &event
+            {
+                self.settings.remember_model(&summary.path);
+            }
             if let Some(finished) = self.session.apply(event, Instant::now()) {
                 self.show_results(finished.id, finished.images);
             }
@@ -291,12 +310,15 @@ impl EmberApp {
                 self.gallery.show_dir(&self.output_dir(), &self.files);
             }
             Action::ClearQueue => self.session.clear_queue(),
+            Action::CancelAll => {
+                self.session.clear_queue();
+                self.session.cancel_running();
+            }
             Action::OpenModelDialog => self.dialogs.pick_model_file(),
             Action::OpenModelFolderDialog => self.dialogs.pick_model_folder(),
             Action::ChooseModelsFolder => self.dialogs.pick_models_folder(),
             Action::ChooseOutputFolder => self.dialogs.pick_output_folder(),
             Action::LoadModel(path) => {
-                self.settings.remember_model(&path);
                 let command = self.session.load_model(&path);
                 self.worker.send(command);
             }
@@ -358,6 +380,8 @@ impl EmberApp {
                 }
             }
             Action::DismissNotices => self.session.notices.clear(),
+            Action::DismissNotice(id) => self.session.dismiss(id),
+            Action::ShowAllNotices(all) => self.session.all_notices = all,
             Action::RollSeed => self.settings.seed = random_seed(),
         }
     }
@@ -472,7 +496,6 @@ pub fn color_image(image: &ImageRgb8) -> ColorImage {
 
 /// Opens a folder in the platform's file manager (without waiting for it).
 fn open_folder(dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let program = if cfg!(windows) {
         "explorer"
     } else if cfg!(target_os = "macos") {
@@ -480,14 +503,39 @@ fn open_folder(dir: &Path) -> Result<(), String> {
     } else {
         "xdg-open"
     };
+    open_folder_with(program, dir)
+}
+
+fn open_folder_with(program: &str, dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     std::process::Command::new(program)
         .arg(dir)
         .spawn()
         .map(drop)
-        .map_err(|e| format!("could not open {}: {e}", dir.display()))
+        .map_err(|e| match e.kind() {
+            // The launcher is missing, not the folder.
+            std::io::ErrorKind::NotFound => format!(
+                "no file manager launcher ({program}) was found; your images are in {}",
+                dir.display()
+            ),
+            _ => format!("could not open {} with {program}: {e}", dir.display()),
+        })
 }
 
 /// Without its threads the app cannot work at all; the OS refusing a thread is fatal.
 fn spawn_failed(e: std::io::Error) -> ! {
     panic!("could not start a thread: {e}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_missing_launcher_is_named_not_the_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = super::open_folder_with("no-such-launcher-ember", dir.path()).unwrap_err();
+        assert!(
+            error.contains("no-such-launcher-ember") && error.contains("your images are in"),
+            "{error}"
+        );
+    }
 }

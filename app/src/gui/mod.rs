@@ -17,7 +17,7 @@ pub mod restore;
 pub mod service;
 pub mod session;
 pub mod settings;
-mod shared_device;
+pub mod shared_device;
 
 use std::process::ExitCode;
 
@@ -50,8 +50,12 @@ pub fn run() -> ExitCode {
             .with_drag_and_drop(true)
             .with_icon(icon()),
         persist_window: true,
+        // Window geometry and egui's memory live beside settings.json (so under EMBER_HOME).
+        persistence_path: Some(paths.config_dir.join("window.ron")),
         ..Default::default()
     };
+    // eframe saves there without creating the folder; a failure only costs the geometry.
+    let _ = std::fs::create_dir_all(&paths.config_dir);
     shared_device::prepare(&mut options);
     let result = eframe::run_native(
         "Ember",
@@ -59,7 +63,8 @@ pub fn run() -> ExitCode {
         Box::new(move |cc| {
             let (engine, note) = shared_device::engine(cc);
             let mut app = EmberApp::new(&cc.egui_ctx, engine, paths);
-            app.session.notify(session::Level::Info, note);
+            app.session.notify(session::Level::Info, note.short.clone());
+            app.device = note;
             Ok(Box::new(EframeApp(app)))
         }),
     );

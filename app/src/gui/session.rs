@@ -42,6 +42,8 @@ pub struct RunningJob {
     denoise_start: Option<(Instant, usize)>,
     /// Denoising steps per second.
     pub its: Option<f64>,
+    /// Cancel was asked; the worker stops within a UNet block.
+    pub cancelling: bool,
 }
 
 impl RunningJob {
@@ -63,7 +65,9 @@ impl RunningJob {
     }
 }
 
-/// How much a notice matters.
+/// How much a notice matters: info notices go after [`INFO_LIFETIME`], warnings after
+/// [`WARNING_LIFETIME`], errors stay until dismissed (or until the same kind of work
+/// succeeds, see [`Topic`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Level {
     Info,
@@ -71,10 +75,38 @@ pub enum Level {
     Error,
 }
 
+/// What a notice is about: a later success of the same kind clears its errors (a model
+/// that loads clears "could not load …", a finished image "generation failed").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topic {
+    Load,
+    Generate,
+    Other,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notice {
+    /// For its close button.
+    pub id: u64,
     pub level: Level,
     pub text: String,
+    pub topic: Topic,
+    /// When it was (last) raised; it expires from here.
+    pub at: Instant,
+}
+
+pub const INFO_LIFETIME: Duration = Duration::from_secs(6);
+pub const WARNING_LIFETIME: Duration = Duration::from_secs(30);
+
+impl Notice {
+    /// When it goes by itself (errors never do).
+    pub fn expires(&self) -> Option<Instant> {
+        match self.level {
+            Level::Info => Some(self.at + INFO_LIFETIME),
+            Level::Warning => Some(self.at + WARNING_LIFETIME),
+            Level::Error => None,
+        }
+    }
 }
 
 /// A finished job, for the app to show and save.
@@ -85,8 +117,8 @@ pub struct Finished {
     pub elapsed: Duration,
 }
 
-/// Notices kept on screen at most.
-const MAX_NOTICES: usize = 6;
+/// Notices kept at most (the oldest go first); the panel shows a few unless expanded.
+const MAX_NOTICES: usize = 50;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -97,7 +129,10 @@ pub struct Session {
     pub queue: VecDeque<QueuedJob>,
     pub running: Option<RunningJob>,
     pub notices: Vec<Notice>,
+    /// Show every notice rather than the newest few.
+    pub all_notices: bool,
     next_id: u64,
+    next_notice: u64,
 }
 
 impl Default for Session {
@@ -108,7 +143,9 @@ impl Default for Session {
             queue: VecDeque::new(),
             running: None,
             notices: Vec::new(),
+            all_notices: false,
             next_id: 1,
+            next_notice: 1,
         }
     }
 }
@@ -123,13 +160,51 @@ impl Session {
     }
 
     pub fn notify(&mut self, level: Level, text: impl Into<String>) {
+        self.notify_about(Topic::Other, level, text);
+    }
+
+    /// Raises a notice; the same text as the newest one only renews it.
+    pub fn notify_about(&mut self, topic: Topic, level: Level, text: impl Into<String>) {
+        let text = text.into();
+        let now = Instant::now();
+        if let Some(last) = self.notices.last_mut()
+            && last.text == text
+            && last.level == level
+        {
+            last.at = now;
+            return;
+        }
         self.notices.push(Notice {
+            id: self.next_notice,
             level,
-            text: text.into(),
+            text,
+            topic,
+            at: now,
         });
+        self.next_notice += 1;
         if self.notices.len() > MAX_NOTICES {
             self.notices.remove(0);
         }
+    }
+
+    /// Work of this kind succeeded: its old errors no longer hold.
+    fn succeeded(&mut self, topic: Topic) {
+        self.notices
+            .retain(|n| !(n.topic == topic && n.level == Level::Error));
+    }
+
+    pub fn dismiss(&mut self, id: u64) {
+        self.notices.retain(|n| n.id != id);
+    }
+
+    /// Drops the notices whose time is up; returns when the next one will be.
+    pub fn expire(&mut self, now: Instant) -> Option<Instant> {
+        self.notices
+            .retain(|n| n.expires().is_none_or(|at| at > now));
+        if self.notices.is_empty() {
+            self.all_notices = false;
+        }
+        self.notices.iter().filter_map(Notice::expires).min()
     }
 
     /// The loaded refiner, if one is ready.
@@ -220,6 +295,7 @@ impl Session {
             total: job.request.effective_steps() as usize,
             denoise_start: None,
             its: None,
+            cancelling: false,
         });
         Some(Command::Generate {
             job: job.id,
@@ -230,8 +306,9 @@ impl Session {
 
     /// Stops the running job (within one step).
     pub fn cancel_running(&mut self) {
-        if let Some(job) = &self.running {
+        if let Some(job) = &mut self.running {
             job.cancel.cancel();
+            job.cancelling = true;
         }
     }
 
@@ -276,18 +353,26 @@ impl Session {
                     elapsed.as_secs_f32()
                 );
                 *self.slot(role) = ModelState::Ready(summary);
-                self.notify(Level::Info, text);
+                self.succeeded(Topic::Load);
+                self.notify_about(Topic::Load, Level::Info, text);
             }
-            Event::ModelFailed { path, role, error } => {
+            Event::ModelFailed {
+                path,
+                role,
+                error,
+                kept,
+            } => {
                 // A load replaced by a newer one fails quietly; the newer one is shown.
                 let slot = self.slot(role);
                 let current = matches!(slot, ModelState::Loading { path: p, .. } if *p == path);
                 if current {
-                    *slot = ModelState::Empty;
-                    self.notify(
-                        Level::Error,
-                        format!("could not load {}: {error}", path.display()),
-                    );
+                    let still = kept
+                        .as_ref()
+                        .map(|m| format!("; {} is still loaded", m.name))
+                        .unwrap_or_default();
+                    *slot = kept.map_or(ModelState::Empty, ModelState::Ready);
+                    let text = load_error(&path, &error, &still);
+                    self.notify_about(Topic::Load, Level::Error, text);
                 }
             }
             Event::ModelUnloaded(role) => *self.slot(role) = ModelState::Empty,
@@ -325,6 +410,7 @@ impl Session {
                 ..
             } => {
                 self.end_job(job);
+                self.succeeded(Topic::Generate);
                 for warning in warnings {
                     self.notify(Level::Warning, warning);
                 }
@@ -340,7 +426,8 @@ impl Session {
             }
             Event::Failed { job, error } => {
                 self.end_job(job);
-                self.notify(Level::Error, format!("generation failed: {error}"));
+                let text = format!("generation failed: {error}");
+                self.notify_about(Topic::Generate, Level::Error, text);
             }
             Event::Notice { message, .. } => self.notify(Level::Warning, message),
         }
@@ -351,5 +438,18 @@ impl Session {
         if self.running.as_ref().is_some_and(|r| r.id == job) {
             self.running = None;
         }
+    }
+}
+
+/// The notice for a failed load, naming the file once (the loader's errors often name it).
+fn load_error(path: &Path, error: &str, still: &str) -> String {
+    let shown = path.display().to_string();
+    if error.contains(&shown) {
+        format!("could not load the model: {error}{still}")
+    } else {
+        let name = path
+            .file_name()
+            .map_or(shown.clone(), |n| n.to_string_lossy().into());
+        format!("could not load {name}: {error}{still}")
     }
 }

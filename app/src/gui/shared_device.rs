@@ -15,8 +15,20 @@ pub fn prepare(options: &mut eframe::NativeOptions) {
     let _ = options;
 }
 
-/// The engine for this window, and a sentence for the user saying where it runs.
-pub fn engine(cc: &eframe::CreationContext<'_>) -> (BurnEngine, String) {
+/// Where the engine runs, for the status line (`short`) and the Help menu (`detail`).
+#[derive(Clone, Debug, Default)]
+pub struct DeviceNote {
+    pub short: String,
+    pub detail: String,
+}
+
+/// How to get GPU support, for the Help menu of a CPU-only build.
+const GPU_HELP: &str = "GPU support: build Ember with the `wgpu` feature \
+    (`cargo run --release -p ember --features wgpu`) on a machine with a Vulkan, Metal or \
+    DirectX 12 driver.";
+
+/// The engine for this window, and where it runs.
+pub fn engine(cc: &eframe::CreationContext<'_>) -> (BurnEngine, DeviceNote) {
     let wanted = std::env::var("EMBER_DEVICE").unwrap_or_default();
     if wanted.eq_ignore_ascii_case("cpu") {
         return cpu_engine("EMBER_DEVICE=cpu");
@@ -36,14 +48,15 @@ pub fn engine(cc: &eframe::CreationContext<'_>) -> (BurnEngine, String) {
     }
 }
 
-fn cpu_engine(why: &str) -> (BurnEngine, String) {
+fn cpu_engine(why: &str) -> (BurnEngine, DeviceNote) {
     let device = DeviceKind::Cpu
         .device()
         .expect("the CPU backend is always built in");
-    (
-        BurnEngine::new(device, Precision::F32),
-        format!("Running on the CPU: {why}."),
-    )
+    let note = DeviceNote {
+        short: "Running on the CPU".into(),
+        detail: format!("Running on the CPU: {why}.\n{GPU_HELP}"),
+    };
+    (BurnEngine::new(device, Precision::F32), note)
 }
 
 #[cfg(feature = "wgpu")]
@@ -74,7 +87,7 @@ mod gpu {
     pub fn shared_engine(
         cc: &eframe::CreationContext<'_>,
         force: bool,
-    ) -> Result<(BurnEngine, String), String> {
+    ) -> Result<(BurnEngine, super::DeviceNote), String> {
         let state = cc
             .wgpu_render_state
             .as_ref()
@@ -102,10 +115,13 @@ mod gpu {
             queue: state.queue.clone(),
         })
         .map_err(|e| e.to_string())?;
-        let note = format!(
-            "Running on {} ({:?}), sharing the window's GPU device.",
-            info.name, info.backend
-        );
+        let note = super::DeviceNote {
+            short: format!("Running on {}", info.name),
+            detail: format!(
+                "Running on {} ({:?}), sharing the window's GPU device.",
+                info.name, info.backend
+            ),
+        };
         Ok((BurnEngine::new(device, Precision::F32), note))
     }
 }

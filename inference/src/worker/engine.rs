@@ -2,7 +2,7 @@
 //! [`BurnEngine`], the real one.
 
 use std::ops::ControlFlow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use burn::tensor::Device;
@@ -32,8 +32,9 @@ pub struct EngineProgress {
 
 /// Loads models and generates; runs on the worker thread only.
 pub trait Engine: Send {
-    /// Frees the slot's model, then loads one into it. `progress(done, total)` may return
-    /// `Break` to cancel between stages.
+    /// Loads a model into the slot. The slot's old model stays until the new one has loaded:
+    /// when loading fails or is cancelled, [`Engine::loaded`] is still the old one.
+    /// `progress(done, total)` may return `Break` to cancel between stages.
     fn load(
         &mut self,
         path: &Path,
@@ -41,6 +42,9 @@ pub trait Engine: Send {
         role: ModelRole,
         progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
     ) -> Result<ModelSummary>;
+
+    /// The slot's model, if one is loaded.
+    fn loaded(&self, role: ModelRole) -> Option<ModelSummary>;
 
     /// Frees the slot's model.
     fn unload(&mut self, role: ModelRole);
@@ -74,6 +78,8 @@ pub trait Engine: Send {
 struct Slot {
     model: Model,
     hash: Option<String>,
+    /// The config folder it was loaded with, to load it again.
+    config_dir: Option<PathBuf>,
 }
 
 impl Slot {
@@ -102,6 +108,8 @@ pub struct BurnEngine {
     precision: Precision,
     /// The main model's measured speed (reset when it changes).
     speed: Speed,
+    /// Never hold a new model beside the old one while it loads.
+    one_at_a_time: bool,
 }
 
 impl BurnEngine {
@@ -113,7 +121,15 @@ impl BurnEngine {
             device,
             precision,
             speed: Speed::default(),
+            one_at_a_time: false,
         }
+    }
+
+    /// Frees a slot's model before loading the next even when both would fit (where memory
+    /// is tight). A failed load then loads the old model again from its file.
+    pub fn one_model_at_a_time(mut self) -> Self {
+        self.one_at_a_time = true;
+        self
     }
 
     fn slot(&mut self, role: ModelRole) -> &mut Option<Slot> {
@@ -122,7 +138,41 @@ impl BurnEngine {
             ModelRole::Refiner => &mut self.refiner,
         }
     }
+
+    fn options(&self, config_dir: Option<&Path>) -> LoadOptions {
+        LoadOptions {
+            config_dir: config_dir.map(Path::to_path_buf),
+            ..LoadOptions::new(self.device.clone(), self.precision)
+        }
+    }
+
+    /// Whether the model `plan` describes fits in host memory beside the loaded ones (with a
+    /// margin for loading's buffers). On a GPU its own free memory is not known: no.
+    fn fits_beside(&self, plan: &weights::plan::LoadPlan) -> bool {
+        if self.one_at_a_time || self.device != Device::flex() {
+            return false;
+        }
+        let bytes = plan.parameters * self.precision.bytes() as u64;
+        crate::memory::available_bytes().is_some_and(|free| free / 2 > bytes + LOAD_MARGIN)
+    }
+
+    /// Loads the model a failed load displaced, so a bad file never costs the working
+    /// model (it loaded before, so this fails only if its file changed meanwhile).
+    fn reload(&mut self, role: ModelRole, path: &Path, config_dir: Option<PathBuf>) {
+        let options = self.options(config_dir.as_deref());
+        let mut go_on = |_, _| ControlFlow::Continue(());
+        if let Ok(model) = weights::loader::load_observed(path, &options, &mut go_on) {
+            *self.slot(role) = Some(Slot {
+                model,
+                hash: None,
+                config_dir,
+            });
+        }
+    }
 }
+
+/// Memory kept free beyond a model's weights when loading it beside another.
+const LOAD_MARGIN: u64 = 1 << 30;
 
 /// What the UI shows of a loaded model.
 pub fn summarize(model: &Model) -> ModelSummary {
@@ -187,16 +237,50 @@ impl Engine for BurnEngine {
         role: ModelRole,
         progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
     ) -> Result<ModelSummary> {
-        // Free the slot's old model first so two never share memory.
-        self.unload(role);
-        let options = LoadOptions {
-            config_dir: config_dir.map(Path::to_path_buf),
-            ..LoadOptions::new(self.device.clone(), self.precision)
+        let options = self.options(config_dir);
+        // A file that is not a model Ember can build fails here, from its headers, with the
+        // loaded model untouched.
+        let plan = weights::plan::plan(path, &options)?;
+        let kept = if self.fits_beside(&plan) {
+            None
+        } else {
+            // Free the old model first so two never share memory; it is loaded again from
+            // its file if the new one fails.
+            if role == ModelRole::Main {
+                self.speed = Speed::default();
+            }
+            self.slot(role)
+                .take()
+                .map(|old| (old.model.info.path.clone(), old.config_dir))
         };
-        let model = weights::loader::load_observed(path, &options, progress)?;
+        let loaded = weights::loader::load_observed(path, &options, progress);
+        let model = match loaded {
+            Ok(model) => model,
+            Err(e) => {
+                if let Some((old_path, old_config)) = kept {
+                    self.reload(role, &old_path, old_config);
+                }
+                return Err(e);
+            }
+        };
+        if role == ModelRole::Main {
+            self.speed = Speed::default();
+        }
         let summary = summarize(&model);
-        *self.slot(role) = Some(Slot { model, hash: None });
+        *self.slot(role) = Some(Slot {
+            model,
+            hash: None,
+            config_dir: config_dir.map(Path::to_path_buf),
+        });
         Ok(summary)
+    }
+
+    fn loaded(&self, role: ModelRole) -> Option<ModelSummary> {
+        let slot = match role {
+            ModelRole::Main => &self.main,
+            ModelRole::Refiner => &self.refiner,
+        };
+        slot.as_ref().map(|s| summarize(&s.model))
     }
 
     fn unload(&mut self, role: ModelRole) {

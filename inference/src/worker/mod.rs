@@ -190,34 +190,32 @@ fn serve(
                 let outcome = catch_unwind(AssertUnwindSafe(|| {
                     engine.load(&path, config_dir.as_deref(), role, &mut progress)
                 }));
-                match outcome {
-                    Ok(Ok(summary)) => emit(Event::ModelLoaded {
-                        summary: Box::new(summary),
-                        role,
-                        elapsed: start.elapsed(),
-                    }),
-                    Ok(Err(crate::Error::Cancelled)) => emit(Event::ModelFailed {
-                        path,
-                        role,
-                        error: "loading was cancelled".into(),
-                    }),
-                    Ok(Err(e)) => emit(Event::ModelFailed {
-                        path,
-                        role,
-                        error: e.to_string(),
-                    }),
+                let error = match outcome {
+                    Ok(Ok(summary)) => {
+                        emit(Event::ModelLoaded {
+                            summary: Box::new(summary),
+                            role,
+                            elapsed: start.elapsed(),
+                        });
+                        continue;
+                    }
+                    Ok(Err(crate::Error::Cancelled)) => "loading was cancelled".to_string(),
+                    Ok(Err(e)) => e.to_string(),
                     Err(payload) => {
                         engine.unload(role);
-                        emit(Event::ModelFailed {
-                            path,
-                            role,
-                            error: format!(
-                                "internal error while loading: {}",
-                                panic_message(&*payload)
-                            ),
-                        });
+                        format!("internal error while loading: {}", panic_message(&*payload))
                     }
-                }
+                };
+                let kept = catch_unwind(AssertUnwindSafe(|| engine.loaded(role)))
+                    .ok()
+                    .flatten()
+                    .map(Box::new);
+                emit(Event::ModelFailed {
+                    path,
+                    role,
+                    error,
+                    kept,
+                });
             }
             Command::Generate {
                 job,

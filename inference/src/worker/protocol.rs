@@ -102,6 +102,8 @@ pub enum Event {
         path: PathBuf,
         role: ModelRole,
         error: String,
+        /// The model still in the slot (a failed load keeps the one before it).
+        kept: Option<Box<ModelSummary>>,
     },
     ModelUnloaded(ModelRole),
     JobStarted {

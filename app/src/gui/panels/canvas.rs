@@ -23,13 +23,17 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
                 options(ui, app, actions);
             });
         });
-    if app.canvas.result.is_some() {
+    let previewing = app.session.running.is_some() && app.display.preview.is_some();
+    if app.canvas.result.is_some() || previewing {
         egui::Panel::right("canvas-result")
             .resizable(true)
             .default_size(360.0)
             .show(ui, |ui| result(ui, app, actions));
     }
-    egui::CentralPanel::default().show(ui, |ui| painter(ui, app));
+    egui::CentralPanel::default().show(ui, |ui| {
+        super::output::progress(ui, app, actions);
+        painter(ui, app);
+    });
 }
 
 /// `[` / `]` brush size, `B` brush, `E` eraser, Ctrl+Z undo, Ctrl+Shift+Z redo — unless a
@@ -194,7 +198,15 @@ fn options(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     });
 }
 
+/// The live preview while a job runs, else the last result.
 fn result(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
+    if let (Some(_), Some(preview)) = (&app.session.running, &app.display.preview) {
+        ui.heading("Preview");
+        ui.label(format!("step {}", app.display.preview_step));
+        let size = preview.size_vec2();
+        ui.image((preview.id(), size * (ui.available_width() / size.x)));
+        return;
+    }
     ui.heading("Result");
     let canvas = &mut app.canvas;
     if ui

@@ -173,9 +173,15 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
         if generate.clicked() {
             actions.push(Action::Generate);
         }
+        let cancelling = app.session.running.as_ref().is_some_and(|r| r.cancelling);
+        let label = if cancelling {
+            "Cancelling…"
+        } else {
+            "Cancel"
+        };
         if ui
-            .add_enabled(running, egui::Button::new("Cancel"))
-            .on_hover_text("Esc: stop the running job within one step")
+            .add_enabled(running && !cancelling, egui::Button::new(label))
+            .on_hover_text("Esc: stop the running image (the queue goes on)")
             .clicked()
         {
             actions.push(Action::Cancel);

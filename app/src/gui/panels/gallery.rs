@@ -102,11 +102,9 @@ fn details(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
 fn grid(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     let dir = app.output_dir.clone();
     ui.horizontal(|ui| {
-        ui.label(format!(
-            "{} · {} images",
-            dir.display(),
-            app.gallery.entries.len()
-        ));
+        let count = app.gallery.entries.len();
+        let noun = if count == 1 { "image" } else { "images" };
+        ui.label(format!("{} · {count} {noun}", dir.display()));
         if app.gallery.scanning {
             ui.spinner();
         }

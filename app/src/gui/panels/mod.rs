@@ -18,9 +18,11 @@ use super::canvas::CanvasState;
 use super::display::Display;
 use super::gallery::Gallery;
 use super::models::ModelEntry;
+use super::paths::Paths;
 use super::session::Level;
 use super::session::Session;
 use super::settings::Settings;
+use super::shared_device::DeviceNote;
 
 /// What the panels may touch (borrowed from the app for one frame).
 pub struct Parts<'a> {
@@ -35,6 +37,9 @@ pub struct Parts<'a> {
     pub models: &'a [ModelEntry],
     pub view: View,
     pub output_dir: PathBuf,
+    /// Where the engine runs.
+    pub device: &'a DeviceNote,
+    pub paths: &'a Paths,
 }
 
 /// Draws the whole window.
@@ -42,7 +47,9 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>) -> Vec<Action> {
     let mut actions = Vec::new();
     egui::Panel::top("bar").show(ui, |ui| top_bar(ui, app, &mut actions));
     if !app.session.notices.is_empty() {
-        egui::Panel::bottom("notices").show(ui, |ui| notices(ui, app, &mut actions));
+        egui::Panel::bottom("notices")
+            .resizable(false)
+            .show(ui, |ui| notices(ui, app, &mut actions));
     }
     match app.view {
         View::Generate => {
@@ -94,27 +101,100 @@ fn top_bar(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
             ui.separator();
             ui.label(format!("{} queued", app.session.queue.len()));
         }
+        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+            ui.menu_button("Help", |ui| help(ui, app));
+            if !app.device.short.is_empty() {
+                ui.label(RichText::new(&app.device.short).weak())
+                    .on_hover_text(&app.device.detail);
+            }
+        });
     });
 }
 
+/// Where Ember runs, where it keeps things, how to get models and GPU support.
+fn help(ui: &mut egui::Ui, app: &Parts<'_>) {
+    ui.set_max_width(420.0);
+    ui.strong(format!("Ember {}", env!("CARGO_PKG_VERSION")));
+    if !app.device.detail.is_empty() {
+        ui.label(&app.device.detail);
+    }
+    ui.separator();
+    ui.label(
+        "Models: drop a .safetensors or .ckpt checkpoint (SD 1.x, SD 2.x, SDXL) or a \
+         diffusers folder on the window, or choose a models folder in the model panel. \
+         Checkpoints come from their authors' pages (Hugging Face, Civitai).",
+    );
+    ui.label(format!("Settings: {}", app.paths.config_dir.display()));
+    ui.label(format!("Images: {}", app.output_dir.display()));
+    ui.separator();
+    ui.label("Ctrl+Enter generates; Esc stops the running image.");
+}
+
+/// Notices shown unless "show all" is on.
+const VISIBLE_NOTICES: usize = 3;
+
+/// The newest notices, each with its own close button; older ones behind "show all".
 fn notices(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
-    ui.horizontal(|ui| {
-        ui.vertical(|ui| {
-            for notice in &app.session.notices {
-                let color = match notice.level {
-                    Level::Info => ui.visuals().text_color(),
-                    Level::Warning => Color32::from_rgb(230, 170, 40),
-                    Level::Error => Color32::from_rgb(235, 80, 70),
-                };
-                ui.label(RichText::new(&notice.text).color(color));
-            }
-        });
-        ui.with_layout(egui::Layout::right_to_left(egui::Align::TOP), |ui| {
-            if ui.button("Dismiss").clicked() {
-                actions.push(Action::DismissNotices);
-            }
-        });
+    let all = &app.session.notices;
+    let shown = if app.session.all_notices {
+        all.len()
+    } else {
+        VISIBLE_NOTICES
+    };
+    let hidden = all.len().saturating_sub(shown);
+    let list = egui::ScrollArea::vertical()
+        .max_height(160.0)
+        .auto_shrink([false, true]);
+    list.show(ui, |ui| {
+        for (i, notice) in all[hidden..].iter().enumerate() {
+            let color = match notice.level {
+                Level::Info => ui.visuals().text_color(),
+                Level::Warning => Color32::from_rgb(230, 170, 40),
+                Level::Error => Color32::from_rgb(235, 80, 70),
+            };
+            ui.horizontal(|ui| {
+                if ui
+                    .small_button("×")
+                    .on_hover_text("Dismiss this notice")
+                    .clicked()
+                {
+                    actions.push(Action::DismissNotice(notice.id));
+                }
+                // The first row keeps room for the panel's buttons at its right.
+                let room = if i == 0 { 220.0 } else { 0.0 };
+                ui.scope(|ui| {
+                    ui.set_max_width((ui.available_width() - room).max(80.0));
+                    ui.add(egui::Label::new(RichText::new(&notice.text).color(color)).wrap());
+                });
+                if i == 0 {
+                    ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                        notice_buttons(ui, app, hidden, actions);
+                    });
+                }
+            });
+        }
     });
+}
+
+/// Dismiss all, and Show all / Show fewer when there are more than a few.
+fn notice_buttons(ui: &mut egui::Ui, app: &Parts<'_>, hidden: usize, actions: &mut Vec<Action>) {
+    let all = &app.session.notices;
+    if ui.small_button("Dismiss all").clicked() {
+        actions.push(Action::DismissNotices);
+    }
+    if hidden > 0 {
+        if ui
+            .small_button(format!("Show all ({})", all.len()))
+            .clicked()
+        {
+            actions.push(Action::ShowAllNotices(true));
+        }
+    } else if app.session.all_notices
+        && all.len() > VISIBLE_NOTICES
+        && ui.small_button("Show fewer").clicked()
+    {
+        actions.push(Action::ShowAllNotices(false));
+    }
 }
 
 /// While a file is dragged over the window, say what dropping it does.

@@ -6,7 +6,7 @@ use inference::api::Stage;
 
 use super::Parts;
 use crate::gui::action::{Action, CanvasAction};
-use crate::gui::session::ModelState;
+use crate::gui::session::{ModelState, RunningJob};
 
 pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     if matches!(app.session.model, ModelState::Empty)
@@ -42,6 +42,10 @@ fn empty_state(ui: &mut egui::Ui, actions: &mut Vec<Action>) {
         ui.add_space(ui.available_height() / 3.0);
         ui.heading("Drop a Stable Diffusion checkpoint here or choose a models folder");
         ui.label("A .safetensors or .ckpt file, or a diffusers folder: SD 1.x, SD 2.x and SDXL.");
+        ui.label(
+            "Checkpoints come from their authors' pages on Hugging Face or Civitai; a models \
+             folder (A1111's models/Stable-diffusion works) lists them all in the model panel.",
+        );
         ui.add_space(12.0);
         ui.horizontal(|ui| {
             ui.add_space((ui.available_width() - 360.0).max(0.0) / 2.0);
@@ -55,35 +59,23 @@ fn empty_state(ui: &mut egui::Ui, actions: &mut Vec<Action>) {
     });
 }
 
-fn progress(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
+/// The running job's progress bar, step, speed and ETA, its Cancel, and the queue with
+/// Cancel all (Create and Canvas both show it).
+pub fn progress(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     if let Some(job) = &app.session.running {
-        let text = match job.stage {
-            None => "starting…".to_string(),
-            Some(Stage::EncodingPrompt) => "encoding the prompt…".to_string(),
-            Some(Stage::EncodingImage) => "encoding the image…".to_string(),
-            Some(Stage::Denoising) => {
-                let mut t = format!("step {}/{}", job.step, job.total);
-                if let Some(its) = job.its {
-                    if its >= 1.0 {
-                        t.push_str(&format!(" · {its:.2} it/s"));
-                    } else {
-                        t.push_str(&format!(" · {:.2} s/it", 1.0 / its));
-                    }
-                }
-                if let Some(eta) = job.eta() {
-                    t.push_str(&format!(" · ETA {}", format_duration(eta)));
-                }
-                t
-            }
-            Some(Stage::Decoding) => "decoding…".to_string(),
-        };
         ui.horizontal(|ui| {
             ui.label(format!("seed {}", job.request.seed));
-            if ui.button("Cancel").clicked() {
+            if job.cancelling {
+                ui.add_enabled(false, egui::Button::new("Cancelling…"));
+            } else if ui
+                .button("Cancel")
+                .on_hover_text("Esc: stop this image (the queue goes on)")
+                .clicked()
+            {
                 actions.push(Action::Cancel);
             }
         });
-        ui.add(ProgressBar::new(job.fraction()).text(text));
+        ui.add(ProgressBar::new(job.fraction()).text(progress_text(job)));
     }
     if !app.session.queue.is_empty() {
         ui.horizontal(|ui| {
@@ -103,7 +95,41 @@ fn progress(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
             if ui.button("Clear queue").clicked() {
                 actions.push(Action::ClearQueue);
             }
+            if app.session.running.is_some()
+                && ui
+                    .button("Cancel all")
+                    .on_hover_text("Stop this image and empty the queue")
+                    .clicked()
+            {
+                actions.push(Action::CancelAll);
+            }
         });
+    }
+}
+
+fn progress_text(job: &RunningJob) -> String {
+    if job.cancelling {
+        return "cancelling…".to_string();
+    }
+    match job.stage {
+        None => "starting…".to_string(),
+        Some(Stage::EncodingPrompt) => "encoding the prompt…".to_string(),
+        Some(Stage::EncodingImage) => "encoding the image…".to_string(),
+        Some(Stage::Denoising) => {
+            let mut t = format!("step {}/{}", job.step, job.total);
+            if let Some(its) = job.its {
+                if its >= 1.0 {
+                    t.push_str(&format!(" · {its:.2} it/s"));
+                } else {
+                    t.push_str(&format!(" · {:.2} s/it", 1.0 / its));
+                }
+            }
+            if let Some(eta) = job.eta() {
+                t.push_str(&format!(" · ETA {}", format_duration(eta)));
+            }
+            t
+        }
+        Some(Stage::Decoding) => "decoding…".to_string(),
     }
 }
 

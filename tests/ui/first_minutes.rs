@@ -1,0 +1,201 @@
+//! What an artist meets in the first minutes (issue "the app as an artist meets it"), with
+//! the fake engine: a failed load keeps the working model and stays out of Recent,
+//! cancelling shows at once and Esc spares the queue, notices expire or close one by one,
+//! and the Canvas tab shows the same progress as Create.
+
+use std::time::{Duration, Instant};
+
+use egui_kittest::kittest::Queryable;
+use ember_app::gui::paths::Paths;
+use ember_app::gui::session::{Level, ModelState};
+use ember_tests::fake_engine::FakeEngine;
+
+use crate::{app, click, drop_files, fake_model, has_notice, open, step_until};
+
+#[test]
+fn a_failed_load_keeps_the_working_model_and_stays_out_of_recent() {
+    let home = tempfile::tempdir().unwrap();
+    let model = fake_model(home.path());
+    let broken = home.path().join("broken.safetensors");
+    std::fs::write(&broken, b"not a checkpoint").unwrap();
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+
+    drop_files(&mut w, &[&broken]);
+    step_until(&mut w, "the broken load to fail", |a| {
+        has_notice(a, "could not load")
+    });
+    let a = app(&w);
+    assert_eq!(
+        a.session.model().map(|m| m.path.clone()),
+        Some(model.clone()),
+        "the working model is kept"
+    );
+    let notice = &a.session.notices.last().unwrap().text;
+    assert!(
+        notice.contains("broken.safetensors") && notice.contains("is still loaded"),
+        "{notice}"
+    );
+    assert_eq!(
+        notice.matches("broken.safetensors").count(),
+        1,
+        "the file is named once: {notice}"
+    );
+    assert_eq!(a.settings.last_model.as_deref(), Some(model.as_path()));
+    assert!(
+        !a.settings.recent_models.contains(&broken),
+        "a file that failed is not in Recent"
+    );
+    w.get_by_label("Generate");
+    click(&mut w, "Generate");
+    step_until(&mut w, "the kept model to generate", |a| {
+        !a.display.results.is_empty()
+    });
+}
+
+#[test]
+fn cancel_shows_at_once_esc_spares_the_queue_and_cancel_all_empties_it() {
+    let home = tempfile::tempdir().unwrap();
+    let model = fake_model(home.path());
+    let mut w = open(
+        FakeEngine::new(Duration::from_millis(150)),
+        Paths::under(home.path()),
+    );
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    {
+        let s = &mut w.state_mut().as_mut().unwrap().settings;
+        s.steps = 40;
+        s.batch_count = 3;
+    }
+    click(&mut w, "Generate");
+    step_until(&mut w, "the first image to run", |a| {
+        a.session.running.as_ref().is_some_and(|r| r.step >= 1)
+    });
+    let first = app(&w).session.running.as_ref().unwrap().id;
+
+    w.key_press(egui::Key::Escape);
+    w.step();
+    assert!(
+        app(&w)
+            .session
+            .running
+            .as_ref()
+            .is_some_and(|r| r.cancelling),
+        "Esc marks the job cancelling at once"
+    );
+    w.get_all_by_label("Cancelling…").next().expect("shown");
+    assert_eq!(
+        app(&w).session.queue.len(),
+        2,
+        "Esc asks nothing of the queue"
+    );
+
+    step_until(&mut w, "the next image to start", |a| {
+        a.session.running.as_ref().is_some_and(|r| r.id != first)
+    });
+    assert_eq!(app(&w).session.queue.len(), 1, "the queue goes on");
+    click(&mut w, "Cancel all");
+    assert!(app(&w).session.queue.is_empty());
+    step_until(&mut w, "the running image to stop", |a| {
+        a.session.running.is_none()
+    });
+    assert!(app(&w).display.results.is_empty(), "nothing finished");
+}
+
+#[test]
+fn info_notices_expire_errors_stay_until_closed_and_a_success_clears_old_errors() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    let session = &mut w.state_mut().as_mut().unwrap().session;
+    session.notify(Level::Error, "first error");
+    session.notify(Level::Info, "an info");
+    session.notify(Level::Warning, "a warning");
+    session.notify(Level::Info, "another info");
+    session.notify(Level::Info, "another info");
+    assert_eq!(
+        session.notices.len(),
+        4,
+        "a repeated notice is renewed, not added"
+    );
+    w.step();
+    w.get_by_label("Show all (4)");
+    assert!(
+        w.query_by_label("first error").is_none(),
+        "only the newest three show"
+    );
+    click(&mut w, "Show all (4)");
+    w.get_by_label("first error");
+
+    let session = &mut w.state_mut().as_mut().unwrap().session;
+    let next = session.expire(Instant::now() + Duration::from_secs(7));
+    let left: Vec<_> = session.notices.iter().map(|n| n.text.as_str()).collect();
+    assert_eq!(
+        left,
+        ["first error", "a warning"],
+        "info notices go after 6 s"
+    );
+    assert!(next.is_some(), "the warning's expiry is scheduled");
+    session.expire(Instant::now() + Duration::from_secs(3600));
+    assert_eq!(session.notices.len(), 1, "an error stays");
+    w.step();
+    let close = w.get_all_by_label("×").count();
+    assert_eq!(close, 1, "each notice has its own close");
+    click(&mut w, "×");
+    assert!(
+        app(&w).session.notices.is_empty(),
+        "{:?}",
+        app(&w).session.notices
+    );
+
+    // A failed load's error goes when a model then loads.
+    drop_files(&mut w, &[&home.path().join("gone.safetensors")]);
+    step_until(&mut w, "the load to fail", |a| {
+        has_notice(a, "does not exist")
+    });
+    drop_files(&mut w, &[&fake_model(home.path())]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    assert!(
+        !has_notice(app(&w), "does not exist"),
+        "{:?}",
+        app(&w).session.notices
+    );
+    assert!(matches!(app(&w).session.model, ModelState::Ready(_)));
+}
+
+#[test]
+fn the_canvas_tab_shows_progress_and_the_live_preview() {
+    let home = tempfile::tempdir().unwrap();
+    let model = fake_model(home.path());
+    let picture = home.path().join("picture.png");
+    image::RgbImage::from_pixel(64, 48, image::Rgb([90, 120, 200]))
+        .save(&picture)
+        .unwrap();
+    let mut w = open(
+        FakeEngine::new(Duration::from_millis(100)),
+        Paths::under(home.path()),
+    );
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    click(&mut w, "Canvas");
+    drop_files(&mut w, &[&picture]);
+    step_until(&mut w, "the image on the canvas", |a| {
+        a.canvas.source.is_some()
+    });
+    w.state_mut().as_mut().unwrap().settings.steps = 30;
+    click(&mut w, "Generate");
+    step_until(&mut w, "a preview", |a| {
+        a.display.preview.is_some() && a.session.running.as_ref().is_some_and(|r| r.step >= 2)
+    });
+    w.get_all_by_label_contains("step ")
+        .next()
+        .expect("the progress bar's step");
+    w.get_by_label("Preview");
+    click(&mut w, "Cancel");
+    step_until(&mut w, "the job to stop", |a| a.session.running.is_none());
+}
