@@ -33,9 +33,14 @@ fn paint_undo_invert_then_inpaint_and_find_it_in_the_gallery() {
     });
     let source = imaging::load_rgb(&source_path, None).unwrap();
     assert_eq!(
-        (app(&w).settings.width, app(&w).settings.height),
+        app(&w).canvas.size,
         (source.width, source.height),
         "generates at the image's size"
+    );
+    assert_eq!(
+        (app(&w).settings.width, app(&w).settings.height),
+        (512, 512),
+        "Create keeps its own size"
     );
 
     // A horizontal stroke across the middle of the painter.
@@ -162,7 +167,7 @@ fn a_pasted_image_goes_on_the_canvas_and_outpainting_grows_it() {
         ))));
     w.step();
     assert_eq!(app(&w).canvas.source.as_ref(), Some(&pasted));
-    assert_eq!((app(&w).settings.width, app(&w).settings.height), (40, 24));
+    assert_eq!(app(&w).canvas.size, (40, 24));
 
     w.state_mut()
         .as_mut()
@@ -173,7 +178,13 @@ fn a_pasted_image_goes_on_the_canvas_and_outpainting_grows_it() {
     click(&mut w, "Right");
     let source = app(&w).canvas.source.clone().unwrap();
     assert_eq!((source.width, source.height), (56, 24));
-    assert_eq!((app(&w).settings.width, app(&w).settings.height), (56, 24));
+    assert_eq!(app(&w).canvas.size, (56, 24));
+    assert_eq!(
+        (app(&w).settings.width, app(&w).settings.height),
+        (512, 512),
+        "outpainting leaves Create's size alone"
+    );
+    w.get_by_label_contains("Press Generate to fill it");
     let mask = app(&w).canvas.mask.clone().unwrap();
     for y in 0..24 {
         for x in 0..56 {
@@ -204,10 +215,10 @@ fn an_odd_sized_source_and_outpaint_give_a_size_generate_accepts() {
     app_mut.perform(Action::Canvas(CanvasAction::ImagePasted(Box::new(pasted))));
     app_mut.settings.canvas.outpaint_pixels = 13;
     w.step();
-    assert_eq!((app(&w).settings.width, app(&w).settings.height), (40, 24));
+    assert_eq!(app(&w).canvas.size, (40, 24));
     for side in ["Right", "Down"] {
         click(&mut w, side);
-        let (width, height) = (app(&w).settings.width, app(&w).settings.height);
+        let (width, height) = app(&w).canvas.size;
         assert_eq!(
             (width % 8, height % 8),
             (0, 0),

@@ -10,7 +10,7 @@ use ember_app::gui::paths::Paths;
 use ember_app::gui::session::{Level, ModelState};
 use ember_tests::fake_engine::FakeEngine;
 
-use crate::{app, click, drop_files, fake_model, has_notice, open, step_until};
+use crate::{app, click, drop_files, fake_model, has_notice, open, scroll_and_click, step_until};
 
 #[test]
 fn a_failed_load_keeps_the_working_model_and_stays_out_of_recent() {
@@ -198,4 +198,53 @@ fn the_canvas_tab_shows_progress_and_the_live_preview() {
     w.get_by_label("Preview");
     click(&mut w, "Cancel");
     step_until(&mut w, "the job to stop", |a| a.session.running.is_none());
+}
+
+#[test]
+fn outpainting_after_a_result_extends_the_result_and_says_to_generate() {
+    use ember_app::gui::action::{Action, CanvasAction};
+    use inference::imaging::ImageRgb8;
+
+    let home = tempfile::tempdir().unwrap();
+    let model = fake_model(home.path());
+    let mut w = open(
+        FakeEngine::new(Duration::from_millis(1)),
+        Paths::under(home.path()),
+    );
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    let pasted = ImageRgb8 {
+        width: 40,
+        height: 24,
+        pixels: vec![90; 40 * 24 * 3],
+    };
+    let a = w.state_mut().as_mut().unwrap();
+    a.perform(Action::Canvas(CanvasAction::ImagePasted(Box::new(pasted))));
+    a.settings.canvas.outpaint_pixels = 16;
+    a.settings.steps = 2;
+    w.step();
+    // The outpaint buttons are at the foot of the canvas panel.
+    scroll_and_click(&mut w, "Right");
+    w.get_by_label_contains("Press Generate to fill it");
+    click(&mut w, "Generate");
+    step_until(&mut w, "the outpainted result", |a| {
+        a.canvas.result.is_some()
+    });
+    assert!(
+        w.query_by_label_contains("Press Generate").is_none(),
+        "the hint goes once generating"
+    );
+    let (result, _) = app(&w).canvas.result.clone().unwrap();
+    assert_eq!((result.width, result.height), (56, 24));
+
+    scroll_and_click(&mut w, "Down");
+    let source = app(&w).canvas.source.clone().unwrap();
+    assert_eq!((source.width, source.height), (56, 40));
+    assert_eq!(
+        &source.pixels[..56 * 24 * 3],
+        &result.pixels[..],
+        "the result, not the pasted image, is extended"
+    );
+    assert_eq!(app(&w).canvas.size, (56, 40));
 }

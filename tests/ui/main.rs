@@ -60,22 +60,34 @@ pub fn step_until(window: &mut Window, what: &str, done: impl Fn(&EmberApp) -> b
     }
 }
 
-/// Clicks the first widget labelled `label` (some labels appear in two panels), after a
-/// frame with the pointer over it, as a person's click comes.
+/// Clicks the first widget labelled `label` (some labels appear in two panels) as a person
+/// does: a frame with the pointer over it, then the click.
 pub fn click(window: &mut Window, label: &str) {
+    fn node<'a>(window: &'a Window, label: &'a str) -> egui_kittest::Node<'a> {
+        window
+            .get_all_by_label(label)
+            .next()
+            .unwrap_or_else(|| panic!("no widget labelled {label:?}"))
+    }
+    node(window, label).hover();
+    window.step();
+    node(window, label).click();
+    window.step();
+    window.step();
+}
+
+/// Scrolls the first widget labelled `label` into view (a panel's scroll area), then clicks it.
+pub fn scroll_and_click(window: &mut Window, label: &str) {
     window
         .get_all_by_label(label)
         .next()
         .unwrap_or_else(|| panic!("no widget labelled {label:?}"))
-        .hover();
-    window.step();
-    window
-        .get_all_by_label(label)
-        .next()
-        .unwrap_or_else(|| panic!("no widget labelled {label:?}"))
-        .click();
-    window.step();
-    window.step();
+        .scroll_to_me();
+    // Scrolling is animated: let it finish.
+    for _ in 0..30 {
+        window.step();
+    }
+    click(window, label);
 }
 
 /// Drops files on the window, as the OS does.

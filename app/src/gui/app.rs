@@ -411,6 +411,9 @@ impl EmberApp {
         if !self.settings.seed_locked {
             self.settings.seed = random_seed();
         }
+        if canvas_job.is_some() {
+            self.canvas.hint = None;
+        }
         for i in 0..self.settings.batch_count.max(1) {
             let mut job = request.clone();
             job.seed = self.settings.seed.wrapping_add(u64::from(i));

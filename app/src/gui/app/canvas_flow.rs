@@ -47,6 +47,10 @@ impl EmberApp {
                 up,
                 down,
             } => {
+                // Outpainting goes on from the result just shown, not the image before it.
+                if let Some((shown, _)) = self.canvas.result.take() {
+                    self.use_as_source(shown);
+                }
                 let n = self.settings.canvas.outpaint_pixels;
                 let pick = |on: bool| if on { n } else { 0 };
                 self.canvas.outpaint(Extension {
@@ -55,11 +59,6 @@ impl EmberApp {
                     up: pick(up),
                     down: pick(down),
                 });
-                if let Some(source) = &self.canvas.source {
-                    // Generate at the new canvas size (a size Generate accepts).
-                    (self.settings.width, self.settings.height) =
-                        inference::canvas::generation_size(source.width, source.height);
-                }
             }
         }
     }
@@ -97,10 +96,9 @@ impl EmberApp {
         true
     }
 
-    /// Puts `image` on the canvas and generates at its size (rounded down to multiples of 8).
+    /// Puts `image` on the canvas, which generates at its size (rounded down to multiples
+    /// of 8).
     fn use_as_source(&mut self, image: ImageRgb8) {
-        (self.settings.width, self.settings.height) =
-            inference::canvas::generation_size(image.width, image.height);
         self.canvas.set_source(image);
         self.canvas.result = None;
         self.canvas.result_texture = None;
@@ -118,7 +116,8 @@ impl EmberApp {
             .as_ref()
             .ok_or("open or drop an image on the canvas first")?;
         let s = &self.settings.canvas;
-        let size = (base.width, base.height);
+        let size = self.canvas.size;
+        (base.width, base.height) = size;
         base.strength = s.strength.clamp(0.0, 1.0);
         let options = CanvasOptions {
             inpaint: InpaintOptions {
@@ -138,6 +137,7 @@ impl EmberApp {
         base.init_image = Some(job.init.clone());
         base.mask = job.mask.clone();
         base.masked_content = job.masked_content;
+        base.validate_settings().map_err(|e| e.to_string())?;
         Ok((base, job))
     }
 

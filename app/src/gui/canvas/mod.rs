@@ -39,6 +39,11 @@ pub struct CanvasState {
     pub result_texture: Option<TextureHandle>,
     /// Show the raw generation instead of the composite.
     pub show_raw: bool,
+    /// The size canvas jobs generate at (Create's size is its own): the image's, rounded
+    /// down to multiples of 8, unless changed in the form.
+    pub size: (u32, u32),
+    /// What to do next, after an edit whose effect waits for Generate (outpainting).
+    pub hint: Option<String>,
 }
 
 impl CanvasState {
@@ -49,11 +54,13 @@ impl CanvasState {
             height: image.height,
             pixels: vec![0; (image.width * image.height) as usize],
         });
+        self.size = ops::generation_size(image.width, image.height);
         self.source = Some(image);
         self.undo.clear();
         self.redo.clear();
         self.source_texture = None;
         self.overlay_dirty = true;
+        self.hint = None;
         self.zoom = 1.0;
         self.pan = egui::Vec2::ZERO;
     }
@@ -187,6 +194,11 @@ impl CanvasState {
                 *v = (*v).max(mask.pixels[y * old_w + x]);
             }
         }
+        self.size = ops::generation_size(grown.width, grown.height);
+        self.hint = Some(format!(
+            "The canvas is now {}×{}; the new border is masked. Press Generate to fill it.",
+            grown.width, grown.height
+        ));
         self.source = Some(grown);
         self.mask = Some(combined);
         self.undo.clear();

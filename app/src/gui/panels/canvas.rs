@@ -32,6 +32,9 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     }
     egui::CentralPanel::default().show(ui, |ui| {
         super::output::progress(ui, app, actions);
+        if let Some(hint) = &app.canvas.hint {
+            ui.label(egui::RichText::new(hint).strong());
+        }
         painter(ui, app);
     });
 }

@@ -7,7 +7,7 @@ use inference::family::Family;
 use inference::schedule::named::{SamplerName, ScheduleName};
 
 use super::Parts;
-use crate::gui::action::Action;
+use crate::gui::action::{Action, View};
 use crate::gui::settings::SizeConditioningSettings;
 
 /// Size presets for a model whose native side is `native`: the short side stays native, the
@@ -217,18 +217,25 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     );
 
     let caps = app.session.model().map(|m| m.capabilities.clone());
-    let current = (s.width, s.height);
+    // The canvas generates at its own size (the image's), never changing Create's.
+    let (width, height) = if app.view == View::Canvas {
+        let size = &mut app.canvas.size;
+        (&mut size.0, &mut size.1)
+    } else {
+        (&mut s.width, &mut s.height)
+    };
+    let current = (*width, *height);
     egui::ComboBox::from_label("Size")
-        .selected_text(format!("{}×{}", s.width, s.height))
+        .selected_text(format!("{}×{}", current.0, current.1))
         .show_ui(ui, |ui| {
             for (name, size) in presets_for(caps.as_ref()) {
                 if ui.selectable_label(current == size, name).clicked() {
-                    (s.width, s.height) = size;
+                    (*width, *height) = size;
                 }
             }
         });
     ui.horizontal(|ui| {
-        for (name, side) in [("Width", &mut s.width), ("Height", &mut s.height)] {
+        for (name, side) in [("Width", width), ("Height", height)] {
             let label = ui.label(name);
             let response = ui
                 .add(DragValue::new(side).speed(8.0).range(8..=MAX_SIDE))
