@@ -248,3 +248,43 @@ fn outpainting_after_a_result_extends_the_result_and_says_to_generate() {
     );
     assert_eq!(app(&w).canvas.size, (56, 40));
 }
+
+#[test]
+fn a_small_window_hides_the_model_panel_and_keeps_the_result_and_its_button_in_view() {
+    let home = tempfile::tempdir().unwrap();
+    let model = fake_model(home.path());
+    let mut w = crate::open_sized(
+        FakeEngine::new(Duration::ZERO),
+        Paths::under(home.path()),
+        [800.0, 600.0],
+    );
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    assert!(
+        w.query_by_label("Native size").is_none(),
+        "the model panel folds away below 1100 points"
+    );
+    w.state_mut().as_mut().unwrap().settings.steps = 2;
+    click(&mut w, "Generate");
+    step_until(&mut w, "the image to be saved", |a| {
+        a.display.results.iter().any(|(_, p)| p.is_some())
+    });
+    let button = w.get_by_label("Send to canvas").rect();
+    assert!(
+        button.right() <= 800.0 && button.bottom() <= 600.0,
+        "{button:?}"
+    );
+
+    click(&mut w, "View");
+    click(&mut w, "Model panel");
+    assert_eq!(
+        app(&w).settings.layout.model_panel,
+        Some(true),
+        "the user's choice is kept"
+    );
+    for _ in 0..30 {
+        w.step(); // the panel slides in
+    }
+    w.get_by_label("Native size");
+}

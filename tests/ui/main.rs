@@ -23,19 +23,22 @@ use inference::worker::Engine;
 pub type Window = Harness<'static, Option<EmberApp>>;
 
 pub fn open(engine: impl Engine + 'static, paths: Paths) -> Window {
+    open_sized(engine, paths, [1280.0, 820.0])
+}
+
+/// The app in a test window of `size` points.
+pub fn open_sized(engine: impl Engine + 'static, paths: Paths, size: [f32; 2]) -> Window {
     let mut pending = Some((engine, paths));
-    Harness::builder()
-        .with_size([1280.0, 820.0])
-        .build_ui_state(
-            move |ui, app: &mut Option<EmberApp>| {
-                let app = app.get_or_insert_with(|| {
-                    let (engine, paths) = pending.take().expect("created once");
-                    EmberApp::new(ui.ctx(), engine, paths)
-                });
-                app.frame(ui);
-            },
-            None,
-        )
+    Harness::builder().with_size(size).build_ui_state(
+        move |ui, app: &mut Option<EmberApp>| {
+            let app = app.get_or_insert_with(|| {
+                let (engine, paths) = pending.take().expect("created once");
+                EmberApp::new(ui.ctx(), engine, paths)
+            });
+            app.frame(ui);
+        },
+        None,
+    )
 }
 
 pub fn app(window: &Window) -> &EmberApp {

@@ -79,6 +79,10 @@ impl EmberApp {
             .unwrap_or_else(|e| spawn_failed(e));
         let models_service = Service::spawn("models", Order::Fifo, wake(ctx), models::serve)
             .unwrap_or_else(|e| spawn_failed(e));
+        // Panel dividers a little brighter than egui's default, so the panels read as panels.
+        ctx.global_style_mut(|style| {
+            style.visuals.widgets.noninteractive.bg_stroke.color = egui::Color32::from_gray(85);
+        });
         let mut app = Self {
             gallery: Gallery::new(wake(ctx)),
             settings: loaded.settings,

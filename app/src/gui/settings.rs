@@ -63,6 +63,37 @@ pub struct Settings {
     pub refiner: RefinerSettings,
     /// SDXL's size conditioning (ComfyUI's CLIPTextEncodeSDXL fields).
     pub size_conditioning: SizeConditioningSettings,
+    /// Which side panels show.
+    pub layout: LayoutSettings,
+}
+
+/// Which side panels show (the View menu).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LayoutSettings {
+    /// The settings form (Create and Canvas).
+    pub settings_panel: bool,
+    /// The model panel; `None`: shown when the window is at least [`WIDE_WINDOW`] wide.
+    pub model_panel: Option<bool>,
+}
+
+/// Window width (points) from which the model panel shows unless hidden.
+pub const WIDE_WINDOW: f32 = 1100.0;
+
+impl Default for LayoutSettings {
+    fn default() -> Self {
+        Self {
+            settings_panel: true,
+            model_panel: None,
+        }
+    }
+}
+
+impl LayoutSettings {
+    /// Whether the model panel shows in a window `width` wide.
+    pub fn model_panel_shown(&self, width: f32) -> bool {
+        self.model_panel.unwrap_or(width >= WIDE_WINDOW)
+    }
 }
 
 /// SDXL's size conditioning: what the UNet is told about the image's original size, crop
@@ -186,6 +217,7 @@ impl Default for Settings {
             cfg_rescale: 0.0,
             refiner: RefinerSettings::default(),
             size_conditioning: SizeConditioningSettings::default(),
+            layout: LayoutSettings::default(),
         }
     }
 }

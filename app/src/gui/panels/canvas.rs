@@ -13,21 +13,26 @@ use crate::gui::action::{Action, CanvasAction};
 
 pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     shortcuts(ui.ctx(), app);
+    let width = ui.available_width();
+    let mut settings_open = app.settings.layout.settings_panel;
     egui::Panel::left("canvas-settings")
         .resizable(true)
         .default_size(320.0)
-        .show(ui, |ui| {
+        .max_size((width * 0.45).max(240.0))
+        .show_collapsible(ui, &mut settings_open, |ui| {
             egui::ScrollArea::vertical().show(ui, |ui| {
                 form::draw(ui, app, actions);
                 ui.separator();
                 options(ui, app, actions);
             });
         });
+    app.settings.layout.settings_panel = settings_open;
     let previewing = app.session.running.is_some() && app.display.preview.is_some();
     if app.canvas.result.is_some() || previewing {
         egui::Panel::right("canvas-result")
             .resizable(true)
             .default_size(360.0)
+            .max_size((width * 0.4).max(200.0))
             .show(ui, |ui| result(ui, app, actions));
     }
     egui::CentralPanel::default().show(ui, |ui| {

@@ -10,14 +10,20 @@ use crate::gui::action::{Action, CanvasAction};
 use crate::gui::gallery::{THUMB_SIDE, ThumbState};
 
 pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
+    // The large view takes half the window by default and leaves the grid one column.
+    let width = ui.available_width();
     egui::Panel::right("details")
         .resizable(true)
-        .default_size(420.0)
+        .default_size((width * 0.5).max(320.0))
+        .max_size((width - THUMB_SIDE as f32 - 48.0).max(320.0))
         .show(ui, |ui| details(ui, app, actions));
     egui::CentralPanel::default().show(ui, |ui| grid(ui, app, actions));
 }
 
 fn details(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
+    // Keep the panel's width: egui shrinks a panel to what it drew, and the first frame may
+    // draw only the one-line hint.
+    ui.set_min_width(ui.available_width());
     let Some(selected) = &app.gallery.selected else {
         ui.label("Select an image to see it large with its settings.");
         return;
@@ -101,16 +107,18 @@ fn details(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
 
 fn grid(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     let dir = app.output_dir.clone();
+    // Refresh first: a long folder path is cut short, never the button.
     ui.horizontal(|ui| {
-        let count = app.gallery.entries.len();
-        let noun = if count == 1 { "image" } else { "images" };
-        ui.label(format!("{} · {count} {noun}", dir.display()));
-        if app.gallery.scanning {
-            ui.spinner();
-        }
         if ui.button("Refresh").clicked() {
             actions.push(Action::Show(crate::gui::action::View::Gallery));
         }
+        if app.gallery.scanning {
+            ui.spinner();
+        }
+        let count = app.gallery.entries.len();
+        let noun = if count == 1 { "image" } else { "images" };
+        ui.add(egui::Label::new(format!("{count} {noun} in {}", dir.display())).truncate())
+            .on_hover_text(dir.display().to_string());
     });
     if app.gallery.entries.is_empty() && !app.gallery.scanning {
         ui.label("No images yet: everything you generate is saved here.");

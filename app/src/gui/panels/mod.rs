@@ -6,6 +6,7 @@
 mod canvas;
 mod form;
 mod gallery;
+mod hints;
 mod model;
 mod output;
 
@@ -53,18 +54,30 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>) -> Vec<Action> {
     }
     match app.view {
         View::Generate => {
+            // Both side panels collapse (View menu, or dragging their edge shut and open);
+            // the picture gets what is left.
+            let width = ui.available_width();
+            let mut settings_open = app.settings.layout.settings_panel;
             egui::Panel::left("settings")
                 .resizable(true)
                 .default_size(320.0)
-                .show(ui, |ui| {
+                .max_size((width * 0.45).max(240.0))
+                .show_collapsible(ui, &mut settings_open, |ui| {
                     egui::ScrollArea::vertical().show(ui, |ui| form::draw(ui, app, &mut actions));
                 });
+            app.settings.layout.settings_panel = settings_open;
+            let shown = app.settings.layout.model_panel_shown(width);
+            let mut model_open = shown;
             egui::Panel::right("model")
                 .resizable(true)
                 .default_size(280.0)
-                .show(ui, |ui| {
+                .max_size((width * 0.35).max(220.0))
+                .show_collapsible(ui, &mut model_open, |ui| {
                     egui::ScrollArea::vertical().show(ui, |ui| model::draw(ui, app, &mut actions));
                 });
+            if model_open != shown {
+                app.settings.layout.model_panel = Some(model_open);
+            }
             egui::CentralPanel::default().show(ui, |ui| output::draw(ui, app, &mut actions));
         }
         View::Canvas => canvas::draw(ui, app, &mut actions),
@@ -74,7 +87,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>) -> Vec<Action> {
     actions
 }
 
-fn top_bar(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
+fn top_bar(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     ui.horizontal(|ui| {
         ui.heading("Ember");
         ui.separator();
@@ -103,12 +116,32 @@ fn top_bar(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
         }
         ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
             ui.menu_button("Help", |ui| help(ui, app));
+            ui.menu_button("View", |ui| view_menu(ui, app));
             if !app.device.short.is_empty() {
                 ui.label(RichText::new(&app.device.short).weak())
                     .on_hover_text(&app.device.detail);
             }
         });
     });
+}
+
+/// Which side panels show (the model panel follows the window's width until set here).
+fn view_menu(ui: &mut egui::Ui, app: &mut Parts<'_>) {
+    let layout = &mut app.settings.layout;
+    ui.checkbox(&mut layout.settings_panel, "Settings panel");
+    let width = ui.ctx().content_rect().width();
+    let mut shown = layout.model_panel_shown(width);
+    if ui.checkbox(&mut shown, "Model panel").changed() {
+        layout.model_panel = Some(shown);
+    }
+    if layout.model_panel.is_some()
+        && ui
+            .button("Model panel: follow the window")
+            .on_hover_text("Shown when the window is wide, hidden when it is narrow")
+            .clicked()
+    {
+        layout.model_panel = None;
+    }
 }
 
 /// Where Ember runs, where it keeps things, how to get models and GPU support.

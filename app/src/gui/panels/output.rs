@@ -22,11 +22,14 @@ pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     } else {
         for (_, path) in &app.display.results {
             if let Some(path) = path {
+                // The button first: a long path is cut short, never the button.
                 ui.horizontal(|ui| {
-                    ui.label(RichText::new(format!("saved {}", path.display())).weak());
                     if ui.small_button("Send to canvas").clicked() {
                         actions.push(Action::Canvas(CanvasAction::SendTo(path.clone())));
                     }
+                    let saved = RichText::new(format!("saved {}", path.display())).weak();
+                    ui.add(egui::Label::new(saved).truncate())
+                        .on_hover_text(path.display().to_string());
                 });
             }
         }
