@@ -24,6 +24,10 @@ pub enum Error {
     /// A recognised model family or format that Ember does not run (yet).
     #[error("{message}: {}", path.display())]
     UnsupportedModel { path: PathBuf, message: String },
+    /// A single file whose architecture is not its family's released one, with no config
+    /// folder given or found that describes it.
+    #[error("{message}: {}", path.display())]
+    NeedsConfig { path: PathBuf, message: String },
     /// The weights do not fit the architecture (missing tensors, wrong shapes, NaN).
     #[error("{message}: {}", path.display())]
     Weights { path: PathBuf, message: String },

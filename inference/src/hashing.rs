@@ -30,10 +30,18 @@ pub fn cache_dir() -> Option<PathBuf> {
 
 /// The full SHA-256 of a file, hex.
 pub fn sha256_file(path: &Path) -> Result<String> {
+    sha256_file_interruptible(path, &|| false)
+}
+
+/// [`sha256_file`], asking `stop` between megabytes: `Err(Cancelled)` when it says so.
+pub fn sha256_file_interruptible(path: &Path, stop: &dyn Fn() -> bool) -> Result<String> {
     let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
+        if stop() {
+            return Err(Error::Cancelled);
+        }
         let n = file.read(&mut buf).map_err(|e| Error::io(path, e))?;
         if n == 0 {
             break;
@@ -58,6 +66,16 @@ pub fn sha256_bytes(bytes: &[u8]) -> String {
 /// A1111's "Model hash" of a single-file checkpoint, using (and updating) the cache in
 /// `cache` when given. A broken cache file is ignored and rewritten.
 pub fn model_hash(path: &Path, cache: Option<&Path>) -> Result<String> {
+    model_hash_interruptible(path, cache, &|| false)
+}
+
+/// [`model_hash`], stopping with `Err(Cancelled)` as soon as `stop` says so (a model list
+/// hashing 7 GB files must not hold up a rescan or the app's exit).
+pub fn model_hash_interruptible(
+    path: &Path,
+    cache: Option<&Path>,
+    stop: &dyn Fn() -> bool,
+) -> Result<String> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     let modified = meta
         .modified()
@@ -80,7 +98,7 @@ pub fn model_hash(path: &Path, cache: Option<&Path>) -> Result<String> {
     if let Some(hash) = entries.get(&key) {
         return Ok(hash.clone());
     }
-    let hash = sha256_file(path)?[..10].to_string();
+    let hash = sha256_file_interruptible(path, stop)?[..10].to_string();
     if let Some(file) = cache_file {
         entries.insert(key, hash.clone());
         // A cache that cannot be written only costs time later.
@@ -90,4 +108,24 @@ pub fn model_hash(path: &Path, cache: Option<&Path>) -> Result<String> {
         }
     }
     Ok(hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashing_stops_when_asked_and_otherwise_matches_the_plain_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("model.safetensors");
+        std::fs::write(&file, vec![7u8; 3 << 20]).unwrap();
+        let stopped = model_hash_interruptible(&file, Some(dir.path()), &|| true);
+        assert!(matches!(stopped, Err(Error::Cancelled)), "{stopped:?}");
+        assert!(
+            !dir.path().join("model-hashes.json").exists(),
+            "nothing cached"
+        );
+        let hash = model_hash_interruptible(&file, None, &|| false).unwrap();
+        assert_eq!(hash, sha256_file(&file).unwrap()[..10]);
+    }
 }

@@ -2,6 +2,7 @@
 
 mod brownian;
 mod components;
+mod config_search;
 mod engine;
 mod extra_runs;
 mod extra_schedules;

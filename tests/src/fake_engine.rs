@@ -1,7 +1,8 @@
 //! A fake [`Engine`] for worker and UI tests: it takes `step_time` per step, paints a
 //! gradient the size of the request, and panics when the prompt is `panic`. A file whose
 //! name contains `refiner` loads as an SDXL refiner, one containing `xl` as SDXL, anything
-//! else as SD 1.x; one containing `broken` fails to load (keeping the loaded model).
+//! else as SD 1.x; one containing `broken` fails to load (keeping the loaded model), one
+//! containing `nonstandard` needs a config folder.
 
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -95,7 +96,7 @@ impl Engine for FakeEngine {
     fn load(
         &mut self,
         path: &Path,
-        _: Option<&Path>,
+        config_dir: Option<&Path>,
         role: ModelRole,
         progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
     ) -> Result<ModelSummary> {
@@ -107,6 +108,12 @@ impl Engine for FakeEngine {
                 "{} does not exist",
                 path.display()
             )));
+        }
+        if path.to_string_lossy().contains("nonstandard") && config_dir.is_none() {
+            return Err(Error::NeedsConfig {
+                path: path.to_path_buf(),
+                message: "not the released size; choose its config folder".into(),
+            });
         }
         if path.to_string_lossy().contains("broken") {
             return Err(Error::settings("not a Stable Diffusion checkpoint"));

@@ -288,3 +288,54 @@ fn a_small_window_hides_the_model_panel_and_keeps_the_result_and_its_button_in_v
     }
     w.get_by_label("Native size");
 }
+
+#[test]
+fn a_nonstandard_checkpoint_asks_for_its_config_folder_and_a_typed_path_serves_without_a_dialog() {
+    use ember_app::gui::action::Action;
+    use ember_app::gui::dialogs::PathPurpose;
+
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("nonstandard.safetensors");
+    std::fs::write(&file, b"fake").unwrap();
+    let config = home.path().join("its-config");
+    std::fs::create_dir_all(&config).unwrap();
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    drop_files(&mut w, &[&file]);
+    step_until(&mut w, "the load to fail", |a| {
+        a.session.needs_config.is_some()
+    });
+    w.get_by_label("Choose config folder…");
+
+    // No portal: the dialog returns at once, and the app offers a typed path.
+    let purpose = PathPurpose::ConfigFor {
+        model: file.clone(),
+        role: inference::worker::ModelRole::Main,
+    };
+    w.state_mut()
+        .as_mut()
+        .unwrap()
+        .perform(Action::DialogFailed(purpose));
+    w.step();
+    w.step(); // a new window sizes itself on its first frame
+    assert!(has_notice(app(&w), "xdg-desktop-portal"));
+    w.get_by_label("Path").focus();
+    w.step();
+    w.get_by_label("Path")
+        .type_text(&config.join("missing").display().to_string());
+    w.step();
+    w.get_by_label("no such file or folder");
+    w.get_by_label("Path").focus();
+    w.step();
+    for _ in 0.."missing".len() + 1 {
+        w.key_press(egui::Key::Backspace);
+    }
+    w.step();
+    click(&mut w, "Use this path");
+    step_until(&mut w, "the model to load with its config", |a| {
+        a.session.model().is_some()
+    });
+    let a = app(&w);
+    assert_eq!(a.settings.config_dirs.get(&file), Some(&config));
+    assert!(a.path_prompt.is_none() && a.session.needs_config.is_none());
+}

@@ -3,6 +3,10 @@
 
 use std::path::PathBuf;
 
+use inference::worker::ModelRole;
+
+use super::dialogs::PathPurpose;
+
 /// The app's main views.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum View {
@@ -23,17 +27,21 @@ pub enum Action {
     /// Stop the running image and empty the queue.
     CancelAll,
     ClearQueue,
-    /// Pick a checkpoint file with the system dialog.
-    OpenModelDialog,
-    /// Pick a diffusers folder with the system dialog.
-    OpenModelFolderDialog,
-    ChooseModelsFolder,
-    ChooseOutputFolder,
+    /// Pick a path with the system dialog.
+    Pick(PathPurpose),
+    /// The dialog could not open: offer a typed path.
+    DialogFailed(PathPurpose),
+    /// Type a path (the dialog's fallback, also offered directly).
+    TypePath(PathPurpose),
     LoadModel(PathBuf),
+    /// Load a checkpoint of non-standard size with the architecture in `config`.
+    LoadWithConfig {
+        model: PathBuf,
+        config: PathBuf,
+        role: ModelRole,
+    },
     /// Use this refiner (loading it), or `None`: refine no more.
     SetRefiner(Option<PathBuf>),
-    /// Pick a refiner file with the system dialog.
-    OpenRefinerDialog,
     SetModelsFolder(PathBuf),
     SetOutputFolder(PathBuf),
     CancelLoad,
@@ -62,8 +70,6 @@ pub enum Action {
 #[must_use]
 #[derive(Clone, Debug, PartialEq)]
 pub enum CanvasAction {
-    /// Pick a source image for the canvas with the system dialog.
-    OpenImageDialog,
     /// Load this image as the canvas source.
     OpenImage(PathBuf),
     /// Load this image (a result or a gallery image) as the canvas source and show the canvas.
@@ -72,8 +78,6 @@ pub enum CanvasAction {
     PasteImage,
     /// An image arrived from the clipboard.
     ImagePasted(Box<inference::imaging::ImageRgb8>),
-    /// Pick a mask image with the system dialog.
-    OpenMaskDialog,
     /// Use this image as the canvas mask.
     OpenMask(PathBuf),
     /// Grow the canvas by the settings' outpaint pixels on these sides.

@@ -15,11 +15,11 @@ use egui::{ColorImage, TextureOptions};
 use inference::api::{GenerateRequest, SamplerChoice, SdeNoise};
 use inference::imaging::ImageRgb8;
 use inference::rng::random_seed;
-use inference::worker::{Engine, JobId, ModelRole, ResultImage, WorkerHandle};
+use inference::worker::{CancelToken, Engine, JobId, ModelRole, ResultImage, WorkerHandle};
 
 use super::action::{Action, CanvasAction, View};
 use super::canvas::CanvasState;
-use super::dialogs::Dialogs;
+use super::dialogs::{Dialogs, PathPrompt};
 use super::display::Display;
 use super::gallery::Gallery;
 use super::models::{self, ModelEntry};
@@ -45,6 +45,8 @@ pub struct EmberApp {
     pub paths: Paths,
     /// Where the engine runs (the status line and Help).
     pub device: DeviceNote,
+    /// A path being typed (when a dialog could not open, or asked for).
+    pub path_prompt: Option<PathPrompt>,
     /// Images dropped on the window whose settings should be restored when read.
     restoring: Vec<PathBuf>,
     /// The canvas mode's image, mask and view.
@@ -56,6 +58,8 @@ pub struct EmberApp {
     worker: WorkerHandle,
     files: Service<gallery::store::Request, gallery::store::Reply>,
     models_service: Service<models::Request, models::Reply>,
+    /// Stops the running models scan's hashing (a rescan, or the app closing).
+    models_scan: CancelToken,
     dialogs: Dialogs,
     ctx: egui::Context,
 }
@@ -98,13 +102,15 @@ impl EmberApp {
             worker,
             files,
             models_service,
+            models_scan: CancelToken::new(),
             dialogs: Dialogs::new(wake(ctx)),
             ctx: ctx.clone(),
             paths,
             device: DeviceNote::default(),
+            path_prompt: None,
         };
         if let Some(dir) = app.settings.models_dir.clone() {
-            app.models_service.send(models::Request::Scan { dir });
+            app.scan_models(dir);
         }
         if let Some(path) = app.settings.last_model.clone().filter(|p| p.exists()) {
             app.perform(Action::LoadModel(path));
@@ -118,6 +124,16 @@ impl EmberApp {
             app.perform(Action::SetRefiner(Some(path)));
         }
         app
+    }
+
+    /// Lists the models folder `dir` (stopping the hashing of an earlier scan).
+    fn scan_models(&mut self, dir: PathBuf) {
+        self.models_scan.cancel();
+        self.models_scan = CancelToken::new();
+        self.models_service.send(models::Request::Scan {
+            dir,
+            stop: self.models_scan.clone(),
+        });
     }
 
     /// The folder results are saved in.
@@ -158,6 +174,7 @@ impl EmberApp {
                 output_dir,
                 device: &self.device,
                 paths: &self.paths,
+                path_prompt: &mut self.path_prompt,
             },
         ));
         for action in actions {
@@ -307,7 +324,7 @@ impl EmberApp {
             Action::SetModelsFolder(dir) => {
                 self.settings.models_dir = Some(dir.clone());
                 self.models.clear();
-                self.models_service.send(models::Request::Scan { dir });
+                self.scan_models(dir);
             }
             Action::SetOutputFolder(dir) => {
                 self.settings.output_dir = Some(dir);
@@ -318,18 +335,37 @@ impl EmberApp {
                 self.session.clear_queue();
                 self.session.cancel_running();
             }
-            Action::OpenModelDialog => self.dialogs.pick_model_file(),
-            Action::OpenModelFolderDialog => self.dialogs.pick_model_folder(),
-            Action::ChooseModelsFolder => self.dialogs.pick_models_folder(),
-            Action::ChooseOutputFolder => self.dialogs.pick_output_folder(),
+            Action::Pick(purpose) => self.dialogs.pick(purpose),
+            Action::DialogFailed(purpose) => {
+                self.session.notify(
+                    Level::Warning,
+                    "no file dialog could open (on Linux Ember's dialogs need \
+                     xdg-desktop-portal); type the path instead",
+                );
+                self.path_prompt = Some(PathPrompt::new(purpose));
+            }
+            Action::TypePath(purpose) => self.path_prompt = Some(PathPrompt::new(purpose)),
             Action::LoadModel(path) => {
-                let command = self.session.load_model(&path);
+                let config = self.settings.config_dirs.get(&path).cloned();
+                let command = self.session.load_into(ModelRole::Main, &path, config);
+                self.worker.send(command);
+            }
+            Action::LoadWithConfig {
+                model,
+                config,
+                role,
+            } => {
+                self.settings
+                    .config_dirs
+                    .insert(model.clone(), config.clone());
+                let command = self.session.load_into(role, &model, Some(config));
                 self.worker.send(command);
             }
             Action::SetRefiner(Some(path)) => {
                 self.settings.refiner.model = Some(path.clone());
                 self.settings.refiner.enabled = true;
-                let command = self.session.load_into(ModelRole::Refiner, &path);
+                let config = self.settings.config_dirs.get(&path).cloned();
+                let command = self.session.load_into(ModelRole::Refiner, &path, config);
                 self.worker.send(command);
             }
             Action::SetRefiner(None) => {
@@ -337,11 +373,10 @@ impl EmberApp {
                 let command = self.session.unload_refiner();
                 self.worker.send(command);
             }
-            Action::OpenRefinerDialog => self.dialogs.pick_refiner_file(),
             Action::CancelLoad => self.session.cancel_loading(),
             Action::RescanModels => {
                 if let Some(dir) = self.settings.models_dir.clone() {
-                    self.models_service.send(models::Request::Scan { dir });
+                    self.scan_models(dir);
                 }
             }
             Action::Show(view) => {
@@ -493,6 +528,14 @@ impl EmberApp {
             }
             ModelState::Empty => Ok(None),
         }
+    }
+}
+
+impl Drop for EmberApp {
+    /// Hashing a large models folder must not hold up closing the window: the models
+    /// thread is joined when its service drops, so its work is stopped first.
+    fn drop(&mut self) {
+        self.models_scan.cancel();
     }
 }
 

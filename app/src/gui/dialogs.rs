@@ -1,12 +1,99 @@
 //! Native file dialogs (rfd), each on a short-lived thread so the window keeps drawing while
-//! a dialog is open; what the user picked comes back as an [`Action`].
+//! a dialog is open; what the user picked comes back as an [`Action`]. A dialog that could
+//! not open (on Linux rfd needs xdg-desktop-portal; without one it returns at once with
+//! nothing) comes back as [`Action::DialogFailed`], and the app offers a typed path instead.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
+use inference::worker::ModelRole;
 
 use super::action::{Action, CanvasAction};
+
+/// A dialog that answers faster than this did not open: nobody picks or cancels that fast.
+const TOO_FAST: Duration = Duration::from_millis(150);
+
+const IMAGES: &[&str] = &["png", "jpg", "jpeg", "webp"];
+const CHECKPOINTS: &[&str] = &["safetensors", "ckpt"];
+
+/// What a path is picked for (by dialog or typed).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PathPurpose {
+    Model,
+    ModelFolder,
+    Refiner,
+    ModelsFolder,
+    OutputFolder,
+    CanvasImage,
+    Mask,
+    /// The config folder for a checkpoint of non-standard size.
+    ConfigFor {
+        model: PathBuf,
+        role: ModelRole,
+    },
+}
+
+impl PathPurpose {
+    /// The dialog's title (and the typed-path prompt's).
+    pub fn title(&self) -> &'static str {
+        match self {
+            PathPurpose::Model => "Open a Stable Diffusion checkpoint",
+            PathPurpose::ModelFolder => "Open a diffusers model folder",
+            PathPurpose::Refiner => "Open an SDXL refiner checkpoint",
+            PathPurpose::ModelsFolder => "Choose the folder your checkpoints are in",
+            PathPurpose::OutputFolder => "Choose where Ember saves images",
+            PathPurpose::CanvasImage => "Open an image for the canvas",
+            PathPurpose::Mask => "Open a mask (white = repaint)",
+            PathPurpose::ConfigFor { .. } => {
+                "Choose the checkpoint's config folder (a diffusers folder describing it)"
+            }
+        }
+    }
+
+    /// Whether a folder is picked (else a file, with these extensions).
+    fn filter(&self) -> Option<(&'static str, &'static [&'static str])> {
+        match self {
+            PathPurpose::Model | PathPurpose::Refiner => Some(("Checkpoints", CHECKPOINTS)),
+            PathPurpose::CanvasImage | PathPurpose::Mask => Some(("Images", IMAGES)),
+            _ => None,
+        }
+    }
+
+    /// What picking `path` asks the app to do.
+    pub fn action(&self, path: PathBuf) -> Action {
+        match self {
+            PathPurpose::Model | PathPurpose::ModelFolder => Action::LoadModel(path),
+            PathPurpose::Refiner => Action::SetRefiner(Some(path)),
+            PathPurpose::ModelsFolder => Action::SetModelsFolder(path),
+            PathPurpose::OutputFolder => Action::SetOutputFolder(path),
+            PathPurpose::CanvasImage => Action::Canvas(CanvasAction::OpenImage(path)),
+            PathPurpose::Mask => Action::Canvas(CanvasAction::OpenMask(path)),
+            PathPurpose::ConfigFor { model, role } => Action::LoadWithConfig {
+                model: model.clone(),
+                config: path,
+                role: *role,
+            },
+        }
+    }
+}
+
+/// A path being typed for a purpose (the dialog's fallback); runtime state of the window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PathPrompt {
+    pub purpose: PathPurpose,
+    pub text: String,
+}
+
+impl PathPrompt {
+    pub fn new(purpose: PathPurpose) -> Self {
+        Self {
+            purpose,
+            text: String::new(),
+        }
+    }
+}
 
 /// Opens dialogs and collects their answers.
 pub struct Dialogs {
@@ -30,98 +117,34 @@ impl Dialogs {
         self.rx.try_iter().collect()
     }
 
-    fn open(
-        &self,
-        dialog: impl FnOnce() -> Option<PathBuf> + Send + 'static,
-        then: fn(PathBuf) -> Action,
-    ) {
+    /// Opens the system dialog for `purpose`.
+    pub fn pick(&self, purpose: PathPurpose) {
         let tx = self.tx.clone();
         let wake = self.wake.clone();
         let spawned = std::thread::Builder::new()
             .name("file-dialog".into())
             .spawn(move || {
-                if let Some(path) = dialog() {
-                    let _ = tx.send(then(path));
-                    wake();
-                }
+                let start = Instant::now();
+                let dialog = rfd::FileDialog::new().set_title(purpose.title());
+                let picked = match purpose.filter() {
+                    Some((name, extensions)) => dialog.add_filter(name, extensions).pick_file(),
+                    None => dialog.pick_folder(),
+                };
+                let action = match picked {
+                    Some(path) => purpose.action(path),
+                    None if start.elapsed() < TOO_FAST => Action::DialogFailed(purpose),
+                    None => return,
+                };
+                let _ = tx.send(action);
+                wake();
             });
         if spawned.is_err() {
-            // Without a thread there is no dialog; the drop target and models folder remain.
+            let _ = self.tx.send(Action::DialogFailed(PathPurpose::Model));
         }
-    }
-
-    pub fn pick_model_file(&self) {
-        self.open(
-            || {
-                rfd::FileDialog::new()
-                    .set_title("Open a Stable Diffusion checkpoint")
-                    .add_filter("Checkpoints", &["safetensors", "ckpt"])
-                    .pick_file()
-            },
-            Action::LoadModel,
-        );
-    }
-
-    pub fn pick_refiner_file(&self) {
-        self.open(
-            || {
-                rfd::FileDialog::new()
-                    .set_title("Open an SDXL refiner checkpoint")
-                    .add_filter("Checkpoints", &["safetensors", "ckpt"])
-                    .pick_file()
-            },
-            |path| Action::SetRefiner(Some(path)),
-        );
-    }
-
-    pub fn pick_model_folder(&self) {
-        self.open(
-            || {
-                rfd::FileDialog::new()
-                    .set_title("Open a diffusers model folder")
-                    .pick_folder()
-            },
-            Action::LoadModel,
-        );
-    }
-
-    pub fn pick_models_folder(&self) {
-        self.open(
-            || {
-                rfd::FileDialog::new()
-                    .set_title("Choose the folder your checkpoints are in")
-                    .pick_folder()
-            },
-            Action::SetModelsFolder,
-        );
-    }
-
-    pub fn pick_output_folder(&self) {
-        self.open(
-            || {
-                rfd::FileDialog::new()
-                    .set_title("Choose where Ember saves images")
-                    .pick_folder()
-            },
-            Action::SetOutputFolder,
-        );
     }
 }
 
 impl Dialogs {
-    /// An image to paint on in the canvas.
-    pub fn pick_canvas_image(&self) {
-        self.open(
-            || {
-                rfd::FileDialog::new()
-                    .set_title("Open an image for the canvas")
-                    .add_filter("Images", &["png", "jpg", "jpeg", "webp"])
-                    .pick_file()
-            },
-            |p| Action::Canvas(CanvasAction::OpenImage(p)),
-        );
-    }
-
     /// Reads an image from the clipboard on its own thread (the system clipboard can take a
     /// moment to answer).
     pub fn paste_image(&self) {
@@ -141,19 +164,6 @@ impl Dialogs {
                 let _ = tx.send(action);
                 wake();
             });
-    }
-
-    /// A mask image (white = repaint) for the canvas.
-    pub fn pick_mask(&self) {
-        self.open(
-            || {
-                rfd::FileDialog::new()
-                    .set_title("Open a mask (white = repaint)")
-                    .add_filter("Images", &["png", "jpg", "jpeg", "webp"])
-                    .pick_file()
-            },
-            |p| Action::Canvas(CanvasAction::OpenMask(p)),
-        );
     }
 }
 

@@ -7,7 +7,7 @@
 pub mod action;
 pub mod app;
 pub mod canvas;
-mod dialogs;
+pub mod dialogs;
 pub mod display;
 pub mod gallery;
 pub mod models;

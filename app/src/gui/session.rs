@@ -126,6 +126,9 @@ pub struct Session {
     pub model: ModelState,
     /// The refiner slot (an SDXL refiner the main model hands over to).
     pub refiner: ModelState,
+    /// A checkpoint that failed to load for want of a config folder (the model panel
+    /// offers to choose one).
+    pub needs_config: Option<(PathBuf, ModelRole)>,
     pub queue: VecDeque<QueuedJob>,
     pub running: Option<RunningJob>,
     pub notices: Vec<Notice>,
@@ -140,6 +143,7 @@ impl Default for Session {
         Self {
             model: ModelState::Empty,
             refiner: ModelState::Empty,
+            needs_config: None,
             queue: VecDeque::new(),
             running: None,
             notices: Vec::new(),
@@ -222,9 +226,15 @@ impl Session {
         }
     }
 
-    /// Starts loading `path` into a slot (the worker frees the slot's old model first).
+    /// Starts loading `path` into a slot, with the architecture in `config_dir` when given
+    /// (the worker keeps the slot's old model until the new one has loaded).
     #[must_use]
-    pub fn load_into(&mut self, role: ModelRole, path: &Path) -> Command {
+    pub fn load_into(
+        &mut self,
+        role: ModelRole,
+        path: &Path,
+        config_dir: Option<PathBuf>,
+    ) -> Command {
         let slot = self.slot(role);
         if let ModelState::Loading { cancel, .. } = slot {
             cancel.cancel();
@@ -236,18 +246,13 @@ impl Session {
             total: 0,
             cancel: cancel.clone(),
         };
+        self.needs_config = None;
         Command::LoadModel {
             path: path.to_path_buf(),
-            config_dir: None,
+            config_dir,
             role,
             cancel,
         }
-    }
-
-    /// Starts loading the main model `path`.
-    #[must_use]
-    pub fn load_model(&mut self, path: &Path) -> Command {
-        self.load_into(ModelRole::Main, path)
     }
 
     /// Frees the refiner.
@@ -361,6 +366,7 @@ impl Session {
                 role,
                 error,
                 kept,
+                needs_config,
             } => {
                 // A load replaced by a newer one fails quietly; the newer one is shown.
                 let slot = self.slot(role);
@@ -371,6 +377,9 @@ impl Session {
                         .map(|m| format!("; {} is still loaded", m.name))
                         .unwrap_or_default();
                     *slot = kept.map_or(ModelState::Empty, ModelState::Ready);
+                    if needs_config {
+                        self.needs_config = Some((path.clone(), role));
+                    }
                     let text = load_error(&path, &error, &still);
                     self.notify_about(Topic::Load, Level::Error, text);
                 }

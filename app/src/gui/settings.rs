@@ -65,6 +65,8 @@ pub struct Settings {
     pub size_conditioning: SizeConditioningSettings,
     /// Which side panels show.
     pub layout: LayoutSettings,
+    /// The config folder chosen for each checkpoint of non-standard size.
+    pub config_dirs: std::collections::BTreeMap<PathBuf, PathBuf>,
 }
 
 /// Which side panels show (the View menu).
@@ -218,6 +220,7 @@ impl Default for Settings {
             refiner: RefinerSettings::default(),
             size_conditioning: SizeConditioningSettings::default(),
             layout: LayoutSettings::default(),
+            config_dirs: Default::default(),
         }
     }
 }

@@ -32,7 +32,15 @@ pub fn inspect(path: &Path) -> Result<CheckpointInfo> {
         Ok(mut d) => {
             let hints = super::prediction::file_hints(path, None).unwrap_or_default();
             d.prediction = d.prediction.or(hints.prediction);
-            d.to_string()
+            let released = super::loader::Configs::preset(d.family, d.unet_in_channels);
+            let size = match super::fit::mismatch(&file, &released) {
+                None => "",
+                Some(_) if super::fit::find_config_dir(path, &file, &d).is_some() => {
+                    " (non-standard size, config folder beside it)"
+                }
+                Some(_) => " (non-standard size: needs its config folder)",
+            };
+            format!("{d}{size}")
         }
         Err(NotDetected::Known(what)) => format!("not a full model: {what}"),
         Err(NotDetected::Unknown) => "unknown (not a Stable Diffusion checkpoint)".to_string(),

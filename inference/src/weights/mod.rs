@@ -4,6 +4,7 @@
 pub mod apply;
 pub mod detect;
 mod file_names;
+mod fit;
 mod folder;
 pub mod inspect;
 pub mod keymap;

@@ -31,11 +31,7 @@ pub fn plan(path: &Path, options: &LoadOptions) -> Result<LoadPlan> {
     let file = TensorFile::open(path)?;
     let detected = detect_file(path, &file)?;
     let family = detected.family;
-    let preset = Configs::preset(family, detected.unet_in_channels);
-    let configs = match &options.config_dir {
-        Some(dir) => Configs::from_dir(dir, family, Some(preset))?,
-        None => preset,
-    };
+    let configs = super::fit::resolve(path, &file, &detected, options)?.configs;
     let spec = family.spec();
     let loaded = |key: &str| {
         key.starts_with("model.diffusion_model.")

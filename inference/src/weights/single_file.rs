@@ -67,13 +67,11 @@ pub(super) fn load(path: &Path, options: &LoadOptions, stages: &mut Stages<'_>) 
     let mut detected = detect_file(path, &file)?;
     let family = detected.family;
     let spec = family.spec();
-    let preset = Configs::preset(family, detected.unet_in_channels);
-    let (mut configs, from_preset) = match &options.config_dir {
-        Some(dir) => (Configs::from_dir(dir, family, Some(preset))?, false),
-        None => (preset, true),
-    };
-    configs.check_fit(options.config_dir.as_deref().unwrap_or(path))?;
-    let hints = prediction::file_hints(path, options.config_dir.as_deref())?;
+    let resolved = super::fit::resolve(path, &file, &detected, options)?;
+    let (mut configs, from_preset) = (resolved.configs, resolved.from_preset);
+    let config_dir = resolved.config_dir;
+    configs.check_fit(config_dir.as_deref().unwrap_or(path))?;
+    let hints = prediction::file_hints(path, config_dir.as_deref())?;
     detected.prediction = detected.prediction.or(hints.prediction);
     detected.zero_terminal_snr |= hints.zero_terminal_snr;
 
@@ -87,6 +85,14 @@ pub(super) fn load(path: &Path, options: &LoadOptions, stages: &mut Stages<'_>) 
     let total = file.tensors.len();
     let mut tensors: Vec<Vec<NamedTensor>> = (0..encoders + 2).map(|_| Vec::new()).collect();
     let mut report = LoadReport::default();
+    if options.config_dir.is_none()
+        && let Some(dir) = &config_dir
+    {
+        report.warnings.push(format!(
+            "not the released size: its architecture comes from {}, found beside it",
+            dir.display()
+        ));
+    }
     for tensor in file.tensors {
         let key = tensor.name.clone();
         let route = if let Some(rest) = key.strip_prefix("model.diffusion_model.") {

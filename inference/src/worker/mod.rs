@@ -190,6 +190,7 @@ fn serve(
                 let outcome = catch_unwind(AssertUnwindSafe(|| {
                     engine.load(&path, config_dir.as_deref(), role, &mut progress)
                 }));
+                let needs_config = matches!(outcome, Ok(Err(crate::Error::NeedsConfig { .. })));
                 let error = match outcome {
                     Ok(Ok(summary)) => {
                         emit(Event::ModelLoaded {
@@ -215,6 +216,7 @@ fn serve(
                     role,
                     error,
                     kept,
+                    needs_config,
                 });
             }
             Command::Generate {

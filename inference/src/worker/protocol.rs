@@ -104,6 +104,9 @@ pub enum Event {
         error: String,
         /// The model still in the slot (a failed load keeps the one before it).
         kept: Option<Box<ModelSummary>>,
+        /// The file is not its family's released size and needs a config folder
+        /// (`Command::LoadModel { config_dir }`) to load.
+        needs_config: bool,
     },
     ModelUnloaded(ModelRole),
     JobStarted {

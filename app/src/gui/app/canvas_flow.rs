@@ -25,8 +25,6 @@ impl EmberApp {
     /// Does what a canvas action asks.
     pub(super) fn perform_canvas(&mut self, action: CanvasAction) {
         match action {
-            CanvasAction::OpenImageDialog => self.dialogs.pick_canvas_image(),
-            CanvasAction::OpenMaskDialog => self.dialogs.pick_mask(),
             CanvasAction::OpenImage(path) | CanvasAction::SendTo(path) => {
                 self.view = View::Canvas;
                 self.incoming.push(Incoming::Source(path.clone()));

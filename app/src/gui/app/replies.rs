@@ -75,7 +75,10 @@ impl EmberApp {
             }
             models::Reply::Hashed { path, hash } => {
                 if let Some(entry) = self.models.iter_mut().find(|e| e.path == path) {
-                    entry.hash = Some(hash.unwrap_or_else(|e| format!("(no hash: {e})")));
+                    entry.hash = match hash {
+                        Ok(hash) => models::Hash::Known(hash),
+                        Err(e) => models::Hash::Failed(e),
+                    };
                 }
             }
         }

@@ -10,6 +10,7 @@ use inference::canvas::FitMode;
 use super::Parts;
 use super::form;
 use crate::gui::action::{Action, CanvasAction};
+use crate::gui::dialogs::PathPurpose;
 
 pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     shortcuts(ui.ctx(), app);
@@ -81,7 +82,7 @@ fn options(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     ui.heading("Canvas");
     ui.horizontal(|ui| {
         if ui.button("Open image…").clicked() {
-            actions.push(Action::Canvas(CanvasAction::OpenImageDialog));
+            actions.push(Action::Pick(PathPurpose::CanvasImage));
         }
         if ui.button("Paste image").clicked() {
             actions.push(Action::Canvas(CanvasAction::PasteImage));
@@ -90,7 +91,7 @@ fn options(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
             .add_enabled(app.canvas.source.is_some(), egui::Button::new("Load mask…"))
             .clicked()
         {
-            actions.push(Action::Canvas(CanvasAction::OpenMaskDialog));
+            actions.push(Action::Pick(PathPurpose::Mask));
         }
     });
     let steps = app.settings.steps;

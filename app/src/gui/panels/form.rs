@@ -9,6 +9,8 @@ use inference::schedule::named::{SamplerName, ScheduleName};
 use super::Parts;
 use super::hints::{sampler_hint, schedule_hint};
 use crate::gui::action::{Action, View};
+use crate::gui::dialogs::PathPurpose;
+use crate::gui::models::EntryKind;
 use crate::gui::settings::SizeConditioningSettings;
 
 /// Size presets for a model whose native side is `native`: the short side stays native, the
@@ -318,7 +320,11 @@ fn refiner_section(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Act
                 if ui.selectable_label(!s.enabled, "Off").clicked() {
                     actions.push(Action::SetRefiner(None));
                 }
-                for entry in app.models.iter().filter(|m| m.family.contains("refiner")) {
+                for entry in app
+                    .models
+                    .iter()
+                    .filter(|m| m.kind == EntryKind::Model && m.family.contains("refiner"))
+                {
                     let chosen = s.enabled && s.model.as_ref() == Some(&entry.path);
                     if ui.selectable_label(chosen, &entry.name).clicked() {
                         actions.push(Action::SetRefiner(Some(entry.path.clone())));
@@ -330,7 +336,7 @@ fn refiner_section(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Act
                 "Refiners found in the models folder (the SDXL refiner, or any SDXL model)",
             );
         if ui.button("Choose refiner file…").clicked() {
-            actions.push(Action::OpenRefinerDialog);
+            actions.push(Action::Pick(PathPurpose::Refiner));
         }
         let s = &mut app.settings.refiner;
         ui.add_enabled(

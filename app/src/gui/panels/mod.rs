@@ -16,6 +16,7 @@ use super::action::{Action, View};
 use std::path::PathBuf;
 
 use super::canvas::CanvasState;
+use super::dialogs::PathPrompt;
 use super::display::Display;
 use super::gallery::Gallery;
 use super::models::ModelEntry;
@@ -41,6 +42,8 @@ pub struct Parts<'a> {
     /// Where the engine runs.
     pub device: &'a DeviceNote,
     pub paths: &'a Paths,
+    /// A path being typed, drawn as a small window.
+    pub path_prompt: &'a mut Option<PathPrompt>,
 }
 
 /// Draws the whole window.
@@ -83,8 +86,51 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>) -> Vec<Action> {
         View::Canvas => canvas::draw(ui, app, &mut actions),
         View::Gallery => gallery::draw(ui, app, &mut actions),
     }
+    path_prompt(ui, app, &mut actions);
     hover_hint(ui);
     actions
+}
+
+/// The typed-path window: a path for the purpose a dialog could not serve.
+fn path_prompt(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
+    let Some(prompt) = app.path_prompt.as_mut() else {
+        return;
+    };
+    let mut close = false;
+    egui::Window::new("Type a path")
+        .collapsible(false)
+        .resizable(false)
+        .anchor(egui::Align2::CENTER_CENTER, egui::Vec2::ZERO)
+        .show(ui.ctx(), |ui| {
+            ui.label(prompt.purpose.title());
+            let label = ui.label("Path");
+            ui.add(
+                egui::TextEdit::singleline(&mut prompt.text)
+                    .desired_width(420.0)
+                    .hint_text("/home/you/models/model.safetensors"),
+            )
+            .labelled_by(label.id);
+            let path = std::path::PathBuf::from(prompt.text.trim());
+            let exists = !prompt.text.trim().is_empty() && path.exists();
+            if !prompt.text.trim().is_empty() && !exists {
+                ui.colored_label(Color32::from_rgb(235, 80, 70), "no such file or folder");
+            }
+            ui.horizontal(|ui| {
+                if ui
+                    .add_enabled(exists, egui::Button::new("Use this path"))
+                    .clicked()
+                {
+                    actions.push(prompt.purpose.action(path));
+                    close = true;
+                }
+                if ui.button("Cancel").clicked() {
+                    close = true;
+                }
+            });
+        });
+    if close {
+        *app.path_prompt = None;
+    }
 }
 
 fn top_bar(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {

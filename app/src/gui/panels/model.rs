@@ -6,7 +6,8 @@ use egui::{ProgressBar, RichText};
 
 use super::Parts;
 use crate::gui::action::Action;
-use crate::gui::models::human_size;
+use crate::gui::dialogs::PathPurpose;
+use crate::gui::models::{EntryKind, Hash, ModelEntry, human_size};
 use crate::gui::session::ModelState;
 
 pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
@@ -53,16 +54,36 @@ pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
             }
         }
     }
-    ui.horizontal(|ui| {
+    if let Some((path, role)) = &app.session.needs_config {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        ui.label(format!(
+            "{name} is not its family's released size: Ember needs the diffusers folder that \
+             describes it."
+        ));
+        if ui.button("Choose config folder…").clicked() {
+            actions.push(Action::Pick(PathPurpose::ConfigFor {
+                model: path.clone(),
+                role: *role,
+            }));
+        }
+    }
+    ui.horizontal_wrapped(|ui| {
         if ui.button("Open model…").clicked() {
-            actions.push(Action::OpenModelDialog);
+            actions.push(Action::Pick(PathPurpose::Model));
         }
         if ui
             .button("Open folder model…")
             .on_hover_text("A diffusers folder (with model_index.json)")
             .clicked()
         {
-            actions.push(Action::OpenModelFolderDialog);
+            actions.push(Action::Pick(PathPurpose::ModelFolder));
+        }
+        if ui
+            .button("Type a path…")
+            .on_hover_text("A checkpoint or diffusers folder by its path")
+            .clicked()
+        {
+            actions.push(Action::TypePath(PathPurpose::Model));
         }
     });
 
@@ -76,29 +97,14 @@ pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     });
     ui.horizontal(|ui| {
         if ui.button("Choose models folder…").clicked() {
-            actions.push(Action::ChooseModelsFolder);
+            actions.push(Action::Pick(PathPurpose::ModelsFolder));
         }
         if app.settings.models_dir.is_some() && ui.button("Rescan").clicked() {
             actions.push(Action::RescanModels);
         }
     });
     let loaded = app.session.model().map(|m| m.path.as_path());
-    for entry in app.models {
-        let hash = entry.hash.as_deref().unwrap_or("hashing…");
-        let text = format!(
-            "{}\n{} · {} · {hash}",
-            entry.name,
-            entry.family,
-            human_size(entry.bytes)
-        );
-        let clicked = ui
-            .selectable_label(loaded == Some(entry.path.as_path()), text)
-            .on_hover_text(entry.path.display().to_string())
-            .clicked();
-        if clicked {
-            actions.push(Action::LoadModel(entry.path.clone()));
-        }
-    }
+    models_list(ui, app.models, loaded, actions);
 
     if !app.settings.recent_models.is_empty() {
         ui.separator();
@@ -120,10 +126,62 @@ pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     ui.label(app.output_dir.clone().display().to_string());
     ui.horizontal(|ui| {
         if ui.button("Change…").clicked() {
-            actions.push(Action::ChooseOutputFolder);
+            actions.push(Action::Pick(PathPurpose::OutputFolder));
         }
         if ui.button("Open folder").clicked() {
             actions.push(Action::OpenOutputFolder);
         }
     });
+}
+
+/// The loadable models (click to load), then the other files by kind, folded.
+fn models_list(
+    ui: &mut egui::Ui,
+    entries: &[ModelEntry],
+    loaded: Option<&std::path::Path>,
+    actions: &mut Vec<Action>,
+) {
+    for entry in entries.iter().filter(|e| e.kind == EntryKind::Model) {
+        let hash = match &entry.hash {
+            Hash::Pending => " · hashing…".to_string(),
+            Hash::Known(hash) => format!(" · {hash}"),
+            Hash::Failed(_) | Hash::NotHashed => String::new(),
+        };
+        let text = format!(
+            "{}\n{} · {}{hash}",
+            entry.name,
+            entry.family,
+            human_size(entry.bytes)
+        );
+        let mut hover = entry.path.display().to_string();
+        if let Hash::Failed(why) = &entry.hash {
+            hover.push_str(&format!("\nno hash: {why}"));
+        }
+        if ui
+            .selectable_label(loaded == Some(entry.path.as_path()), text)
+            .on_hover_text(hover)
+            .clicked()
+        {
+            actions.push(Action::LoadModel(entry.path.clone()));
+        }
+    }
+    let mut kinds: Vec<EntryKind> = entries
+        .iter()
+        .map(|e| e.kind)
+        .filter(|k| *k != EntryKind::Model)
+        .collect();
+    kinds.dedup();
+    for kind in kinds {
+        let group: Vec<&ModelEntry> = entries.iter().filter(|e| e.kind == kind).collect();
+        ui.collapsing(format!("{} ({})", kind.heading(), group.len()), |ui| {
+            for entry in group {
+                let mut text = format!("{} · {}", entry.name, human_size(entry.bytes));
+                if kind == EntryKind::NotLoadable {
+                    text.push_str(&format!("\n{}", entry.family));
+                }
+                ui.label(text)
+                    .on_hover_text(entry.path.display().to_string());
+            }
+        });
+    }
 }

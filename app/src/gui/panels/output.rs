@@ -6,6 +6,7 @@ use inference::api::Stage;
 
 use super::Parts;
 use crate::gui::action::{Action, CanvasAction};
+use crate::gui::dialogs::PathPurpose;
 use crate::gui::session::{ModelState, RunningJob};
 
 pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
@@ -53,10 +54,10 @@ fn empty_state(ui: &mut egui::Ui, actions: &mut Vec<Action>) {
         ui.horizontal(|ui| {
             ui.add_space((ui.available_width() - 360.0).max(0.0) / 2.0);
             if ui.button("Open model…").clicked() {
-                actions.push(Action::OpenModelDialog);
+                actions.push(Action::Pick(PathPurpose::Model));
             }
             if ui.button("Choose models folder…").clicked() {
-                actions.push(Action::ChooseModelsFolder);
+                actions.push(Action::Pick(PathPurpose::ModelsFolder));
             }
         });
     });
