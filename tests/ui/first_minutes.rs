@@ -339,3 +339,42 @@ fn a_nonstandard_checkpoint_asks_for_its_config_folder_and_a_typed_path_serves_w
     assert_eq!(a.settings.config_dirs.get(&file), Some(&config));
     assert!(a.path_prompt.is_none() && a.session.needs_config.is_none());
 }
+
+#[test]
+fn the_models_list_shows_loadable_models_and_folds_the_add_ons_by_kind() {
+    use ember_app::gui::action::Action;
+
+    let home = tempfile::tempdir().unwrap();
+    let models = home.path().join("models");
+    for dir in ["Stable-diffusion", "Lora", "embeddings"] {
+        std::fs::create_dir_all(models.join(dir)).unwrap();
+    }
+    std::fs::copy(
+        ember_tests::reference("sd15/checkpoint.safetensors"),
+        models.join("Stable-diffusion/dreamy.safetensors"),
+    )
+    .unwrap();
+    std::fs::write(models.join("Lora/inkstyle.safetensors"), b"lora").unwrap();
+    std::fs::write(models.join("embeddings/badhands.pt"), b"ti").unwrap();
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    w.state_mut()
+        .as_mut()
+        .unwrap()
+        .perform(Action::SetModelsFolder(models));
+    step_until(&mut w, "the scan and the model's hash", |a| {
+        a.models.len() == 3
+            && a.models
+                .iter()
+                .all(|m| !matches!(m.hash, ember_app::gui::models::Hash::Pending))
+    });
+    w.get_by_label_contains("dreamy.safetensors");
+    w.get_by_label("LoRA (1)");
+    w.get_by_label("Embeddings (1)");
+    assert!(
+        w.query_by_label_contains("inkstyle").is_none(),
+        "add-ons are folded away from the models"
+    );
+    click(&mut w, "LoRA (1)");
+    w.get_by_label_contains("inkstyle.safetensors");
+}
