@@ -5,6 +5,7 @@
 //! threads); every result is sent to be saved the moment it arrives; errors become notices.
 
 mod canvas_flow;
+mod generate;
 mod replies;
 
 use std::collections::HashMap;
@@ -12,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use egui::{ColorImage, TextureOptions};
-use inference::api::{GenerateRequest, SamplerChoice, SdeNoise};
 use inference::imaging::ImageRgb8;
 use inference::rng::random_seed;
 use inference::worker::{CancelToken, Engine, JobId, ModelRole, ResultImage, WorkerHandle};
@@ -25,7 +25,7 @@ use super::gallery::Gallery;
 use super::models::{self, ModelEntry};
 use super::paths::Paths;
 use super::service::{Order, Service};
-use super::session::{Level, ModelState, Session};
+use super::session::{Level, Session};
 use super::settings::{Settings, SettingsFile};
 use super::shared_device::DeviceNote;
 use super::{gallery, panels};
@@ -422,111 +422,6 @@ impl EmberApp {
             Action::DismissNotice(id) => self.session.dismiss(id),
             Action::ShowAllNotices(all) => self.session.all_notices = all,
             Action::RollSeed => self.settings.seed = random_seed(),
-        }
-    }
-
-    /// Queues `batch_count` jobs from the settings (seeds `seed`, `seed + 1`, ...).
-    fn generate(&mut self) {
-        if matches!(self.session.model, ModelState::Empty) {
-            self.session.notify(
-                Level::Warning,
-                "load a model first: drop a checkpoint on the window or choose one",
-            );
-            return;
-        }
-        let planned = self.request().and_then(|request| match self.view {
-            View::Canvas => self
-                .canvas_request(request)
-                .map(|(request, job)| (request, Some(job))),
-            _ => Ok((request, None)),
-        });
-        let (request, canvas_job) = match planned {
-            Ok(r) => r,
-            Err(e) => {
-                self.session.notify(Level::Error, e);
-                return;
-            }
-        };
-        if !self.settings.seed_locked {
-            self.settings.seed = random_seed();
-        }
-        if canvas_job.is_some() {
-            self.canvas.hint = None;
-        }
-        for i in 0..self.settings.batch_count.max(1) {
-            let mut job = request.clone();
-            job.seed = self.settings.seed.wrapping_add(u64::from(i));
-            let id = self.session.enqueue(job);
-            if let Some(canvas_job) = &canvas_job {
-                self.canvas_jobs.insert(id, canvas_job.clone());
-            }
-        }
-    }
-
-    /// The request the settings describe (seed set by the caller).
-    pub fn request(&self) -> Result<GenerateRequest, String> {
-        let s = &self.settings;
-        let (sampler, schedule) = (s.sampler, s.schedule);
-        let caps = self.session.model().map(|m| &m.capabilities);
-        let second = |text: &str| {
-            (caps.is_some_and(|c| c.second_prompt()) && !text.trim().is_empty())
-                .then(|| text.to_string())
-        };
-        let refiner = self.refiner_in_play()?;
-        let size_conditioning = if caps.is_some_and(|c| c.size_conditioning()) {
-            s.size_conditioning.to_request()
-        } else {
-            Default::default()
-        };
-        let scored = caps.is_some_and(|c| c.aesthetic_score())
-            || refiner.is_some_and(|r| r.capabilities.aesthetic_score());
-        let request = GenerateRequest {
-            prompt_2: second(&s.prompt_2),
-            negative_prompt_2: second(&s.negative_prompt_2),
-            cfg_rescale: s.cfg_rescale,
-            size_conditioning,
-            refiner_switch: refiner.map(|_| s.refiner.switch_at),
-            aesthetic_score: scored.then_some(s.refiner.aesthetic_score),
-            negative_aesthetic_score: scored.then_some(s.refiner.negative_aesthetic_score),
-            prompt: s.prompt.clone(),
-            negative_prompt: s.negative_prompt.clone(),
-            width: s.width,
-            height: s.height,
-            steps: s.steps,
-            cfg_scale: s.cfg_scale,
-            seed: s.seed,
-            batch: 1,
-            sampler: SamplerChoice::Named { sampler, schedule },
-            clip_skip: s.clip_skip,
-            sde_noise: if s.sde_brownian {
-                SdeNoise::BrownianTree
-            } else {
-                SdeNoise::Generator
-            },
-            ..GenerateRequest::default()
-        };
-        request.validate_settings().map_err(|e| e.to_string())?;
-        Ok(request)
-    }
-
-    /// The refiner a generation hands over to: the loaded one when the refiner is on and
-    /// the model is one it can refine; an error while it is still loading.
-    fn refiner_in_play(&self) -> Result<Option<&inference::worker::ModelSummary>, String> {
-        // The form offers the refiner for SDXL base models, which it refines.
-        let wanted = self.settings.refiner.enabled
-            && self
-                .session
-                .model()
-                .is_some_and(|m| m.capabilities.family == inference::family::Family::Sdxl);
-        if !wanted {
-            return Ok(None);
-        }
-        match &self.session.refiner {
-            ModelState::Ready(r) => Ok(Some(r.as_ref())),
-            ModelState::Loading { .. } => {
-                Err("the refiner is still loading; wait a moment or turn it off".into())
-            }
-            ModelState::Empty => Ok(None),
         }
     }
 }
