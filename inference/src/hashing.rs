@@ -76,6 +76,33 @@ pub fn model_hash_interruptible(
     cache: Option<&Path>,
     stop: &dyn Fn() -> bool,
 ) -> Result<String> {
+    let (key, mut entries) = cache_lookup(path, cache)?;
+    if let Some(hash) = entries.get(&key) {
+        return Ok(hash.clone());
+    }
+    let hash = sha256_file_interruptible(path, stop)?[..10].to_string();
+    if let Some(file) = cache.map(|dir| dir.join(CACHE_FILE)) {
+        entries.insert(key, hash.clone());
+        // A cache that cannot be written only costs time later.
+        if std::fs::create_dir_all(file.parent().unwrap_or(Path::new("."))).is_ok() {
+            let json = serde_json::to_vec_pretty(&entries).unwrap_or_default();
+            let _ = write_atomic(&file, &json);
+        }
+    }
+    Ok(hash)
+}
+
+/// The hash [`model_hash`] computed for this file before, if the cache has it (no hashing:
+/// cheap enough for a models list).
+pub fn cached_model_hash(path: &Path, cache: Option<&Path>) -> Option<String> {
+    let (key, entries) = cache_lookup(path, cache).ok()?;
+    entries.get(&key).cloned()
+}
+
+const CACHE_FILE: &str = "model-hashes.json";
+
+/// The cache key of `path` (path, size, modification time) and the cache's entries.
+fn cache_lookup(path: &Path, cache: Option<&Path>) -> Result<(String, BTreeMap<String, String>)> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     let modified = meta
         .modified()
@@ -89,25 +116,12 @@ pub fn model_hash_interruptible(
             .display(),
         meta.len()
     );
-    let cache_file = cache.map(|dir| dir.join("model-hashes.json"));
-    let mut entries: BTreeMap<String, String> = cache_file
-        .as_ref()
+    let entries = cache
+        .map(|dir| dir.join(CACHE_FILE))
         .and_then(|f| std::fs::read(f).ok())
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or_default();
-    if let Some(hash) = entries.get(&key) {
-        return Ok(hash.clone());
-    }
-    let hash = sha256_file_interruptible(path, stop)?[..10].to_string();
-    if let Some(file) = cache_file {
-        entries.insert(key, hash.clone());
-        // A cache that cannot be written only costs time later.
-        if std::fs::create_dir_all(file.parent().unwrap_or(Path::new("."))).is_ok() {
-            let json = serde_json::to_vec_pretty(&entries).unwrap_or_default();
-            let _ = write_atomic(&file, &json);
-        }
-    }
-    Ok(hash)
+    Ok((key, entries))
 }
 
 #[cfg(test)]
@@ -125,7 +139,9 @@ mod tests {
             !dir.path().join("model-hashes.json").exists(),
             "nothing cached"
         );
-        let hash = model_hash_interruptible(&file, None, &|| false).unwrap();
+        assert_eq!(cached_model_hash(&file, Some(dir.path())), None);
+        let hash = model_hash_interruptible(&file, Some(dir.path()), &|| false).unwrap();
         assert_eq!(hash, sha256_file(&file).unwrap()[..10]);
+        assert_eq!(cached_model_hash(&file, Some(dir.path())), Some(hash));
     }
 }

@@ -136,6 +136,21 @@ impl EmberApp {
         });
     }
 
+    /// After an image, the models it used have been hashed (for its metadata): show them.
+    fn look_up_model_hashes(&self) {
+        let used = [self.session.model(), self.session.refiner()];
+        let paths: Vec<PathBuf> = self
+            .models
+            .iter()
+            .filter(|e| e.hash == models::Hash::NotYet)
+            .filter(|e| used.iter().flatten().any(|m| m.path == e.path))
+            .map(|e| e.path.clone())
+            .collect();
+        if !paths.is_empty() {
+            self.models_service.send(models::Request::LookUp { paths });
+        }
+    }
+
     /// The folder results are saved in.
     pub fn output_dir(&self) -> PathBuf {
         self.settings
@@ -204,6 +219,7 @@ impl EmberApp {
             }
             if let Some(finished) = self.session.apply(event, Instant::now()) {
                 self.show_results(finished.id, finished.images);
+                self.look_up_model_hashes();
             }
         }
         if start.elapsed() >= DRAIN_BUDGET {

@@ -1,8 +1,10 @@
 //! The models folder: checkpoints and diffusers folders found in it with their detected
 //! family, size and A1111 hash, and the add-ons beside them (LoRA, embeddings, ControlNet,
 //! VAE, upscalers) grouped by A1111's folder conventions, all worked out on a background
-//! thread. Only loadable models are hashed, one at a time after the listing (cached), and
-//! hashing stops the moment the scan's token is cancelled (a rescan, or the app closing).
+//! thread. Hashes are lazy, as A1111's are: the list shows a model's hash once the engine has
+//! computed it (the first image made with it, cached by path, size and date), and never
+//! reads a whole checkpoint itself, so a scan of hundreds of gigabytes takes seconds and a
+//! rescan or the app closing stops it between files (the scan's token).
 
 use std::path::{Path, PathBuf};
 
@@ -57,11 +59,9 @@ impl EntryKind {
 /// A model's hash, as the list shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Hash {
-    /// Queued for hashing.
-    Pending,
     Known(String),
-    /// Could not be computed (why).
-    Failed(String),
+    /// A single-file model not used yet (hashed the first time it makes an image).
+    NotYet,
     /// Not hashed: diffusers folders (A1111 hashes single files) and add-ons.
     NotHashed,
 }
@@ -81,47 +81,38 @@ pub struct ModelEntry {
 
 #[derive(Debug)]
 pub enum Request {
-    /// List `dir`, then hash its models until `stop` is cancelled.
+    /// List `dir` (stopping between files once `stop` is cancelled).
     Scan { dir: PathBuf, stop: CancelToken },
+    /// Look these files' hashes up in the cache (after the engine hashed them).
+    LookUp { paths: Vec<PathBuf> },
 }
 
 #[derive(Debug)]
 pub enum Reply {
-    /// The folder's entries, before hashing.
+    /// The folder's entries, with the hashes already cached.
     Listed {
         dir: PathBuf,
         entries: Vec<ModelEntry>,
     },
-    /// One model's hash (`Err` says why it could not be computed).
-    Hashed {
-        path: PathBuf,
-        hash: Result<String, String>,
-    },
+    /// A model's hash, found in the cache.
+    Hashed { path: PathBuf, hash: String },
 }
 
-/// Serves a request on the models thread: lists, then hashes the loadable single files one
-/// at a time until told to stop.
+/// Serves a request on the models thread.
 pub fn serve(request: Request, reply: &dyn Fn(Reply)) {
-    let Request::Scan { dir, stop } = request;
-    if stop.is_cancelled() {
-        return;
-    }
-    let entries = list(&dir);
-    let files: Vec<PathBuf> = entries
-        .iter()
-        .filter(|e| e.hash == Hash::Pending)
-        .map(|e| e.path.clone())
-        .collect();
-    reply(Reply::Listed { dir, entries });
     let cache = hashing::cache_dir();
-    for path in files {
-        let stopped = || stop.is_cancelled();
-        match hashing::model_hash_interruptible(&path, cache.as_deref(), &stopped) {
-            Err(inference::Error::Cancelled) => return,
-            hash => reply(Reply::Hashed {
-                path,
-                hash: hash.map_err(|e| e.to_string()),
-            }),
+    match request {
+        Request::Scan { dir, stop } => {
+            if let Some(entries) = list(&dir, &stop, cache.as_deref()) {
+                reply(Reply::Listed { dir, entries });
+            }
+        }
+        Request::LookUp { paths } => {
+            for path in paths {
+                if let Some(hash) = hashing::cached_model_hash(&path, cache.as_deref()) {
+                    reply(Reply::Hashed { path, hash });
+                }
+            }
         }
     }
 }
@@ -142,21 +133,25 @@ fn has_extension(path: &Path, extensions: &[&str]) -> bool {
         .is_some_and(|e| extensions.contains(&e.as_str()))
 }
 
-/// Everything under `dir`: models first, then the add-on groups, each sorted by name.
-pub fn list(dir: &Path) -> Vec<ModelEntry> {
+/// Everything under `dir`: models first, then the add-on groups, each sorted by name;
+/// `None` when `stop` was cancelled meanwhile.
+pub fn list(dir: &Path, stop: &CancelToken, cache: Option<&Path>) -> Option<Vec<ModelEntry>> {
     let mut found = Vec::new();
     collect(dir, 0, None, &mut found);
-    let mut entries: Vec<ModelEntry> = found
-        .into_iter()
-        .map(|(path, folder_kind)| entry(path, folder_kind))
-        .collect();
+    let mut entries = Vec::with_capacity(found.len());
+    for (path, folder_kind) in found {
+        if stop.is_cancelled() {
+            return None;
+        }
+        entries.push(entry(path, folder_kind, cache));
+    }
     disambiguate(&mut entries);
     entries.sort_by_key(|e| (e.kind, e.name.to_lowercase()));
-    entries
+    Some(entries)
 }
 
 /// One found path: an add-on by its folder, else a model if `inspect` detects a family.
-fn entry(path: PathBuf, folder_kind: Option<EntryKind>) -> ModelEntry {
+fn entry(path: PathBuf, folder_kind: Option<EntryKind>, cache: Option<&Path>) -> ModelEntry {
     let (kind, family) = match folder_kind {
         Some(kind) => (kind, String::new()),
         None => match inspect(&path) {
@@ -166,7 +161,7 @@ fn entry(path: PathBuf, folder_kind: Option<EntryKind>) -> ModelEntry {
         },
     };
     let hash = if kind == EntryKind::Model && path.is_file() {
-        Hash::Pending
+        hashing::cached_model_hash(&path, cache).map_or(Hash::NotYet, Hash::Known)
     } else {
         Hash::NotHashed
     };
@@ -287,7 +282,8 @@ mod tests {
         put("embeddings/word.pt", Some(b"ti"));
         put("ESRGAN/4x.pth", Some(b"esrgan"));
         put("notes.txt", Some(b"x"));
-        let entries = list(root);
+        let cache = root.join("cache");
+        let entries = list(root, &CancelToken::new(), Some(&cache)).unwrap();
         let seen: Vec<(EntryKind, &str)> =
             entries.iter().map(|e| (e.kind, e.name.as_str())).collect();
         assert_eq!(
@@ -311,34 +307,25 @@ mod tests {
             "{}",
             entries[5].family
         );
-        let pending = entries.iter().filter(|e| e.hash == Hash::Pending).count();
-        assert_eq!(pending, 2, "only the models are hashed");
+        let hashes: Vec<&Hash> = entries.iter().map(|e| &e.hash).collect();
+        assert_eq!(
+            hashes[..3],
+            [&Hash::NotYet, &Hash::NotYet, &Hash::NotHashed]
+        );
 
-        // A cancelled scan lists nothing more and hashes nothing; a running one hashes both.
-        let replies = std::cell::RefCell::new(Vec::new());
-        let record = |r: Reply| replies.borrow_mut().push(r);
+        // Once the engine has hashed a model, the list finds it in the cache.
+        let used = &entries[0].path;
+        let hash = hashing::model_hash(used, Some(&cache)).unwrap();
+        let again = list(root, &CancelToken::new(), Some(&cache)).unwrap();
+        assert_eq!(again[0].hash, Hash::Known(hash));
+        assert_eq!(
+            again[1].hash,
+            Hash::NotYet,
+            "the other copy was never hashed"
+        );
+
         let stop = CancelToken::new();
         stop.cancel();
-        serve(
-            Request::Scan {
-                dir: root.into(),
-                stop,
-            },
-            &record,
-        );
-        assert!(replies.borrow().is_empty());
-        serve(
-            Request::Scan {
-                dir: root.into(),
-                stop: CancelToken::new(),
-            },
-            &record,
-        );
-        let hashed = replies
-            .borrow()
-            .iter()
-            .filter(|r| matches!(r, Reply::Hashed { hash: Ok(_), .. }))
-            .count();
-        assert_eq!(hashed, 2);
+        assert!(list(root, &stop, None).is_none(), "a cancelled scan stops");
     }
 }

@@ -75,10 +75,7 @@ impl EmberApp {
             }
             models::Reply::Hashed { path, hash } => {
                 if let Some(entry) = self.models.iter_mut().find(|e| e.path == path) {
-                    entry.hash = match hash {
-                        Ok(hash) => models::Hash::Known(hash),
-                        Err(e) => models::Hash::Failed(e),
-                    };
+                    entry.hash = models::Hash::Known(hash);
                 }
             }
         }

@@ -143,9 +143,8 @@ fn models_list(
 ) {
     for entry in entries.iter().filter(|e| e.kind == EntryKind::Model) {
         let hash = match &entry.hash {
-            Hash::Pending => " · hashing…".to_string(),
             Hash::Known(hash) => format!(" · {hash}"),
-            Hash::Failed(_) | Hash::NotHashed => String::new(),
+            Hash::NotYet | Hash::NotHashed => String::new(),
         };
         let text = format!(
             "{}\n{} · {}{hash}",
@@ -154,8 +153,8 @@ fn models_list(
             human_size(entry.bytes)
         );
         let mut hover = entry.path.display().to_string();
-        if let Hash::Failed(why) = &entry.hash {
-            hover.push_str(&format!("\nno hash: {why}"));
+        if entry.hash == Hash::NotYet {
+            hover.push_str("\nhashed the first time it makes an image");
         }
         if ui
             .selectable_label(loaded == Some(entry.path.as_path()), text)
