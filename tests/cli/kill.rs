@@ -31,18 +31,36 @@ fn killing_ember_generate_never_leaves_a_half_written_png() {
             .spawn()
             .expect("the ember binary runs")
     };
-    // How long a whole run takes here, so the kills land all over it.
+    // When a whole run starts writing and when it ends here, so the kills land around the
+    // writing (loading takes most of a run; a kill there tests nothing).
+    let whole_dir = dir.path().join("whole");
+    std::fs::create_dir_all(&whole_dir).unwrap();
     let start = Instant::now();
-    let status = run(&dir.path().join("whole.png")).wait().unwrap();
+    let mut child = run(&whole_dir.join("whole.png"));
+    let mut first_write = None;
+    let status = loop {
+        if first_write.is_none() && std::fs::read_dir(&whole_dir).unwrap().next().is_some() {
+            first_write = Some(start.elapsed());
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
     assert!(status.success());
-    let whole = start.elapsed().as_millis() as usize;
+    let end = start.elapsed().as_millis() as usize;
+    let writing = first_write.map_or(end, |t| t.as_millis() as usize);
+    // From a little before the first write to a little after the end (machines vary
+    // between runs: some kills come early, some after the run, most during the writing).
+    let (from, to) = (writing * 4 / 5, end + end / 5);
     let mut rng = Rng::new(23);
     let mut written = 0;
     for kill in 0..100 {
         let out_dir = dir.path().join(format!("run{kill}"));
         std::fs::create_dir_all(&out_dir).unwrap();
         let mut child = run(&out_dir.join("image.png"));
-        std::thread::sleep(Duration::from_millis(rng.below(whole + 1) as u64));
+        let at = from + rng.below(to - from + 1);
+        std::thread::sleep(Duration::from_millis(at as u64));
         child.kill().expect("SIGKILL");
         child.wait().unwrap();
         written += ember_tests::check_whole_pngs(&out_dir, &format!("kill {kill}"));
