@@ -189,8 +189,10 @@ mod tests {
     #[test]
     fn linux_reports_a_peak_at_least_the_current_size() {
         if cfg!(target_os = "linux") {
-            let peak = peak_resident_bytes().expect("VmHWM on Linux");
+            // The current size first: other tests' threads grow it meanwhile, and the peak
+            // read after it can only be larger.
             let now = resident_bytes().expect("VmRSS on Linux");
+            let peak = peak_resident_bytes().expect("VmHWM on Linux");
             assert!(peak >= now && now > 0, "peak {peak}, now {now}");
         }
     }

@@ -13,6 +13,7 @@ mod fuzz;
 mod kdiffusion;
 mod kill;
 mod pipelines;
+mod prompt;
 mod rng;
 mod sampler_runs;
 mod schedules;

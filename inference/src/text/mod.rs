@@ -1,5 +1,7 @@
 //! Prompt text: the CLIP tokenizer and the CLIP text encoder.
 
+pub mod chunks;
+pub mod emphasis;
 pub mod tokenizer;
 
 pub use tokenizer::{ClipTokenizer, PadToken, PromptIds};
