@@ -136,6 +136,8 @@ pub struct GenerateRequest {
     pub eta: Option<f32>,
     /// A1111 numbering: 1 = the last text-encoder layer, 2 = the penultimate, ...
     pub clip_skip: u32,
+    /// How prompt weights (`(word:1.2)`) act; `Off` reads brackets as text.
+    pub emphasis: crate::text::emphasis::Emphasis,
     /// img2img / inpainting source, already at the generation size.
     pub init_image: Option<ImageRgb8>,
     /// How much of the schedule runs on the init image (1 = all of it).
@@ -281,6 +283,7 @@ impl Default for GenerateRequest {
             mask: None,
             masked_content: MaskedContent::Original,
             sde_noise: SdeNoise::BrownianTree,
+            emphasis: Default::default(),
             prompt_2: None,
             negative_prompt_2: None,
             size_conditioning: SizeConditioning::default(),

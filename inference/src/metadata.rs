@@ -379,6 +379,10 @@ pub fn for_generation(
     if let Some(eta) = request.eta {
         p.push("Eta", eta);
     }
+    // A1111 writes its Emphasis setting only when it is not the default.
+    if request.emphasis != crate::text::emphasis::Emphasis::Original {
+        p.push("Emphasis", request.emphasis.a1111_name());
+    }
     if let SamplerChoice::Diffusers(config) = &request.sampler {
         p.push("Diffusers scheduler", config.class.class_name());
     }

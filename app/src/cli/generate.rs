@@ -119,6 +119,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         sampler: sampler.clone().unwrap_or_else(SamplerChoice::a1111_default),
         eta: args.eta,
         clip_skip: args.clip_skip,
+        emphasis: inference::text::emphasis::Emphasis::parse(&args.emphasis).map_err(err)?,
         init_image: None,
         strength: if args.init_image.is_some() {
             args.strength.unwrap_or(DEFAULT_STRENGTH)

@@ -146,6 +146,11 @@ pub struct GenerateArgs {
     /// A1111 numbering: 1 = last layer, 2 = penultimate.
     #[arg(long, default_value_t = 1)]
     pub clip_skip: u32,
+    /// How prompt weights act, as A1111's Emphasis setting: original (scale, then restore each
+    /// chunk's mean), none (scale only), ignore (brackets removed, no weights) or off
+    /// (brackets are text, as diffusers reads a prompt).
+    #[arg(long, default_value = "original")]
+    pub emphasis: String,
     /// A diffusers scheduler_config.json to run as diffusers does.
     #[arg(long)]
     pub scheduler_config: Option<PathBuf>,

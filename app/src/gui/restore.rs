@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use inference::api::SdeNoise;
 use inference::metadata::{ImageMetadata, Parameters};
 use inference::schedule::named::{SamplerName, ScheduleName};
+use inference::text::emphasis::Emphasis;
 
 use super::settings::Settings;
 
@@ -221,6 +222,18 @@ fn apply_a1111(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
     if let Some(size) = p.get("Size").and_then(parse_size) {
         (s.width, s.height) = size;
         r.applied.push("size");
+    }
+    s.emphasis = Emphasis::Original;
+    if let Some(name) = p.get("Emphasis") {
+        match Emphasis::parse(name) {
+            Ok(emphasis) => {
+                s.emphasis = emphasis;
+                r.applied.push("emphasis");
+            }
+            Err(_) => r
+                .skipped
+                .push(format!("emphasis {name:?} is not one Ember knows")),
+        }
     }
     if p.get("SDE noise") == Some(SdeNoise::Generator.name()) {
         s.sde_brownian = false;

@@ -11,6 +11,7 @@ use inference::api::MaskedContent;
 use inference::canvas::FitMode;
 use inference::imaging::write_atomic;
 use inference::schedule::named::{SamplerName, ScheduleName};
+use inference::text::emphasis::Emphasis;
 use serde::{Deserialize, Serialize};
 
 /// How many recently used models the model panel lists.
@@ -41,6 +42,9 @@ pub struct Settings {
     pub batch_count: u32,
     /// A1111 numbering: 1 = last text-encoder layer.
     pub clip_skip: u32,
+    /// How prompt weights act (A1111's Emphasis), stored as original, none, ignore or off.
+    #[serde(with = "by_name")]
+    pub emphasis: Emphasis,
     /// The DPM++ SDE samplers draw from a Brownian tree (ComfyUI's and A1111's default)
     /// rather than from the seed's generator.
     pub sde_brownian: bool,
@@ -208,6 +212,7 @@ impl Default for Settings {
             schedule: ScheduleName::Karras,
             batch_count: 1,
             clip_skip: 1,
+            emphasis: Emphasis::Original,
             sde_brownian: true,
             output_dir: None,
             models_dir: None,
@@ -273,6 +278,16 @@ impl Named for MaskedContent {
         MaskedContent::parse(name).ok()
     }
     const FALLBACK: Self = MaskedContent::Original;
+}
+
+impl Named for Emphasis {
+    fn name(self) -> &'static str {
+        Emphasis::name(self)
+    }
+    fn from_name(name: &str) -> Option<Self> {
+        Emphasis::parse(name).ok()
+    }
+    const FALLBACK: Self = Emphasis::Original;
 }
 
 impl Named for FitMode {

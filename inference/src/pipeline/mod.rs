@@ -7,5 +7,6 @@ pub mod guidance;
 mod image_inputs;
 pub mod prompt;
 mod start;
+mod torch_mean;
 
 pub use generate::{Observer, StepLatents, generate, generate_refined, plan_for};

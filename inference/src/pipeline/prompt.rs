@@ -8,7 +8,9 @@ use crate::error::{Error, Result};
 use crate::family::{EncoderOutput, PromptSlot, TimeIds};
 use crate::model::{Model, TextEncoder};
 use crate::models::unet::AddedConditioning;
-use crate::text::tokenizer::CONTEXT_LENGTH;
+use crate::text::chunks::{Chunk, chunk, pad_after_eos};
+use crate::text::emphasis::Emphasis;
+use crate::text::tokenizer::{CONTEXT_LENGTH, EOS, TOKENS_PER_CHUNK};
 
 /// Encoded prompts, laid out for the UNet: rows `[negative x batch, prompt x batch]` with
 /// guidance, `[prompt x batch]` without.
@@ -34,33 +36,61 @@ fn texts<'a>(request: &'a GenerateRequest, encoder: &TextEncoder) -> (&'a str, &
     }
 }
 
-/// One encoder's output for `rows` texts: its conditioning hidden state and, for pooled
-/// encoders, the projected pooled embedding.
+/// Largest prompt weight taken (A1111 takes any; far beyond this the image is noise).
+pub const MAX_WEIGHT: f64 = 100.0;
+
+/// Most 75-token chunks a prompt may have (1,500 tokens): beyond this it is not a prompt.
+pub const MAX_CHUNKS: usize = 20;
+
+/// One encoder's output for `rows` texts, each split into A1111's 77-token chunks and weighted
+/// per `emphasis`: `[rows, 77 * chunks, width]` (rows with fewer chunks than the longest are
+/// padded with the empty prompt's chunk, as A1111 pads), and for pooled encoders the pooled
+/// embedding of each row's first chunk.
 fn run_encoder(
     model: &Model,
     encoder: &TextEncoder,
     rows: &[&str],
     clip_skip: usize,
-    warnings: &mut Vec<String>,
+    emphasis: Emphasis,
 ) -> Result<(Tensor<3>, Option<Tensor<2>>)> {
-    let mut ids: Vec<u32> = Vec::with_capacity(rows.len() * CONTEXT_LENGTH);
+    let mut chunked = Vec::with_capacity(rows.len() + 1);
     for text in rows {
-        let encoded = encoder.tokenizer.encode(text)?;
-        if encoded.truncated_tokens > 0 {
-            let warning = format!(
-                "{:?} is {} tokens too long; only its first 75 tokens are used",
-                abbreviate(text),
-                encoded.truncated_tokens
-            );
-            if !warnings.contains(&warning) {
-                warnings.push(warning);
-            }
+        let segments = emphasis.segments(text)?;
+        if let Some((word, weight)) = segments
+            .iter()
+            .find(|(_, w)| !w.is_finite() || w.abs() > MAX_WEIGHT)
+        {
+            return Err(Error::settings(format!(
+                "the weight {weight} on {:?} is out of range: weights go from -{MAX_WEIGHT} to \
+                 {MAX_WEIGHT} (1 = unweighted)",
+                abbreviate(word)
+            )));
         }
-        ids.extend(&encoded.ids);
+        chunked.push(chunk(&encoder.tokenizer, &segments)?.chunks);
+    }
+    let most = chunked.iter().map(Vec::len).max().unwrap_or(1);
+    if most > MAX_CHUNKS {
+        return Err(Error::settings(format!(
+            "the prompt is {most} chunks of 75 tokens long; Ember takes at most {MAX_CHUNKS} \
+             ({} tokens)",
+            MAX_CHUNKS * TOKENS_PER_CHUNK
+        )));
+    }
+    // The empty prompt's chunk pads shorter rows (encoded once, last).
+    let padding = chunk(&encoder.tokenizer, &[(String::new(), 1.0)])?.chunks;
+    let sequences: Vec<&Chunk> = chunked.iter().flatten().chain(&padding).collect();
+    let pad = encoder.tokenizer.pad_token().id();
+    let mut ids: Vec<u32> = Vec::with_capacity(sequences.len() * CONTEXT_LENGTH);
+    for sequence in &sequences {
+        let start = ids.len();
+        ids.extend(&sequence.ids);
+        if pad != EOS {
+            pad_after_eos(&mut ids[start..], pad);
+        }
     }
     let ids_i64: Vec<i64> = ids.iter().map(|&i| i64::from(i)).collect();
     let tensor = Tensor::<2, Int>::from_data(
-        TensorData::new(ids_i64, [rows.len(), CONTEXT_LENGTH]),
+        TensorData::new(ids_i64, [sequences.len(), CONTEXT_LENGTH]),
         &model.device,
     );
     let out = encoder.network.forward(tensor);
@@ -75,8 +105,45 @@ fn run_encoder(
         // both encoders (Forge; ComfyUI's CLIPSetLastLayer(-s); diffusers' clip_skip s - 2).
         EncoderOutput::Penultimate => out.hidden_states[n - clip_skip.max(2)].clone(),
     };
+    let weighted: Vec<Tensor<3>> = sequences
+        .iter()
+        .enumerate()
+        .map(|(i, sequence)| {
+            weigh(
+                hidden.clone().narrow(0, i, 1),
+                &sequence.multipliers,
+                emphasis,
+            )
+        })
+        .collect();
+    let empty = weighted
+        .last()
+        .cloned()
+        .expect("the padding chunk is encoded");
+    let mut next = 0;
+    let mut row_tensors = Vec::with_capacity(rows.len());
+    let mut first_chunks = Vec::with_capacity(rows.len());
+    for row in &chunked {
+        first_chunks.push(next);
+        let mut parts: Vec<Tensor<3>> = weighted[next..next + row.len()].to_vec();
+        parts.resize(most, empty.clone());
+        row_tensors.push(Tensor::cat(parts, 1));
+        next += row.len();
+    }
     let pooled = if encoder.spec.pooled {
-        let pooled = encoder.network.pooled(&out.last_hidden_state, &ids);
+        // A1111 (and diffusers, which has one chunk) pool the first chunk.
+        let last = Tensor::cat(
+            first_chunks
+                .iter()
+                .map(|&i| out.last_hidden_state.clone().narrow(0, i, 1))
+                .collect(),
+            0,
+        );
+        let first_ids: Vec<u32> = first_chunks
+            .iter()
+            .flat_map(|&i| ids[i * CONTEXT_LENGTH..(i + 1) * CONTEXT_LENGTH].to_vec())
+            .collect();
+        let pooled = encoder.network.pooled(&last, &first_ids);
         Some(
             pooled
                 .ok_or_else(|| Error::settings("the pooled text encoder has no text_projection"))?,
@@ -84,7 +151,39 @@ fn run_encoder(
     } else {
         None
     };
-    Ok((hidden, pooled))
+    Ok((Tensor::cat(row_tensors, 0), pooled))
+}
+
+/// A1111's emphasis on one chunk's output `z` `[1, 77, width]`: "Original" scales each token
+/// by its weight and restores the chunk's mean; "No norm" only scales. A chunk of weight 1
+/// throughout is left exactly as it is.
+pub fn weigh(z: Tensor<3>, multipliers: &[f64], emphasis: Emphasis) -> Tensor<3> {
+    let plain = multipliers.iter().all(|&m| m == 1.0);
+    if plain || matches!(emphasis, Emphasis::Ignore | Emphasis::Off) {
+        return z;
+    }
+    // A1111 builds the multipliers as a float32 tensor from the float64 weights.
+    let m: Vec<f32> = multipliers.iter().map(|&m| m as f32).collect();
+    let tokens = m.len();
+    let m = Tensor::<3>::from_data(TensorData::new(m, [1, tokens, 1]), &z.device());
+    match emphasis {
+        Emphasis::Original => {
+            // A1111's `z * (mean0 / z.mean())` with torch's own float32 means (see
+            // `torch_mean`): a chunk's mean can be tiny beside its values, so its rounding
+            // shows in the result.
+            let before = host_mean(&z);
+            let scaled = z * m;
+            let after = host_mean(&scaled);
+            scaled.mul_scalar(before / after)
+        }
+        _ => z * m,
+    }
+}
+
+/// The mean of every value of `t`, as PyTorch computes it.
+fn host_mean(t: &Tensor<3>) -> f32 {
+    let values = crate::device::tensor_to_vec(t.clone());
+    super::torch_mean::torch_mean(&values)
 }
 
 /// A prompt shortened for a message.
@@ -107,7 +206,7 @@ fn zero_first_row<const D: usize>(t: Tensor<D>) -> Tensor<D> {
 /// model, in one call per encoder.
 pub fn encode(model: &Model, request: &GenerateRequest, guided: bool) -> Result<Conditioning> {
     let spec = model.spec();
-    let mut warnings = Vec::new();
+    let warnings = Vec::new();
     let mut contexts = Vec::with_capacity(model.encoders.len());
     let mut pooled = None;
     for encoder in &model.encoders {
@@ -122,7 +221,7 @@ pub fn encode(model: &Model, request: &GenerateRequest, guided: bool) -> Result<
             encoder,
             &rows,
             request.clip_skip as usize,
-            &mut warnings,
+            request.emphasis,
         )?;
         check_finite(&hidden, "text encoder")?;
         contexts.push(hidden);

@@ -6,6 +6,73 @@
 
 use crate::error::{Error, Result};
 
+/// How weights act on the text encoder's output (A1111's "Emphasis" setting).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Emphasis {
+    /// A1111's default ("Original"): each chunk's output is scaled per token, then
+    /// rescaled so the chunk's mean is what it was.
+    #[default]
+    Original,
+    /// A1111's "No norm": scaled per token, the mean left as it comes (ComfyUI's weighting
+    /// is close to this but scales the difference from the empty prompt's output instead).
+    NoNorm,
+    /// A1111's "Ignore": brackets are syntax (removed) but weigh nothing.
+    Ignore,
+    /// No syntax at all: brackets, `BREAK` and `\` are text, as diffusers reads a prompt.
+    Off,
+}
+
+impl Emphasis {
+    pub const ALL: [Emphasis; 4] = [
+        Emphasis::Original,
+        Emphasis::NoNorm,
+        Emphasis::Ignore,
+        Emphasis::Off,
+    ];
+
+    /// The name `--emphasis` takes: `original`, `none`, `ignore`, `off`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Emphasis::Original => "original",
+            Emphasis::NoNorm => "none",
+            Emphasis::Ignore => "ignore",
+            Emphasis::Off => "off",
+        }
+    }
+
+    /// A1111's name for it (its settings and PNG metadata): `Original`, `No norm`, ...
+    pub fn a1111_name(self) -> &'static str {
+        match self {
+            Emphasis::Original => "Original",
+            Emphasis::NoNorm => "No norm",
+            Emphasis::Ignore => "Ignore",
+            Emphasis::Off => "Off",
+        }
+    }
+
+    /// Reads either name, any case.
+    pub fn parse(name: &str) -> Result<Self> {
+        let key = name.trim().to_ascii_lowercase().replace(['-', '_'], " ");
+        Emphasis::ALL
+            .into_iter()
+            .find(|e| key == e.name() || key == e.a1111_name().to_ascii_lowercase())
+            .or((key == "no norm" || key == "nonorm").then_some(Emphasis::NoNorm))
+            .ok_or_else(|| {
+                Error::settings(format!(
+                    "unknown emphasis {name:?}; valid: original, none (no norm), ignore, off"
+                ))
+            })
+    }
+
+    /// The prompt's segments under this mode: A1111's parse, or the whole text at weight 1.
+    pub fn segments(self, prompt: &str) -> Result<Vec<Segment>> {
+        match self {
+            Emphasis::Off => Ok(vec![(prompt.to_string(), 1.0)]),
+            _ => parse(prompt),
+        }
+    }
+}
+
 /// One run of text and its weight; `BREAK` is `("BREAK", -1.0)` (scaled like any text when
 /// inside brackets, after which it is the word "break" with a negative weight, as in A1111).
 pub type Segment = (String, f64);
@@ -21,7 +88,8 @@ enum Token<'a> {
     /// `:` + spaces + number + spaces + `)`: the number's text.
     Weight(&'a str),
     Close(char),
-    Text(&'a str),
+    /// Literal text (the token's span).
+    Text,
 }
 
 /// Python's `\s` (str.isspace), which counts a few controls Rust's `is_whitespace` does not.
@@ -46,13 +114,15 @@ fn next_token(rest: &str) -> (Token<'_>, usize) {
     let first = chars.next().expect("called on non-empty text");
     match first {
         '\\' => match chars.next() {
-            Some(c @ ('(' | ')' | '[' | ']' | '\\')) => (Token::Escape(&rest[1..2]), 1 + c.len_utf8()),
+            Some(c @ ('(' | ')' | '[' | ']' | '\\')) => {
+                (Token::Escape(&rest[1..2]), 1 + c.len_utf8())
+            }
             _ => (Token::Escape(""), 1),
         },
         '(' | '[' => (Token::Open(first), 1),
         ':' => match weight_at(rest) {
             Some((number, len)) => (Token::Weight(number), len),
-            None => (Token::Text(":"), 1),
+            None => (Token::Text, 1),
         },
         ')' | ']' => (Token::Close(first), 1),
         _ => {
@@ -60,7 +130,7 @@ fn next_token(rest: &str) -> (Token<'_>, usize) {
                 .char_indices()
                 .find(|&(_, c)| matches!(c, '\\' | '(' | ')' | '[' | ']' | ':'))
                 .map_or(rest.len(), |(i, _)| i);
-            (Token::Text(&rest[..len]), len)
+            (Token::Text, len)
         }
     }
 }

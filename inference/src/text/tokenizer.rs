@@ -48,7 +48,7 @@ pub enum PadToken {
 }
 
 impl PadToken {
-    fn id(self) -> u32 {
+    pub fn id(self) -> u32 {
         match self {
             PadToken::EndOfText => EOS,
             PadToken::Exclamation => 0,

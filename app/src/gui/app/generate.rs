@@ -82,6 +82,7 @@ impl EmberApp {
             batch: 1,
             sampler: SamplerChoice::Named { sampler, schedule },
             clip_skip: s.clip_skip,
+            emphasis: s.emphasis,
             sde_noise: if s.sde_brownian {
                 SdeNoise::BrownianTree
             } else {

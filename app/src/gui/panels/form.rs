@@ -5,6 +5,7 @@ use egui::{DragValue, RichText, Slider};
 use inference::api::{MAX_BATCH, MAX_SIDE, MAX_STEPS, ModelCapabilities};
 use inference::family::Family;
 use inference::schedule::named::{SamplerName, ScheduleName};
+use inference::text::emphasis::Emphasis;
 
 use super::Parts;
 use super::hints::{sampler_hint, schedule_hint};
@@ -223,6 +224,19 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
         {
             size_conditioning(ui, &mut s.size_conditioning);
         }
+        egui::ComboBox::from_label("Emphasis")
+            .selected_text(s.emphasis.a1111_name())
+            .show_ui(ui, |ui| {
+                for option in Emphasis::ALL {
+                    ui.selectable_value(&mut s.emphasis, option, option.a1111_name());
+                }
+            })
+            .response
+            .on_hover_text(
+                "How (word:1.2) weights act, as A1111's setting: Original scales and keeps \
+                 each chunk's mean; No norm only scales; Ignore drops the brackets' weights; \
+                 Off reads brackets as text",
+            );
         ui.checkbox(&mut s.sde_brownian, "Brownian-tree SDE noise")
             .on_hover_text(
                 "DPM++ SDE samplers: noise from torchsde's Brownian tree, as ComfyUI and \
