@@ -4,6 +4,7 @@
 //! pass these values around freely. Requests are validated in one place
 //! ([`GenerateRequest::validate`]) with messages that say what to change.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -138,6 +139,9 @@ pub struct GenerateRequest {
     pub clip_skip: u32,
     /// How prompt weights (`(word:1.2)`) act; `Off` reads brackets as text.
     pub emphasis: crate::text::emphasis::Emphasis,
+    /// Folders of textual-inversion embeddings: a prompt word equal to a file's stem becomes
+    /// its vectors (the first folder wins for a repeated name).
+    pub embedding_dirs: Vec<PathBuf>,
     /// img2img / inpainting source, already at the generation size.
     pub init_image: Option<ImageRgb8>,
     /// How much of the schedule runs on the init image (1 = all of it).
@@ -284,6 +288,7 @@ impl Default for GenerateRequest {
             masked_content: MaskedContent::Original,
             sde_noise: SdeNoise::BrownianTree,
             emphasis: Default::default(),
+            embedding_dirs: Vec::new(),
             prompt_2: None,
             negative_prompt_2: None,
             size_conditioning: SizeConditioning::default(),
@@ -548,6 +553,8 @@ pub struct Generation {
     pub warnings: Vec<String>,
     /// The sampler as run, e.g. `dpmpp_2m karras`.
     pub sampler_label: String,
+    /// Textual-inversion embeddings the prompts used: name and A1111 short hash.
+    pub embeddings: Vec<(String, String)>,
 }
 
 #[cfg(test)]

@@ -94,6 +94,9 @@ pub struct EncoderSpec {
     pub file_layout: EncoderFileLayout,
     /// The architecture of the released models (single files without `--config`).
     pub preset: fn() -> ClipConfig,
+    /// Which tensor of an SDXL embedding file it reads (`clip_l`, `clip_g`); `""` for
+    /// families whose embeddings are one tensor.
+    pub embedding_key: &'static str,
 }
 
 /// The extra conditioning an SDXL UNet adds to its time embedding.
@@ -205,6 +208,7 @@ const CLIP_L: EncoderSpec = EncoderSpec {
     file_prefix: "cond_stage_model.transformer.",
     file_layout: EncoderFileLayout::Transformers,
     preset: ClipConfig::vit_l14,
+    embedding_key: "",
 };
 
 const BIG_G: EncoderSpec = EncoderSpec {
@@ -217,6 +221,7 @@ const BIG_G: EncoderSpec = EncoderSpec {
     file_prefix: "conditioner.embedders.1.model.",
     file_layout: EncoderFileLayout::OpenClip,
     preset: ClipConfig::open_clip_big_g,
+    embedding_key: "clip_g",
 };
 
 static SD1: FamilySpec = FamilySpec {
@@ -256,6 +261,7 @@ static SDXL: FamilySpec = FamilySpec {
         EncoderSpec {
             output: EncoderOutput::Penultimate,
             file_prefix: "conditioner.embedders.0.transformer.",
+            embedding_key: "clip_l",
             ..CLIP_L
         },
         BIG_G,

@@ -398,3 +398,21 @@ pub fn for_generation(
     p.push("Version", concat!("Ember ", env!("CARGO_PKG_VERSION")));
     p
 }
+
+/// A1111's `TI hashes: "name: hash, ..."` for the embeddings a generation used (names
+/// without `:` and `,`, as A1111 writes them), placed before `Version`.
+pub fn push_embeddings(p: &mut Parameters, used: &[(String, String)]) {
+    if used.is_empty() {
+        return;
+    }
+    let value = used
+        .iter()
+        .map(|(name, hash)| format!("{}: {hash}", name.replace([':', ','], "")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let field = ("TI hashes".to_string(), value);
+    match p.fields.iter().position(|(k, _)| k == "Version") {
+        Some(i) => p.fields.insert(i, field),
+        None => p.fields.push(field),
+    }
+}

@@ -9,6 +9,7 @@ mod canvas;
 mod families;
 mod info;
 mod kill;
+mod prompts;
 mod reproduce;
 
 use std::path::Path;

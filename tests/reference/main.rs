@@ -3,6 +3,7 @@
 mod brownian;
 mod components;
 mod config_search;
+mod embeddings;
 mod engine;
 mod extra_runs;
 mod extra_schedules;

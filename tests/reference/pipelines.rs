@@ -111,8 +111,21 @@ pub fn check_run(
     (model, refiner): (&Model, Option<&Model>),
     config: SchedulerConfig,
 ) {
-    let tensors = Fixtures::load(&format!("{dir}/{name}.safetensors"));
     let request = request_for(model, dir, run, config);
+    check_run_request(dir, name, layout, (model, refiner), &request);
+}
+
+/// [`check_run`] with the request already made (a run that needs more than its JSON says,
+/// such as an embeddings folder).
+pub fn check_run_request(
+    dir: &str,
+    name: &str,
+    layout: &str,
+    (model, refiner): (&Model, Option<&Model>),
+    request: &GenerateRequest,
+) {
+    let tensors = Fixtures::load(&format!("{dir}/{name}.safetensors"));
+    let request = request.clone();
     let mut recorder = Recorder(Vec::new());
     let generation = generate_refined(model, refiner, &request, &mut recorder)
         .unwrap_or_else(|e| panic!("{name} ({layout}): {e}"));

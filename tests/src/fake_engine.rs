@@ -180,10 +180,16 @@ impl Engine for FakeEngine {
             latent_shape: [1, 4, 1, 1],
             warnings: Vec::new(),
             sampler_label: "fake".into(),
+            embeddings: Vec::new(),
         })
     }
 
-    fn parameters(&mut self, request: &GenerateRequest, index: usize) -> String {
+    fn parameters(
+        &mut self,
+        request: &GenerateRequest,
+        _generation: &Generation,
+        index: usize,
+    ) -> String {
         let negative = if request.negative_prompt.is_empty() {
             String::new()
         } else {

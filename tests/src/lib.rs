@@ -448,3 +448,22 @@ pub fn check_whole_pngs(dir: &Path, what: &str) -> usize {
     }
     count
 }
+
+/// A `.safetensors` file holding f32 tensors `(name, shape, values)`.
+pub fn safetensors_bytes(tensors: &[(&str, Vec<usize>, Vec<f32>)]) -> Vec<u8> {
+    let bytes: Vec<Vec<u8>> = tensors
+        .iter()
+        .map(|(_, _, values)| values.iter().flat_map(|v| v.to_le_bytes()).collect())
+        .collect();
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+        .iter()
+        .zip(&bytes)
+        .map(|((name, shape, _), data)| {
+            let view =
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), data)
+                    .expect("the shape fits the values");
+            (name.to_string(), view)
+        })
+        .collect();
+    safetensors::serialize(views, None).expect("serialise")
+}

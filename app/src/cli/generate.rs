@@ -120,6 +120,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         eta: args.eta,
         clip_skip: args.clip_skip,
         emphasis: inference::text::emphasis::Emphasis::parse(&args.emphasis).map_err(err)?,
+        embedding_dirs: embedding_dirs(args)?,
         init_image: None,
         strength: if args.init_image.is_some() {
             args.strength.unwrap_or(DEFAULT_STRENGTH)
@@ -231,6 +232,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
             hash: hash.as_deref(),
         };
         let mut parameters = metadata::for_generation(&request, main, refiner_ref, i);
+        metadata::push_embeddings(&mut parameters, &generation.embeddings);
         canvas.annotate(&mut parameters);
         let image = canvas.finish(image);
         let png =
@@ -454,4 +456,20 @@ impl inference::pipeline::Observer for ProgressPrinter {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// `--embeddings` folders (each must exist), then the model's own `embeddings/` folders.
+fn embedding_dirs(args: &GenerateArgs) -> Result<Vec<PathBuf>, String> {
+    let mut dirs = Vec::new();
+    for dir in &args.embeddings {
+        if !dir.is_dir() {
+            return Err(format!(
+                "--embeddings {}: no such folder (give the folder that holds the embedding files)",
+                dir.display()
+            ));
+        }
+        dirs.push(dir.clone());
+    }
+    dirs.extend(inference::text::embeddings::dirs_near_model(&args.model));
+    Ok(dirs)
 }

@@ -151,6 +151,11 @@ pub struct GenerateArgs {
     /// (brackets are text, as diffusers reads a prompt).
     #[arg(long, default_value = "original")]
     pub emphasis: String,
+    /// A folder of textual-inversion embeddings (repeatable): a prompt word equal to a
+    /// file's name becomes its vectors. `embeddings/` beside the model, or one or two folders
+    /// up (A1111's and ComfyUI's layouts), is searched after these.
+    #[arg(long = "embeddings", value_name = "DIR")]
+    pub embeddings: Vec<PathBuf>,
     /// A diffusers scheduler_config.json to run as diffusers does.
     #[arg(long)]
     pub scheduler_config: Option<PathBuf>,

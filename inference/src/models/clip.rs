@@ -239,11 +239,33 @@ impl ClipTextModel {
     /// - `ids`: `[batch, tokens]` (tokens <= max_position_embeddings)
     /// - every output: `[batch, tokens, hidden]`
     pub fn forward(&self, ids: Tensor<2, Int>) -> ClipOutput {
+        self.forward_embedded(self.token_embeddings(ids))
+    }
+
+    /// The token-embedding lookup (textual-inversion vectors replace rows of it).
+    ///
+    /// # Shapes
+    /// - `ids`: `[batch, tokens]`; returns `[batch, tokens, hidden]`
+    pub fn token_embeddings(&self, ids: Tensor<2, Int>) -> Tensor<3> {
+        self.text_model.embeddings.token_embedding.forward(ids)
+    }
+
+    /// Width of the token embeddings.
+    pub fn hidden_size(&self) -> usize {
+        self.text_model.embeddings.token_embedding.weight.dims()[1]
+    }
+
+    /// [`Self::forward`] from token embeddings: adds the position embeddings, runs the layers.
+    ///
+    /// # Shapes
+    /// - `tokens`: `[batch, tokens, hidden]` (tokens <= max_position_embeddings)
+    /// - every output: `[batch, tokens, hidden]`
+    pub fn forward_embedded(&self, token_embeddings: Tensor<3>) -> ClipOutput {
         let m = &self.text_model;
-        let [_, tokens] = ids.dims();
-        let positions = Tensor::<1, Int>::arange(0..tokens as i64, &ids.device()).unsqueeze::<2>();
-        let mut x = m.embeddings.token_embedding.forward(ids)
-            + m.embeddings.position_embedding.forward(positions);
+        let [_, tokens, _] = token_embeddings.dims();
+        let device = token_embeddings.device();
+        let positions = Tensor::<1, Int>::arange(0..tokens as i64, &device).unsqueeze::<2>();
+        let mut x = token_embeddings + m.embeddings.position_embedding.forward(positions);
         let mut hidden_states = vec![x.clone()];
         for layer in &m.encoder.layers {
             x = layer.forward(x);

@@ -177,7 +177,13 @@ pub fn generate_refined(
         _ => total,
     };
     let mut warnings: Vec<String> = Vec::new();
+    let mut embeddings: Vec<(String, String)> = Vec::new();
     for (_, c) in &stages {
+        for e in &c.embeddings {
+            if !embeddings.contains(e) {
+                embeddings.push(e.clone());
+            }
+        }
         for w in &c.warnings {
             if !warnings.contains(w) {
                 warnings.push(w.clone());
@@ -308,6 +314,7 @@ pub fn generate_refined(
         latent_shape: shape,
         warnings,
         sampler_label: plan.label,
+        embeddings,
     })
 }
 

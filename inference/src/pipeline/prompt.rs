@@ -8,7 +8,8 @@ use crate::error::{Error, Result};
 use crate::family::{EncoderOutput, PromptSlot, TimeIds};
 use crate::model::{Model, TextEncoder};
 use crate::models::unet::AddedConditioning;
-use crate::text::chunks::{Chunk, chunk, pad_after_eos};
+use crate::text::chunks::{Chunk, chunk, chunk_with_embeddings, pad_after_eos};
+use crate::text::embeddings::{EmbeddingSet, unknown_embedding_words};
 use crate::text::emphasis::Emphasis;
 use crate::text::tokenizer::{CONTEXT_LENGTH, EOS, TOKENS_PER_CHUNK};
 
@@ -20,6 +21,20 @@ pub struct Conditioning {
     /// SDXL's pooled text and time ids, one row per context row.
     pub added: Option<AddedConditioning>,
     pub warnings: Vec<String>,
+    /// The embeddings the prompts used: name and A1111 short hash, for `TI hashes`.
+    pub embeddings: Vec<(String, String)>,
+}
+
+/// One encoder's output for all rows.
+struct EncoderRun {
+    /// `[rows, 77 * chunks, width]`.
+    hidden: Tensor<3>,
+    /// `[rows, projection]` for pooled encoders.
+    pooled: Option<Tensor<2>>,
+    /// The empty prompt's chunk `[1, 77, width]`, to pad to another encoder's length.
+    empty: Tensor<3>,
+    /// Indices (in the [`EmbeddingSet`]) of the embeddings the rows used.
+    used: Vec<usize>,
 }
 
 /// The negative and positive text an encoder reads.
@@ -52,7 +67,9 @@ fn run_encoder(
     rows: &[&str],
     clip_skip: usize,
     emphasis: Emphasis,
-) -> Result<(Tensor<3>, Option<Tensor<2>>)> {
+    embeddings: &EmbeddingSet,
+) -> Result<EncoderRun> {
+    let matcher = embeddings.matcher(&encoder.tokenizer)?;
     let mut chunked = Vec::with_capacity(rows.len() + 1);
     for text in rows {
         let segments = emphasis.segments(text)?;
@@ -66,7 +83,9 @@ fn run_encoder(
                 abbreviate(word)
             )));
         }
-        chunked.push(chunk(&encoder.tokenizer, &segments)?.chunks);
+        chunked.push(
+            chunk_with_embeddings(&encoder.tokenizer, &segments, &matcher, embeddings)?.chunks,
+        );
     }
     let most = chunked.iter().map(Vec::len).max().unwrap_or(1);
     if most > MAX_CHUNKS {
@@ -93,7 +112,9 @@ fn run_encoder(
         TensorData::new(ids_i64, [sequences.len(), CONTEXT_LENGTH]),
         &model.device,
     );
-    let out = encoder.network.forward(tensor);
+    let tokens = encoder.network.token_embeddings(tensor);
+    let tokens = place_embeddings(tokens, &sequences, embeddings, encoder.spec.embedding_key)?;
+    let out = encoder.network.forward_embedded(tokens);
     let n = out.hidden_states.len();
     let hidden = match encoder.spec.output {
         // A1111's CLIP skip s uses the output of layer (layers + 1 - s), then the final norm.
@@ -151,7 +172,42 @@ fn run_encoder(
     } else {
         None
     };
-    Ok((Tensor::cat(row_tensors, 0), pooled))
+    let mut used: Vec<usize> = Vec::new();
+    for fix in sequences.iter().flat_map(|s| &s.fixes) {
+        if !used.contains(&fix.embedding) {
+            used.push(fix.embedding);
+        }
+    }
+    Ok(EncoderRun {
+        hidden: Tensor::cat(row_tensors, 0),
+        pooled,
+        empty,
+        used,
+    })
+}
+
+/// Writes each chunk's embedding vectors over its placeholder token embeddings.
+///
+/// # Shapes
+/// - `x`: `[sequences, 77, width]`, one row per entry of `sequences`
+fn place_embeddings(
+    mut x: Tensor<3>,
+    sequences: &[&Chunk],
+    set: &EmbeddingSet,
+    key: &str,
+) -> Result<Tensor<3>> {
+    let width = x.dims()[2];
+    for (s, sequence) in sequences.iter().enumerate() {
+        for fix in &sequence.fixes {
+            let rows = set.get(fix.embedding)?.rows_for(key, width)?.to_vec();
+            let end = fix.position + fix.vectors;
+            let values =
+                Tensor::<3>::from_data(TensorData::new(rows, [1, fix.vectors, width]), &x.device())
+                    .cast(x.dtype());
+            x = x.slice_assign([s..s + 1, fix.position..end, 0..width], values);
+        }
+    }
+    Ok(x)
 }
 
 /// A1111's emphasis on one chunk's output `z` `[1, 77, width]`: "Original" scales each token
@@ -206,9 +262,12 @@ fn zero_first_row<const D: usize>(t: Tensor<D>) -> Tensor<D> {
 /// model, in one call per encoder.
 pub fn encode(model: &Model, request: &GenerateRequest, guided: bool) -> Result<Conditioning> {
     let spec = model.spec();
-    let warnings = Vec::new();
+    let embeddings = EmbeddingSet::new(&request.embedding_dirs);
+    let mut warnings = Vec::new();
     let mut contexts = Vec::with_capacity(model.encoders.len());
+    let mut empties = Vec::with_capacity(model.encoders.len());
     let mut pooled = None;
+    let mut used: Vec<usize> = Vec::new();
     for encoder in &model.encoders {
         let (negative, prompt) = texts(request, encoder);
         let rows: Vec<&str> = if guided {
@@ -216,16 +275,45 @@ pub fn encode(model: &Model, request: &GenerateRequest, guided: bool) -> Result<
         } else {
             vec![prompt]
         };
-        let (hidden, p) = run_encoder(
+        let run = run_encoder(
             model,
             encoder,
             &rows,
             request.clip_skip as usize,
             request.emphasis,
+            &embeddings,
         )?;
-        check_finite(&hidden, "text encoder")?;
-        contexts.push(hidden);
-        pooled = p.or(pooled);
+        check_finite(&run.hidden, "text encoder")?;
+        contexts.push(run.hidden);
+        empties.push(run.empty);
+        pooled = run.pooled.or(pooled);
+        for index in run.used {
+            if !used.contains(&index) {
+                used.push(index);
+            }
+        }
+        for text in rows {
+            for word in unknown_embedding_words(text, &embeddings) {
+                let warning = format!(
+                    "{word:?} looks like an embedding, but no embedding file has that name: it \
+                     was read as plain text"
+                );
+                if !warnings.contains(&warning) {
+                    warnings.push(warning);
+                }
+            }
+        }
+    }
+    // Encoders whose prompts gave fewer chunks (SDXL's second prompt) are padded with their
+    // empty prompt's chunk, so all contexts have the same length.
+    let longest = contexts.iter().map(|c| c.dims()[1]).max().unwrap_or(0);
+    for (context, empty) in contexts.iter_mut().zip(empties) {
+        let rows = context.dims()[0];
+        let missing = (longest - context.dims()[1]) / CONTEXT_LENGTH;
+        if missing > 0 {
+            let pad = empty.repeat_dim(0, rows).repeat_dim(1, missing);
+            *context = Tensor::cat(vec![context.clone(), pad], 1);
+        }
     }
     let mut context = Tensor::cat(contexts, 2);
     // diffusers' force_zeros_for_empty_prompt: no negative prompt is zero conditioning.
@@ -276,10 +364,16 @@ pub fn encode(model: &Model, request: &GenerateRequest, guided: bool) -> Result<
             ));
         }
     };
+    let mut names = Vec::with_capacity(used.len());
+    for index in used {
+        let e = embeddings.get(index)?;
+        names.push((e.name.clone(), e.short_hash.clone()));
+    }
     Ok(Conditioning {
         context,
         added,
         warnings,
+        embeddings: names,
     })
 }
 

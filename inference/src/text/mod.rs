@@ -1,6 +1,7 @@
 //! Prompt text: the CLIP tokenizer and the CLIP text encoder.
 
 pub mod chunks;
+pub mod embeddings;
 pub mod emphasis;
 pub mod tokenizer;
 

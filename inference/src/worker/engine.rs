@@ -70,8 +70,14 @@ pub trait Engine: Send {
         Ok(None)
     }
 
-    /// A1111's `parameters` text for image `index` of `request` on the loaded models.
-    fn parameters(&mut self, request: &GenerateRequest, index: usize) -> String;
+    /// A1111's `parameters` text for image `index` of `generation`, made from `request` on
+    /// the loaded models.
+    fn parameters(
+        &mut self,
+        request: &GenerateRequest,
+        generation: &Generation,
+        index: usize,
+    ) -> String;
 }
 
 /// A loaded model and its A1111 hash, computed on first use (hashing takes seconds).
@@ -348,7 +354,12 @@ impl Engine for BurnEngine {
         }
     }
 
-    fn parameters(&mut self, request: &GenerateRequest, index: usize) -> String {
+    fn parameters(
+        &mut self,
+        request: &GenerateRequest,
+        generation: &Generation,
+        index: usize,
+    ) -> String {
         let Some(main) = self.main.as_mut() else {
             return String::new();
         };
@@ -357,6 +368,8 @@ impl Engine for BurnEngine {
             (Some(r), Some(_)) => Some(r.hashed()),
             _ => None,
         };
-        crate::metadata::for_generation(request, main, refiner, index).to_text()
+        let mut p = crate::metadata::for_generation(request, main, refiner, index);
+        crate::metadata::push_embeddings(&mut p, &generation.embeddings);
+        p.to_text()
     }
 }

@@ -281,7 +281,7 @@ fn serve(
                     catch_unwind(AssertUnwindSafe(|| {
                         let generation = engine.generate(&request, &mut progress, &interrupted)?;
                         let parameters: Vec<String> = (0..generation.images.len())
-                            .map(|i| engine.parameters(&request, i))
+                            .map(|i| engine.parameters(&request, &generation, i))
                             .collect();
                         Ok((generation, parameters))
                     }))

@@ -83,6 +83,7 @@ impl EmberApp {
             sampler: SamplerChoice::Named { sampler, schedule },
             clip_skip: s.clip_skip,
             emphasis: s.emphasis,
+            embedding_dirs: self.embedding_dirs(),
             sde_noise: if s.sde_brownian {
                 SdeNoise::BrownianTree
             } else {
@@ -92,6 +93,25 @@ impl EmberApp {
         };
         request.validate_settings().map_err(|e| e.to_string())?;
         Ok(request)
+    }
+
+    /// Where prompts' embedding names are looked up: the models folder's `embeddings/`
+    /// (A1111's convention), then the folders near the loaded model.
+    pub fn embedding_dirs(&self) -> Vec<std::path::PathBuf> {
+        let mut dirs: Vec<_> = self
+            .settings
+            .models_dir
+            .iter()
+            .map(|d| d.join("embeddings"))
+            .collect();
+        if let Some(model) = self.session.model() {
+            for dir in inference::text::embeddings::dirs_near_model(&model.path) {
+                if !dirs.contains(&dir) {
+                    dirs.push(dir);
+                }
+            }
+        }
+        dirs
     }
 
     /// The refiner a generation hands over to: the loaded one when the refiner is on and
