@@ -15,6 +15,7 @@ mod kdiffusion;
 mod kill;
 mod pipelines;
 mod prompt;
+mod prompt_schedules;
 mod rng;
 mod sampler_runs;
 mod schedules;

@@ -305,3 +305,37 @@ fn long_and_weighted_prompts_run_through_every_family() {
         assert!(error.to_string().contains("out of range"), "{error}");
     }
 }
+
+#[test]
+fn prompt_editing_and_alternation_schedule_as_a1111_does() {
+    use inference::text::schedule::prompt_schedule;
+    let cases = json("prompt/attention_cases.json");
+    let doctests = cases["schedule_doctests"].as_array().unwrap();
+    assert!(!doctests.is_empty());
+    for case in doctests {
+        let prompt = case["prompt"].as_str().unwrap();
+        let steps = case["base_steps"].as_u64().unwrap() as usize;
+        let hires = case["hires_steps"].as_u64().map(|h| h as usize);
+        let ours = prompt_schedule(prompt, steps, hires);
+        let expected: Vec<(usize, String)> = case["a1111_returns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e[0].as_u64().unwrap() as usize,
+                    e[1].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(ours, expected, "{prompt:?}");
+        // Each step's text then parses for emphasis as A1111 parsed it.
+        for ((_, text), parsed) in ours.iter().zip(case["parsed_per_step"].as_array().unwrap()) {
+            assert_eq!(
+                parse(text).unwrap(),
+                segments(&parsed[1]),
+                "{prompt:?} -> {text:?}"
+            );
+        }
+    }
+}

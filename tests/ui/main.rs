@@ -6,6 +6,7 @@ mod families;
 mod first_minutes;
 mod flows;
 mod gallery;
+mod prompts;
 mod real_engine;
 
 use std::path::{Path, PathBuf};

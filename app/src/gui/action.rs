@@ -34,6 +34,8 @@ pub enum Action {
     /// Type a path (the dialog's fallback, also offered directly).
     TypePath(PathPurpose),
     LoadModel(PathBuf),
+    /// Add a word (an embedding's name) to the end of the prompt.
+    AddToPrompt(String),
     /// Load a checkpoint of non-standard size with the architecture in `config`.
     LoadWithConfig {
         model: PathBuf,

@@ -361,6 +361,18 @@ impl EmberApp {
                 self.path_prompt = Some(PathPrompt::new(purpose));
             }
             Action::TypePath(purpose) => self.path_prompt = Some(PathPrompt::new(purpose)),
+            Action::AddToPrompt(word) => {
+                let prompt = &mut self.settings.prompt;
+                let trimmed = prompt.trim_end().len();
+                prompt.truncate(trimmed);
+                if !prompt.is_empty() && !prompt.ends_with(',') {
+                    prompt.push(',');
+                }
+                if !prompt.is_empty() {
+                    prompt.push(' ');
+                }
+                prompt.push_str(&word);
+            }
             Action::LoadModel(path) => {
                 let config = self.settings.config_dirs.get(&path).cloned();
                 let command = self.session.load_into(ModelRole::Main, &path, config);

@@ -13,6 +13,7 @@ pub mod gallery;
 pub mod models;
 mod panels;
 pub mod paths;
+pub mod prompt_edit;
 pub mod restore;
 pub mod service;
 pub mod session;

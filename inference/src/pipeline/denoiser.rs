@@ -7,7 +7,7 @@ use std::cell::{Cell, RefCell};
 use burn::tensor::Tensor;
 
 use super::guidance;
-use super::prompt::Conditioning;
+use super::scheduled::ScheduledConditioning;
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::schedule::Plan;
@@ -15,7 +15,7 @@ use crate::schedule::Plan;
 /// One model's denoiser for one generation.
 pub struct Denoiser<'a> {
     pub model: &'a Model,
-    pub conditioning: &'a Conditioning,
+    pub conditioning: &'a ScheduledConditioning,
     pub plan: &'a Plan,
     /// The mask and masked-image latents a 9-channel UNet takes after the sample.
     pub inpaint_input: Option<Tensor<4>>,
@@ -39,14 +39,20 @@ impl Denoiser<'_> {
     /// - `x`: `[batch, 4, h, w]` in sampler scaling -> `[batch, 4, h, w]`
     pub fn denoise(&self, x: &Tensor<4>, sigma: f32) -> Result<Tensor<4>> {
         let model = self.model;
-        self.evaluations.set(self.evaluations.get() + 1);
+        // A1111's `CFGDenoiser.step`: the calls before this one pick the prompt schedule's
+        // stretch.
+        let call = self.evaluations.get();
+        let conditioning = self.conditioning.at(call);
+        self.evaluations.set(call + 1);
         let t = self.plan.timesteps.timestep(sigma) as f32;
         let mut input = guidance::scale_model_input(x.clone(), sigma);
         if let Some(extra) = &self.inpaint_input {
             input = Tensor::cat(vec![input, extra.clone()], 1);
         }
-        if self.guided {
-            input = Tensor::cat(vec![input.clone(), input], 0);
+        // One copy per negative row and per AND subprompt.
+        let copies = conditioning.weights.len() + usize::from(self.guided);
+        if copies > 1 {
+            input = Tensor::cat(vec![input; copies], 0);
         }
         let rows = input.dims()[0];
         let out = model
@@ -54,7 +60,7 @@ impl Denoiser<'_> {
             .forward_interruptible(
                 model.to_network(input),
                 &vec![t; rows],
-                (&self.conditioning.context, self.conditioning.added.as_ref()),
+                (&conditioning.context, conditioning.added.as_ref()),
                 self.interrupted,
             )
             .ok_or(Error::Cancelled)?;
@@ -65,8 +71,7 @@ impl Denoiser<'_> {
                 *self.last_uncond.borrow_mut() =
                     Some(guidance::denoised(x, uncond, sigma, model.prediction));
             }
-            let cond = guidance::conditional_half(&out);
-            let guided = guidance::guide(out, self.cfg_scale);
+            let (guided, cond) = guidance::compose(out, &conditioning.weights, self.cfg_scale);
             guidance::rescale(guided, cond, self.cfg_rescale)
         } else {
             out

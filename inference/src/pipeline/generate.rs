@@ -10,7 +10,8 @@ use std::time::Instant;
 use burn::tensor::Tensor;
 
 use super::denoiser::Denoiser;
-use super::prompt::{self, Conditioning, check_finite};
+use super::prompt::check_finite;
+use super::scheduled::{self, ScheduledConditioning};
 use super::start::{Start, StepNoise};
 use crate::api::{
     GenerateRequest, Generation, ModelCapabilities, Progress, SamplerChoice, SdeNoise, Stage,
@@ -142,12 +143,17 @@ pub fn generate_refined(
     };
     report(observer, Stage::EncodingPrompt, 0, 0)?;
     let mut plan = plan_for(request, &caps)?;
-    // CFG++ samplers read the unconditional prediction, so they need it even at scale 1.
-    let guided = request.cfg_scale > 1.0 || plan.algorithm.needs_uncond();
-    let mut stages: Vec<(&Model, Conditioning)> =
-        vec![(model, prompt::encode(model, request, guided)?)];
+    // CFG++ samplers read the unconditional prediction, so they need it even at scale 1;
+    // so does composing AND subprompts.
+    let composed = crate::text::schedule::split_and(&request.prompt).len() > 1;
+    let guided = request.cfg_scale > 1.0 || plan.algorithm.needs_uncond() || composed;
+    let steps = scheduled::schedule_steps(request, plan.algorithm.schedule_multiplier());
+    let mut stages: Vec<(&Model, ScheduledConditioning)> = vec![(
+        model,
+        scheduled::encode_scheduled(model, request, guided, steps)?,
+    )];
     if let Some(r) = refiner {
-        stages.push((r, prompt::encode(r, request, guided)?));
+        stages.push((r, scheduled::encode_scheduled(r, request, guided, steps)?));
     }
     let batch = request.batch as usize;
     let f = model.vae_factor();
@@ -178,7 +184,7 @@ pub fn generate_refined(
     };
     let mut warnings: Vec<String> = Vec::new();
     let mut embeddings: Vec<(String, String)> = Vec::new();
-    for (_, c) in &stages {
+    for c in stages.iter().flat_map(|(_, s)| s.all()) {
         for e in &c.embeddings {
             if !embeddings.contains(e) {
                 embeddings.push(e.clone());

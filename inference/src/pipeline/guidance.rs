@@ -41,10 +41,29 @@ pub fn rescale(guided: Tensor<4>, cond: Tensor<4>, phi: f32) -> Tensor<4> {
     rescaled.mul_scalar(phi) + guided.mul_scalar(1.0 - phi)
 }
 
-/// The conditional half of a guidance batch (`[uncond x batch, cond x batch]`).
-pub fn conditional_half(out: &Tensor<4>) -> Tensor<4> {
-    let batch = out.dims()[0] / 2;
-    out.clone().narrow(0, batch, batch)
+/// Guidance with A1111's composable prompts (`AND`): `uncond + sum_i (cond_i - uncond) *
+/// (weight_i * scale)` (`CFGDenoiser.combine_denoised`), and the unscaled combination
+/// `uncond + sum_i (cond_i - uncond) * weight_i` that CFG rescale matches. One subprompt of
+/// weight 1 is [`guide`] and the conditional output.
+///
+/// # Shapes
+/// - `out`: `[(1 + weights) * batch, c, h, w]`: uncond rows, then each subprompt's rows
+/// - returns two `[batch, c, h, w]`
+pub fn compose(out: Tensor<4>, weights: &[f32], scale: f32) -> (Tensor<4>, Tensor<4>) {
+    let batch = out.dims()[0] / (1 + weights.len());
+    if weights == [1.0] {
+        let cond = out.clone().narrow(0, batch, batch);
+        return (guide(out, scale), cond);
+    }
+    let uncond = out.clone().narrow(0, 0, batch);
+    let mut guided = uncond.clone();
+    let mut combined = uncond.clone();
+    for (i, &w) in weights.iter().enumerate() {
+        let delta = out.clone().narrow(0, (i + 1) * batch, batch) - uncond.clone();
+        guided = guided + delta.clone().mul_scalar(w * scale);
+        combined = combined + delta.mul_scalar(w);
+    }
+    (guided, combined)
 }
 
 /// The UNet input for a sample at noise level `sigma`: `x / sqrt(sigma^2 + 1)`.

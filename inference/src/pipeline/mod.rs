@@ -6,6 +6,7 @@ mod generate;
 pub mod guidance;
 mod image_inputs;
 pub mod prompt;
+pub mod scheduled;
 mod start;
 mod torch_mean;
 

@@ -23,6 +23,16 @@ pub struct Conditioning {
     pub warnings: Vec<String>,
     /// The embeddings the prompts used: name and A1111 short hash, for `TI hashes`.
     pub embeddings: Vec<(String, String)>,
+    /// The weight of each positive row group (A1111's `AND` subprompts; `[1.0]` without).
+    pub weights: Vec<f32>,
+}
+
+/// The texts of one conditioning row: what the first and the second prompt slot read
+/// (SDXL's second encoder reads `second`; other models only `first`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RowTexts {
+    pub first: String,
+    pub second: String,
 }
 
 /// One encoder's output for all rows.
@@ -35,20 +45,6 @@ struct EncoderRun {
     empty: Tensor<3>,
     /// Indices (in the [`EmbeddingSet`]) of the embeddings the rows used.
     used: Vec<usize>,
-}
-
-/// The negative and positive text an encoder reads.
-fn texts<'a>(request: &'a GenerateRequest, encoder: &TextEncoder) -> (&'a str, &'a str) {
-    match encoder.spec.prompt {
-        PromptSlot::First => (&request.negative_prompt, &request.prompt),
-        PromptSlot::Second => (
-            request
-                .negative_prompt_2
-                .as_deref()
-                .unwrap_or(&request.negative_prompt),
-            request.prompt_2.as_deref().unwrap_or(&request.prompt),
-        ),
-    }
 }
 
 /// Largest prompt weight taken (A1111 takes any; far beyond this the image is noise).
@@ -261,6 +257,37 @@ fn zero_first_row<const D: usize>(t: Tensor<D>) -> Tensor<D> {
 /// Encodes the prompts (and with guidance the negative prompts) with every encoder of the
 /// model, in one call per encoder.
 pub fn encode(model: &Model, request: &GenerateRequest, guided: bool) -> Result<Conditioning> {
+    let negative = RowTexts {
+        first: request.negative_prompt.clone(),
+        second: request
+            .negative_prompt_2
+            .clone()
+            .unwrap_or_else(|| request.negative_prompt.clone()),
+    };
+    let positive = RowTexts {
+        first: request.prompt.clone(),
+        second: request
+            .prompt_2
+            .clone()
+            .unwrap_or_else(|| request.prompt.clone()),
+    };
+    let negative = guided.then_some(negative);
+    encode_rows(model, request, negative.as_ref(), &[(positive, 1.0)])
+}
+
+/// Encodes one conditioning: the `negative` row (with guidance) and each weighted positive
+/// row, every row `request.batch` times, in one call per encoder.
+pub fn encode_rows(
+    model: &Model,
+    request: &GenerateRequest,
+    negative: Option<&RowTexts>,
+    positives: &[(RowTexts, f32)],
+) -> Result<Conditioning> {
+    let guided = negative.is_some();
+    let all_rows: Vec<&RowTexts> = negative
+        .into_iter()
+        .chain(positives.iter().map(|(r, _)| r))
+        .collect();
     let spec = model.spec();
     let embeddings = EmbeddingSet::new(&request.embedding_dirs);
     let mut warnings = Vec::new();
@@ -269,12 +296,13 @@ pub fn encode(model: &Model, request: &GenerateRequest, guided: bool) -> Result<
     let mut pooled = None;
     let mut used: Vec<usize> = Vec::new();
     for encoder in &model.encoders {
-        let (negative, prompt) = texts(request, encoder);
-        let rows: Vec<&str> = if guided {
-            vec![negative, prompt]
-        } else {
-            vec![prompt]
-        };
+        let rows: Vec<&str> = all_rows
+            .iter()
+            .map(|r| match encoder.spec.prompt {
+                PromptSlot::First => r.first.as_str(),
+                PromptSlot::Second => r.second.as_str(),
+            })
+            .collect();
         let run = run_encoder(
             model,
             encoder,
@@ -317,19 +345,13 @@ pub fn encode(model: &Model, request: &GenerateRequest, guided: bool) -> Result<
     }
     let mut context = Tensor::cat(contexts, 2);
     // diffusers' force_zeros_for_empty_prompt: no negative prompt is zero conditioning.
-    let zero_negative = guided
-        && model.zero_empty_negative
-        && request.negative_prompt.is_empty()
-        && request
-            .negative_prompt_2
-            .as_deref()
-            .unwrap_or("")
-            .is_empty();
+    let zero_negative = model.zero_empty_negative
+        && negative.is_some_and(|n| n.first.is_empty() && n.second.is_empty());
     if zero_negative {
         context = zero_first_row(context);
         pooled = pooled.map(zero_first_row);
     }
-    let rows = if guided { 2 } else { 1 };
+    let rows = all_rows.len();
     let batch = request.batch as usize;
     let [_, tokens, dim] = context.dims();
     let context =
@@ -374,6 +396,7 @@ pub fn encode(model: &Model, request: &GenerateRequest, guided: bool) -> Result<
         added,
         warnings,
         embeddings: names,
+        weights: positives.iter().map(|(_, w)| *w).collect(),
     })
 }
 

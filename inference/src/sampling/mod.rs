@@ -127,6 +127,22 @@ impl Algorithm {
         )
     }
 
+    /// Model calls per step as A1111 counts them for prompt schedules: 2 for the samplers
+    /// its list marks second order (Heun, DPM2, DPM2 a, DPM++ 2S a, DPM++ SDE; the CFG++ 2S
+    /// and Heun++ likewise), 1 for the rest.
+    pub fn schedule_multiplier(self) -> usize {
+        match self {
+            Algorithm::Heun
+            | Algorithm::Dpm2
+            | Algorithm::Dpm2Ancestral
+            | Algorithm::DpmPp2SAncestral
+            | Algorithm::DpmPp2SAncestralCfgPp
+            | Algorithm::DpmPpSde
+            | Algorithm::HeunPp2 => 2,
+            _ => 1,
+        }
+    }
+
     /// Whether the sampler reads the unconditional prediction (CFG++), so the pipeline must
     /// run the negative prompt even at CFG scale 1.
     pub fn needs_uncond(self) -> bool {

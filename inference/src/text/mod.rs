@@ -3,6 +3,7 @@
 pub mod chunks;
 pub mod embeddings;
 pub mod emphasis;
+pub mod schedule;
 pub mod tokenizer;
 
 pub use tokenizer::{ClipTokenizer, PadToken, PromptIds};

@@ -9,6 +9,7 @@ use inference::text::emphasis::Emphasis;
 
 use super::Parts;
 use super::hints::{sampler_hint, schedule_hint};
+use super::prompt_box::{prompt_box, token_counter};
 use crate::gui::action::{Action, View};
 use crate::gui::dialogs::PathPurpose;
 use crate::gui::models::EntryKind;
@@ -60,25 +61,48 @@ fn gcd(a: u32, b: u32) -> u32 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
+/// A prompt's label with A1111's token counter at the right.
+fn prompt_label(
+    ui: &mut egui::Ui,
+    label: &str,
+    text: &str,
+    emphasis: Emphasis,
+    steps: u32,
+) -> egui::Response {
+    ui.horizontal(|ui| {
+        let label = ui.label(label);
+        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+            ui.weak(token_counter(text, emphasis, steps)).on_hover_text(
+                "Tokens / the limit of the 75-token chunks they fill (long prompts are \
+                 split into chunks; Ctrl+Up / Ctrl+Down change the weight of the word under \
+                 the cursor)",
+            );
+        });
+        label
+    })
+    .inner
+}
+
 pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     let running = app.session.running.is_some();
     let s = &mut app.settings;
     // The second prompts follow the first unless typed; they only apply to SDXL.
 
-    let label = ui.label("Prompt");
-    ui.add(
-        egui::TextEdit::multiline(&mut s.prompt)
-            .desired_rows(4)
-            .desired_width(f32::INFINITY)
-            .hint_text("what to paint"),
-    )
-    .labelled_by(label.id);
-    let label = ui.label("Negative prompt");
-    ui.add(
-        egui::TextEdit::multiline(&mut s.negative_prompt)
-            .desired_rows(2)
-            .desired_width(f32::INFINITY)
-            .hint_text("what to avoid"),
+    let label = prompt_label(ui, "Prompt", &s.prompt, s.emphasis, s.steps);
+    prompt_box(ui, &mut s.prompt, "prompt", 4, "what to paint").labelled_by(label.id);
+    let label = prompt_label(
+        ui,
+        "Negative prompt",
+        &s.negative_prompt,
+        s.emphasis,
+        s.steps,
+    );
+    prompt_box(
+        ui,
+        &mut s.negative_prompt,
+        "negative prompt",
+        2,
+        "what to avoid",
     )
     .labelled_by(label.id);
 

@@ -9,6 +9,7 @@ mod gallery;
 mod hints;
 mod model;
 mod output;
+mod prompt_box;
 
 use egui::{Color32, RichText};
 

@@ -173,7 +173,24 @@ fn models_list(
     for kind in kinds {
         let group: Vec<&ModelEntry> = entries.iter().filter(|e| e.kind == kind).collect();
         ui.collapsing(format!("{} ({})", kind.heading(), group.len()), |ui| {
+            if kind == EntryKind::Embedding {
+                ui.weak("Click a name to add it to the prompt");
+            }
             for entry in group {
+                let stem = entry
+                    .path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned());
+                if let (EntryKind::Embedding, Some(stem)) = (kind, stem) {
+                    if ui
+                        .button(&stem)
+                        .on_hover_text(entry.path.display().to_string())
+                        .clicked()
+                    {
+                        actions.push(Action::AddToPrompt(stem));
+                    }
+                    continue;
+                }
                 let mut text = format!("{} · {}", entry.name, human_size(entry.bytes));
                 if kind == EntryKind::NotLoadable {
                     text.push_str(&format!("\n{}", entry.family));

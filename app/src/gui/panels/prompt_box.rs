@@ -1,0 +1,146 @@
+//! A prompt box as A1111's: Ctrl+Up / Ctrl+Down change the weight of the selection or the
+//! word under the cursor, weighted spans and `BREAK` are coloured, and the token count shows
+//! against the chunk limit (`80/150`), with words that look like missing embeddings named.
+
+use std::sync::OnceLock;
+
+use egui::text::{CCursor, CCursorRange, LayoutJob};
+use egui::{Color32, FontId, Key, Modifiers, TextFormat};
+use inference::text::chunks::chunk;
+use inference::text::emphasis::Emphasis;
+use inference::text::schedule::{prompt_schedule, split_and};
+use inference::text::{ClipTokenizer, PadToken};
+
+use crate::gui::prompt_edit::edit_attention;
+
+/// The CLIP vocabulary every family shares, for counting (loaded once).
+fn tokenizer() -> Option<&'static ClipTokenizer> {
+    static TOKENIZER: OnceLock<Option<ClipTokenizer>> = OnceLock::new();
+    TOKENIZER
+        .get_or_init(|| ClipTokenizer::bundled(PadToken::EndOfText).ok())
+        .as_ref()
+}
+
+/// A1111's counter text for `prompt`: the most tokens any of its `AND` parts has at any step
+/// of `steps`, over the chunk limit it fills (`token_count / ceil(count / 75) * 75`).
+pub fn token_counter(prompt: &str, emphasis: Emphasis, steps: u32) -> String {
+    let Some(tokenizer) = tokenizer() else {
+        return String::new();
+    };
+    let mut most = 0;
+    for (part, _) in split_and(prompt) {
+        for (_, text) in prompt_schedule(&part, steps.max(1) as usize, None) {
+            let count = emphasis
+                .segments(&text)
+                .and_then(|segments| chunk(tokenizer, &segments))
+                .map_or(0, |c| c.token_count);
+            most = most.max(count);
+        }
+    }
+    let limit = most.max(1).div_ceil(75) * 75;
+    format!("{most}/{limit}")
+}
+
+/// Colours: weight up, weight down, BREAK.
+const UP: Color32 = Color32::from_rgb(0xf0, 0xa0, 0x60);
+const DOWN: Color32 = Color32::from_rgb(0x80, 0xa8, 0xe8);
+const BREAK: Color32 = Color32::from_rgb(0xc8, 0x90, 0xf0);
+
+/// The prompt laid out with weighted spans coloured by bracket depth.
+fn highlighted(text: &str, font: FontId, normal: Color32, wrap: f32) -> LayoutJob {
+    let mut job = LayoutJob::default();
+    job.wrap.max_width = wrap;
+    let (mut round, mut square) = (0i32, 0i32);
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let mut end = i + c.len_utf8();
+        match c {
+            '\\' => {
+                if let Some((j, next)) = chars.next() {
+                    end = j + next.len_utf8();
+                }
+            }
+            '(' => round += 1,
+            '[' => square += 1,
+            _ => {}
+        }
+        let colour = if text[i..].starts_with("BREAK") {
+            BREAK
+        } else if round > square && round > 0 {
+            UP
+        } else if square > 0 {
+            DOWN
+        } else {
+            normal
+        };
+        match c {
+            ')' => round = (round - 1).max(0),
+            ']' => square = (square - 1).max(0),
+            _ => {}
+        }
+        job.append(&text[i..end], 0.0, TextFormat::simple(font.clone(), colour));
+    }
+    job
+}
+
+/// A multiline prompt box with A1111's weight keys and colours.
+pub fn prompt_box(
+    ui: &mut egui::Ui,
+    text: &mut String,
+    id: &str,
+    rows: usize,
+    hint: &str,
+) -> egui::Response {
+    let id = ui.make_persistent_id(id);
+    let focused = ui.memory(|m| m.has_focus(id));
+    if focused {
+        let up = ui.input_mut(|i| i.consume_key(Modifiers::COMMAND, Key::ArrowUp));
+        let down = ui.input_mut(|i| i.consume_key(Modifiers::COMMAND, Key::ArrowDown));
+        if (up || down)
+            && let Some(mut state) = egui::TextEdit::load_state(ui.ctx(), id)
+            && let Some(range) = state.cursor.char_range()
+        {
+            let (a, b): (usize, usize) = (range.primary.index.into(), range.secondary.index.into());
+            if let Some((edited, (start, end))) = edit_attention(text, (a.min(b), a.max(b)), up) {
+                *text = edited;
+                state.cursor.set_char_range(Some(CCursorRange::two(
+                    CCursor::new(start),
+                    CCursor::new(end),
+                )));
+                state.store(ui.ctx(), id);
+            }
+        }
+    }
+    let mut layouter = |ui: &egui::Ui, buffer: &dyn egui::TextBuffer, wrap: f32| {
+        let font = egui::TextStyle::Body.resolve(ui.style());
+        let normal = ui.visuals().text_color();
+        ui.fonts_mut(|f| f.layout_job(highlighted(buffer.as_str(), font, normal, wrap)))
+    };
+    egui::TextEdit::multiline(text)
+        .id(id)
+        .desired_rows(rows)
+        .desired_width(f32::INFINITY)
+        .hint_text(hint)
+        .layouter(&mut layouter)
+        .show(ui)
+        .response
+        .response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_counter_reads_as_a1111s() {
+        assert_eq!(token_counter("", Emphasis::Original, 20), "0/75");
+        assert_eq!(token_counter("a cat", Emphasis::Original, 20), "2/75");
+        let long = "cat ".repeat(80);
+        assert_eq!(token_counter(&long, Emphasis::Original, 20), "80/150");
+        // The longest step of an edit counts.
+        assert_eq!(
+            token_counter("[a:a b c:0.5]", Emphasis::Original, 20),
+            "3/75"
+        );
+    }
+}

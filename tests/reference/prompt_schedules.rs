@@ -1,0 +1,181 @@
+//! Prompt editing, alternation and `AND` through the pipeline: which conditioning each model
+//! call receives (A1111 counts calls, over a schedule doubled for second-order samplers), and
+//! whole generations that must equal the plain prompt they reduce to.
+
+use std::ops::ControlFlow;
+
+use burn::tensor::Device;
+use inference::api::{GenerateRequest, Progress, SamplerChoice};
+use inference::device::{Precision, tensor_to_vec};
+use inference::model::Model;
+use inference::pipeline::prompt::encode;
+use inference::pipeline::scheduled::{encode_scheduled, schedule_steps};
+use inference::pipeline::{Observer, StepLatents};
+use inference::schedule::named::{SamplerName, ScheduleName};
+use inference::weights::{LoadOptions, load};
+
+use ember_tests::reference;
+
+fn sd15() -> Model {
+    load(
+        &reference("sd15/pipeline"),
+        &LoadOptions::new(Device::flex(), Precision::F32),
+    )
+    .unwrap()
+}
+
+fn request(model: &Model, prompt: &str, sampler: SamplerName, steps: u32) -> GenerateRequest {
+    let mut r = model.request(prompt, 42);
+    r.negative_prompt = "blurry".into();
+    r.width = 24;
+    r.height = 40;
+    r.steps = steps;
+    r.cfg_scale = 7.0;
+    r.sampler = SamplerChoice::Named {
+        sampler,
+        schedule: ScheduleName::Karras,
+    };
+    r
+}
+
+/// The context a plain (negative, prompt) pair encodes to.
+fn context_of(model: &Model, base: &GenerateRequest, prompt: &str) -> Vec<f32> {
+    let mut r = base.clone();
+    r.prompt = prompt.into();
+    tensor_to_vec(encode(model, &r, true).unwrap().context)
+}
+
+/// Records the latents after every step.
+struct Steps(Vec<Vec<f32>>);
+
+impl Observer for Steps {
+    fn progress(&mut self, _: Progress) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+    fn step(&mut self, s: &StepLatents<'_>) {
+        self.0.push(tensor_to_vec(s.x.clone()));
+    }
+}
+
+fn run(model: &Model, r: &GenerateRequest) -> Vec<Vec<f32>> {
+    let mut steps = Steps(Vec::new());
+    inference::pipeline::generate(model, r, &mut steps).unwrap();
+    steps.0
+}
+
+#[test]
+fn each_model_call_gets_the_conditioning_a1111_gives_it() {
+    let model = sd15();
+    // (sampler, steps, prompt, A1111's prompt for calls 0, 1, 2, ...): the schedule is built
+    // over steps x 2 for second-order samplers, and call k takes the first stretch whose
+    // end is >= k, so a stretch ending at step n covers calls 0..=n.
+    let cases: [(SamplerName, u32, &str, &[&str]); 4] = [
+        (
+            SamplerName::Euler,
+            4,
+            "[cat:dog:2]",
+            &["cat", "cat", "cat", "dog", "dog"],
+        ),
+        (
+            SamplerName::Euler,
+            4,
+            "[cat:dog:0.5]",
+            &["cat", "cat", "cat", "dog"],
+        ),
+        (
+            SamplerName::Heun,
+            3,
+            "[cat:dog:0.5]",
+            &["cat", "cat", "cat", "cat", "dog", "dog"],
+        ),
+        (
+            SamplerName::Euler,
+            4,
+            "[cat|dog] house",
+            &[
+                "cat house",
+                "cat house",
+                "dog house",
+                "cat house",
+                "dog house",
+            ],
+        ),
+    ];
+    for (sampler, steps, prompt, expected) in cases {
+        let r = request(&model, prompt, sampler, steps);
+        let multiplier = if sampler == SamplerName::Heun { 2 } else { 1 };
+        let total = schedule_steps(&r, multiplier);
+        let scheduled = encode_scheduled(&model, &r, true, total).unwrap();
+        for (call, text) in expected.iter().enumerate() {
+            let ours = tensor_to_vec(scheduled.at(call).context.clone());
+            assert_eq!(
+                ours,
+                context_of(&model, &r, text),
+                "{prompt} ({sampler:?}, {steps} steps): call {call} should see {text:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn edits_that_never_switch_generate_the_plain_prompt_bit_for_bit() {
+    let model = sd15();
+    for sampler in [SamplerName::Euler, SamplerName::Heun, SamplerName::DpmPp2M] {
+        let plain = run(&model, &request(&model, "a red house", sampler, 4));
+        let dog = run(&model, &request(&model, "a blue house", sampler, 4));
+        // Never reached: the first text throughout; reached at once: the second.
+        let late = run(
+            &model,
+            &request(&model, "a [red:blue:99] house", sampler, 4),
+        );
+        let early = run(
+            &model,
+            &request(&model, "a [red:blue:-1] house", sampler, 4),
+        );
+        let same = run(&model, &request(&model, "a [red|red] house", sampler, 4));
+        assert_eq!(late, plain, "{sampler:?}");
+        assert_eq!(same, plain, "{sampler:?}");
+        assert_eq!(early, dog, "{sampler:?}");
+        // A switch half-way starts as the first prompt and ends elsewhere than either.
+        let mid = run(
+            &model,
+            &request(&model, "a [red:blue:0.5] house", sampler, 4),
+        );
+        assert_eq!(mid[0], plain[0], "{sampler:?}: the first step is still red");
+        assert_ne!(mid.last(), plain.last(), "{sampler:?}");
+        assert_ne!(mid.last(), dog.last(), "{sampler:?}");
+    }
+}
+
+#[test]
+fn and_composes_subprompts_as_a1111_does() {
+    let model = sd15();
+    let sampler = SamplerName::Euler;
+    // One subprompt of weight 1 is the plain prompt.
+    let plain = run(&model, &request(&model, "a red house", sampler, 3));
+    let weighted_one = run(&model, &request(&model, "a red house :1", sampler, 3));
+    assert_eq!(weighted_one, plain);
+    // `a AND a` with weights summing to 1 is the plain prompt, up to rounding.
+    let split = run(
+        &model,
+        &request(&model, "a red house :0.5 AND a red house :0.5", sampler, 3),
+    );
+    for (s, p) in split.last().unwrap().iter().zip(plain.last().unwrap()) {
+        assert!((s - p).abs() <= 1e-4 * p.abs().max(1.0), "{s} vs {p}");
+    }
+    // Two different subprompts differ from each alone, and the scheduled conditioning has
+    // both rows.
+    let r = request(&model, "a red house AND a blue car:0.7", sampler, 3);
+    let scheduled = encode_scheduled(&model, &r, true, 3).unwrap();
+    assert_eq!(scheduled.subprompts(), 2);
+    assert_eq!(scheduled.at(0).weights, vec![1.0, 0.7]);
+    let both = run(&model, &r);
+    assert_ne!(both.last(), plain.last());
+    // Too many subprompts are refused with the count.
+    let many = vec!["x"; 9].join(" AND ");
+    let err = encode_scheduled(&model, &request(&model, &many, sampler, 3), true, 3)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("9 AND subprompts"), "{err}");
+}

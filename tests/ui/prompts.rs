@@ -1,0 +1,66 @@
+//! The prompt box as A1111's: the token counter, Ctrl+Up / Ctrl+Down on the word under the
+//! cursor, and the embeddings list adding a name to the prompt; the request carries the
+//! models folder's `embeddings/`.
+
+use std::time::Duration;
+
+use egui::Modifiers;
+use egui_kittest::kittest::Queryable;
+use ember_app::gui::action::Action;
+use ember_app::gui::paths::Paths;
+use ember_tests::fake_engine::FakeEngine;
+
+use crate::{app, click, open, step_until};
+
+#[test]
+fn the_prompt_counts_tokens_and_ctrl_arrows_weigh_the_word() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    assert_eq!(w.get_all_by_label("0/75").count(), 2, "prompt and negative");
+    let prompt = w.get_by_label("Prompt");
+    prompt.focus();
+    w.step();
+    w.get_by_label("Prompt").type_text("a red fox");
+    w.step();
+    w.step();
+    w.get_by_label("3/75");
+    // The cursor is after "fox": Ctrl+Up weighs it, twice; Ctrl+Down back to plain.
+    w.key_press_modifiers(Modifiers::COMMAND, egui::Key::ArrowUp);
+    w.step();
+    assert_eq!(app(&w).settings.prompt, "a red (fox:1.1)");
+    w.key_press_modifiers(Modifiers::COMMAND, egui::Key::ArrowUp);
+    w.step();
+    assert_eq!(app(&w).settings.prompt, "a red (fox:1.2)");
+    w.key_press_modifiers(Modifiers::COMMAND, egui::Key::ArrowDown);
+    w.step();
+    w.key_press_modifiers(Modifiers::COMMAND, egui::Key::ArrowDown);
+    w.step();
+    assert_eq!(app(&w).settings.prompt, "a red fox");
+    // A long prompt shows the chunks it fills.
+    w.state_mut().as_mut().unwrap().settings.prompt = "cat ".repeat(80);
+    w.step();
+    w.step();
+    w.get_by_label("80/150");
+}
+
+#[test]
+fn an_embedding_in_the_models_list_adds_its_name_to_the_prompt() {
+    let home = tempfile::tempdir().unwrap();
+    let models = home.path().join("models");
+    std::fs::create_dir_all(models.join("embeddings")).unwrap();
+    std::fs::write(models.join("embeddings/badhands.pt"), b"ti").unwrap();
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    w.state_mut().as_mut().unwrap().settings.prompt = "a cat".into();
+    w.state_mut()
+        .as_mut()
+        .unwrap()
+        .perform(Action::SetModelsFolder(models.clone()));
+    step_until(&mut w, "the scan", |a| a.models.len() == 1);
+    click(&mut w, "Embeddings (1)");
+    click(&mut w, "badhands");
+    assert_eq!(app(&w).settings.prompt, "a cat, badhands");
+    let dirs = app(&w).embedding_dirs();
+    assert_eq!(dirs.first(), Some(&models.join("embeddings")));
+}
