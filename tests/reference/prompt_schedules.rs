@@ -172,7 +172,7 @@ fn and_composes_subprompts_as_a1111_does() {
     let both = run(&model, &r);
     assert_ne!(both.last(), plain.last());
     // Too many subprompts are refused with the count.
-    let many = vec!["x"; 9].join(" AND ");
+    let many = ["x"; 9].join(" AND ");
     let err = encode_scheduled(&model, &request(&model, &many, sampler, 3), true, 3)
         .err()
         .unwrap()

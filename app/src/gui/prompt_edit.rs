@@ -39,7 +39,7 @@ pub fn edit_attention(
         // Old-style `((word))`: rewritten as `(word:1.2)`.
         let (open, shut) = (before?, after?);
         let mut n = 0;
-        while start >= n + 1 && t[start - n - 1] == open && t.get(end + n) == Some(&shut) {
+        while start > n && t[start - n - 1] == open && t.get(end + n) == Some(&shut) {
             n += 1;
         }
         let base: f64 = if open == '[' { 1.0 / 1.1 } else { 1.1 };
