@@ -555,6 +555,8 @@ pub struct Generation {
     pub sampler_label: String,
     /// Textual-inversion embeddings the prompts used: name and A1111 short hash.
     pub embeddings: Vec<(String, String)>,
+    /// The prompt and negative prompt had different chunk counts and were padded to one.
+    pub padded_conds: bool,
 }
 
 #[cfg(test)]

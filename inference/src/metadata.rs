@@ -399,20 +399,27 @@ pub fn for_generation(
     p
 }
 
-/// A1111's `TI hashes: "name: hash, ..."` for the embeddings a generation used (names
-/// without `:` and `,`, as A1111 writes them), placed before `Version`.
-pub fn push_embeddings(p: &mut Parameters, used: &[(String, String)]) {
-    if used.is_empty() {
-        return;
-    }
-    let value = used
+/// What the generation itself adds, before `Version`: A1111's `Pad conds: True` when the
+/// prompt and negative prompt were padded to one length, and `TI hashes: "name: hash, ..."`
+/// for the embeddings it used (names without `:` and `,`, as A1111 writes them).
+pub fn push_generation_fields(p: &mut Parameters, generation: &crate::api::Generation) {
+    let at = p
+        .fields
         .iter()
-        .map(|(name, hash)| format!("{}: {hash}", name.replace([':', ','], "")))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let field = ("TI hashes".to_string(), value);
-    match p.fields.iter().position(|(k, _)| k == "Version") {
-        Some(i) => p.fields.insert(i, field),
-        None => p.fields.push(field),
+        .position(|(k, _)| k == "Version")
+        .unwrap_or(p.fields.len());
+    let mut fields = Vec::new();
+    if generation.padded_conds {
+        fields.push(("Pad conds".to_string(), "True".to_string()));
     }
+    let used = &generation.embeddings;
+    if !used.is_empty() {
+        let value = used
+            .iter()
+            .map(|(name, hash)| format!("{}: {hash}", name.replace([':', ','], "")))
+            .collect::<Vec<_>>()
+            .join(", ");
+        fields.push(("TI hashes".to_string(), value));
+    }
+    p.fields.splice(at..at, fields);
 }

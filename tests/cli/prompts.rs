@@ -1,7 +1,7 @@
 //! `ember generate` with A1111 prompt features: a textual-inversion embedding from
 //! `--embeddings` reproduces the SDXL reference run and is named in `TI hashes`; the
-//! emphasis setting is written to the metadata; words that look like missing embeddings are
-//! reported.
+//! emphasis setting and padded conditionings are written to the metadata; words that look
+//! like missing embeddings are reported.
 
 use ember_tests::{json, reference};
 
@@ -59,7 +59,7 @@ fn cli_reports_missing_embeddings_and_writes_the_emphasis() {
             "--model",
             &arg(&reference("sd15/pipeline")),
             "--prompt",
-            "a (red:1.3) house, EasyNegative",
+            "a (red:1.3) house, EasyNegative BREAK at night",
             "--width",
             "24",
             "--height",
@@ -82,7 +82,12 @@ fn cli_reports_missing_embeddings_and_writes_the_emphasis() {
     let parameters = &text.iter().find(|(k, _)| k == "parameters").unwrap().1;
     let params = inference::metadata::Parameters::parse(parameters);
     assert_eq!(params.get("Emphasis"), Some("No norm"));
-    assert_eq!(params.prompt, "a (red:1.3) house, EasyNegative");
+    assert_eq!(
+        params.prompt,
+        "a (red:1.3) house, EasyNegative BREAK at night"
+    );
+    // Two chunks beside the one of the empty negative: padded, as A1111's option does.
+    assert_eq!(params.get("Pad conds"), Some("True"));
 
     let missing = ember(
         dir.path(),

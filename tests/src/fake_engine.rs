@@ -181,6 +181,7 @@ impl Engine for FakeEngine {
             warnings: Vec::new(),
             sampler_label: "fake".into(),
             embeddings: Vec::new(),
+            padded_conds: false,
         })
     }
 

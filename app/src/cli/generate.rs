@@ -232,7 +232,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
             hash: hash.as_deref(),
         };
         let mut parameters = metadata::for_generation(&request, main, refiner_ref, i);
-        metadata::push_embeddings(&mut parameters, &generation.embeddings);
+        metadata::push_generation_fields(&mut parameters, &generation);
         canvas.annotate(&mut parameters);
         let image = canvas.finish(image);
         let png =

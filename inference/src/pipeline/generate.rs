@@ -321,6 +321,7 @@ pub fn generate_refined(
         warnings,
         sampler_label: plan.label,
         embeddings,
+        padded_conds: stages.iter().flat_map(|(_, s)| s.all()).any(|c| c.padded),
     })
 }
 

@@ -25,6 +25,9 @@ pub struct Conditioning {
     pub embeddings: Vec<(String, String)>,
     /// The weight of each positive row group (A1111's `AND` subprompts; `[1.0]` without).
     pub weights: Vec<f32>,
+    /// Whether rows of different chunk counts were padded to one length (A1111's "Pad
+    /// prompt/negative prompt" option, written as `Pad conds: True`).
+    pub padded: bool,
 }
 
 /// The texts of one conditioning row: what the first and the second prompt slot read
@@ -45,6 +48,8 @@ struct EncoderRun {
     empty: Tensor<3>,
     /// Indices (in the [`EmbeddingSet`]) of the embeddings the rows used.
     used: Vec<usize>,
+    /// Whether a row had fewer chunks than another and was padded.
+    padded: bool,
 }
 
 /// Largest prompt weight taken (A1111 takes any; far beyond this the image is noise).
@@ -138,11 +143,13 @@ fn run_encoder(
         .cloned()
         .expect("the padding chunk is encoded");
     let mut next = 0;
+    let mut padded = false;
     let mut row_tensors = Vec::with_capacity(rows.len());
     let mut first_chunks = Vec::with_capacity(rows.len());
     for row in &chunked {
         first_chunks.push(next);
         let mut parts: Vec<Tensor<3>> = weighted[next..next + row.len()].to_vec();
+        padded |= parts.len() < most;
         parts.resize(most, empty.clone());
         row_tensors.push(Tensor::cat(parts, 1));
         next += row.len();
@@ -179,6 +186,7 @@ fn run_encoder(
         pooled,
         empty,
         used,
+        padded,
     })
 }
 
@@ -295,6 +303,7 @@ pub fn encode_rows(
     let mut empties = Vec::with_capacity(model.encoders.len());
     let mut pooled = None;
     let mut used: Vec<usize> = Vec::new();
+    let mut padded = false;
     for encoder in &model.encoders {
         let rows: Vec<&str> = all_rows
             .iter()
@@ -314,6 +323,7 @@ pub fn encode_rows(
         check_finite(&run.hidden, "text encoder")?;
         contexts.push(run.hidden);
         empties.push(run.empty);
+        padded |= run.padded;
         pooled = run.pooled.or(pooled);
         for index in run.used {
             if !used.contains(&index) {
@@ -397,6 +407,7 @@ pub fn encode_rows(
         warnings,
         embeddings: names,
         weights: positives.iter().map(|(_, w)| *w).collect(),
+        padded,
     })
 }
 

@@ -369,7 +369,7 @@ impl Engine for BurnEngine {
             _ => None,
         };
         let mut p = crate::metadata::for_generation(request, main, refiner, index);
-        crate::metadata::push_embeddings(&mut p, &generation.embeddings);
+        crate::metadata::push_generation_fields(&mut p, generation);
         p.to_text()
     }
 }

@@ -69,16 +69,21 @@ fn prompt_label(
     emphasis: Emphasis,
     steps: u32,
 ) -> egui::Response {
-    ui.horizontal(|ui| {
-        let label = ui.label(label);
-        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-            ui.weak(token_counter(text, emphasis, steps)).on_hover_text(
-                "Tokens / the limit of the 75-token chunks they fill (long prompts are \
-                 split into chunks; Ctrl+Up / Ctrl+Down change the weight of the word under \
-                 the cursor)",
-            );
-        });
-        label
+    // A row no taller than the label, so the form keeps its height.
+    ui.scope(|ui| {
+        ui.spacing_mut().interact_size.y = 0.0;
+        ui.horizontal(|ui| {
+            let label = ui.label(label);
+            ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                ui.weak(token_counter(text, emphasis, steps)).on_hover_text(
+                    "Tokens / the limit of the 75-token chunks they fill (long prompts are \
+                     split into chunks; Ctrl+Up / Ctrl+Down change the weight of the word \
+                     under the cursor)",
+                );
+            });
+            label
+        })
+        .inner
     })
     .inner
 }
