@@ -148,6 +148,58 @@ fn edits_that_never_switch_generate_the_plain_prompt_bit_for_bit() {
 }
 
 #[test]
+fn img2img_counts_its_calls_from_its_first_step_over_the_full_step_count() {
+    // A1111: 10 steps at strength 0.5 run 5; `[red:blue:0.5]` switches after step 5 of the
+    // full 10, which those 5 calls never pass, so the image is the plain `red` one. With
+    // `:0.2` (step 2) the switch happens inside them.
+    let model = sd15();
+    let init =
+        inference::imaging::load_rgb(&reference("sd15/runs/input_init_image.png"), Some((24, 40)))
+            .unwrap();
+    let with = |prompt: &str| {
+        let mut r = request(&model, prompt, SamplerName::Euler, 10);
+        r.init_image = Some(init.clone());
+        r.strength = 0.5;
+        run(&model, &r)
+    };
+    let plain = with("a red house");
+    assert_eq!(plain.len(), 5);
+    assert_eq!(with("a [red:blue:0.5] house"), plain);
+    let early = with("a [red:blue:0.2] house");
+    assert_eq!(early[..3], plain[..3], "calls 0..=2 still see red");
+    assert_ne!(early[3], plain[3]);
+}
+
+#[test]
+fn absurd_prompts_are_read_or_refused_with_a_message() {
+    let model = sd15();
+    let nul = "a cat\0 with \u{202e}rtl text 🎨🦊 and emoji".to_string();
+    let prompts = [
+        "((((((".to_string(),
+        "(x:abc)".to_string(),
+        "(x:1e9)".to_string(),
+        "[a:b:c:d] [|||] [::] ]]]] )))".to_string(),
+        "word ".repeat(2_000),
+        nul,
+        "\\".to_string(),
+        "a AND".to_string(),
+    ];
+    for prompt in prompts {
+        let r = request(&model, &prompt, SamplerName::Euler, 2);
+        match encode_scheduled(&model, &r, true, 2) {
+            Ok(s) => assert!(!s.all().is_empty()),
+            Err(e) => {
+                let message = e.to_string();
+                assert!(
+                    message.contains("weight") || message.contains("chunks"),
+                    "{prompt:.40}: {message}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn and_composes_subprompts_as_a1111_does() {
     let model = sd15();
     let sampler = SamplerName::Euler;

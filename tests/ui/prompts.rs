@@ -1,6 +1,6 @@
 //! The prompt box as A1111's: the token counter, Ctrl+Up / Ctrl+Down on the word under the
-//! cursor, and the embeddings list adding a name to the prompt; the request carries the
-//! models folder's `embeddings/`.
+//! cursor, the embeddings list adding a name to the prompt, missing embeddings pointed out;
+//! the request carries the models folder's `embeddings/`.
 
 use std::time::Duration;
 
@@ -61,6 +61,15 @@ fn an_embedding_in_the_models_list_adds_its_name_to_the_prompt() {
     click(&mut w, "Embeddings (1)");
     click(&mut w, "badhands");
     assert_eq!(app(&w).settings.prompt, "a cat, badhands");
+    // A word that looks like an embedding but names none is pointed out; a known one is not.
+    w.state_mut().as_mut().unwrap().settings.prompt = "a cat, badhands, EasyNegative".into();
+    w.step();
+    w.step();
+    w.get_by_label("No embedding named \"EasyNegative\": read as text");
+    w.state_mut().as_mut().unwrap().settings.prompt = "a cat, badhands".into();
+    w.step();
+    w.step();
+    assert!(w.query_by_label_contains("No embedding named").is_none());
     let dirs = app(&w).embedding_dirs();
     assert_eq!(dirs.first(), Some(&models.join("embeddings")));
 }

@@ -312,6 +312,12 @@ const WELL_KNOWN: &[&str] = &[
 /// words (not `<lora:…>` tags) and well-known embedding names. They stay plain text, as in
 /// A1111; the caller says so.
 pub fn unknown_embedding_words(text: &str, set: &EmbeddingSet) -> Vec<String> {
+    let names: Vec<&str> = set.files.iter().map(|f| f.name.as_str()).collect();
+    unknown_embedding_words_among(text, &names)
+}
+
+/// [`unknown_embedding_words`] with the embeddings known by name (the app's models list).
+pub fn unknown_embedding_words_among(text: &str, names: &[&str]) -> Vec<String> {
     let mut words = Vec::new();
     for raw in text.split(|c: char| c.is_whitespace() || ",()[]".contains(c)) {
         // Strip a trailing `:weight` of `(name:1.2)`.
@@ -325,7 +331,7 @@ pub fn unknown_embedding_words(text: &str, set: &EmbeddingSet) -> Vec<String> {
         let lower = word.to_lowercase();
         let angle = word.starts_with('<') && word.ends_with('>') && !word.contains(':');
         let looks = angle || WELL_KNOWN.contains(&lower.as_str());
-        let known = set.files.iter().any(|f| f.name.to_lowercase() == lower);
+        let known = names.iter().any(|name| name.to_lowercase() == lower);
         if looks && !known && !words.contains(&word.to_string()) {
             words.push(word.to_string());
         }

@@ -94,7 +94,13 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     // The second prompts follow the first unless typed; they only apply to SDXL.
 
     let label = prompt_label(ui, "Prompt", &s.prompt, s.emphasis, s.steps);
-    prompt_box(ui, &mut s.prompt, "prompt", 4, "what to paint").labelled_by(label.id);
+    let embeddings: Vec<String> = app
+        .models
+        .iter()
+        .filter(|e| e.kind == crate::gui::models::EntryKind::Embedding)
+        .filter_map(|e| e.path.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    prompt_box(ui, &mut s.prompt, "prompt", 4, "what to paint", &embeddings).labelled_by(label.id);
     let label = prompt_label(
         ui,
         "Negative prompt",
@@ -108,6 +114,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
         "negative prompt",
         2,
         "what to avoid",
+        &embeddings,
     )
     .labelled_by(label.id);
 

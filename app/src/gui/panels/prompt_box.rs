@@ -1,12 +1,14 @@
 //! A prompt box as A1111's: Ctrl+Up / Ctrl+Down change the weight of the selection or the
-//! word under the cursor, weighted spans and `BREAK` are coloured, and the token count shows
-//! against the chunk limit (`80/150`), with words that look like missing embeddings named.
+//! word under the cursor, weighted spans, `BREAK` and embedding names are coloured (words that
+//! look like embeddings but name none in red, named under the box), and the token count shows
+//! against the chunk limit (`80/150`).
 
 use std::sync::OnceLock;
 
 use egui::text::{CCursor, CCursorRange, LayoutJob};
 use egui::{Color32, FontId, Key, Modifiers, TextFormat};
 use inference::text::chunks::chunk;
+use inference::text::embeddings::unknown_embedding_words_among;
 use inference::text::emphasis::Emphasis;
 use inference::text::schedule::{prompt_schedule, split_and};
 use inference::text::{ClipTokenizer, PadToken};
@@ -45,14 +47,65 @@ pub fn token_counter(prompt: &str, emphasis: Emphasis, steps: u32) -> String {
 const UP: Color32 = Color32::from_rgb(0xf0, 0xa0, 0x60);
 const DOWN: Color32 = Color32::from_rgb(0x80, 0xa8, 0xe8);
 const BREAK: Color32 = Color32::from_rgb(0xc8, 0x90, 0xf0);
+/// Colours: a known embedding's name, a word that looks like a missing one.
+const EMBEDDING: Color32 = Color32::from_rgb(0x70, 0xd0, 0x90);
+const MISSING: Color32 = Color32::from_rgb(0xf0, 0x60, 0x60);
+
+/// The embedding names of a prompt box: known ones and missing-looking words.
+struct Names<'a> {
+    known: &'a [String],
+    missing: Vec<String>,
+}
+
+/// Whether `c` continues a name (A1111 matches names as CLIP tokens; this is close).
+fn in_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '-'
+}
+
+impl Names<'_> {
+    /// The colour of the name of `text` starting at byte `i`, and its end, when one does.
+    fn at(&self, text: &str, i: usize) -> Option<(Color32, usize)> {
+        if text[..i].chars().next_back().is_some_and(in_word) {
+            return None;
+        }
+        let rest = &text[i..];
+        let missing = self.missing.iter().map(|w| (w.as_str(), MISSING));
+        let known = self.known.iter().map(|w| (w.as_str(), EMBEDDING));
+        missing.chain(known).find_map(|(word, colour)| {
+            let n = word.len();
+            let matches = rest.is_char_boundary(n.min(rest.len()))
+                && rest.len() >= n
+                && rest[..n].eq_ignore_ascii_case(word)
+                && !rest[n..].chars().next().is_some_and(in_word);
+            matches.then_some((colour, i + n))
+        })
+    }
+}
 
 /// The prompt laid out with weighted spans coloured by bracket depth.
-fn highlighted(text: &str, font: FontId, normal: Color32, wrap: f32) -> LayoutJob {
+fn highlighted(
+    text: &str,
+    names: &Names<'_>,
+    font: FontId,
+    normal: Color32,
+    wrap: f32,
+) -> LayoutJob {
     let mut job = LayoutJob::default();
     job.wrap.max_width = wrap;
     let (mut round, mut square) = (0i32, 0i32);
     let mut chars = text.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
+        if let Some((colour, end)) = names.at(text, i) {
+            let mut format = TextFormat::simple(font.clone(), colour);
+            if colour == MISSING {
+                format.underline = egui::Stroke::new(1.0, colour);
+            }
+            job.append(&text[i..end], 0.0, format);
+            while chars.peek().is_some_and(|(j, _)| *j < end) {
+                chars.next();
+            }
+            continue;
+        }
         let mut end = i + c.len_utf8();
         match c {
             '\\' => {
@@ -83,13 +136,15 @@ fn highlighted(text: &str, font: FontId, normal: Color32, wrap: f32) -> LayoutJo
     job
 }
 
-/// A multiline prompt box with A1111's weight keys and colours.
+/// A multiline prompt box with A1111's weight keys and colours; `embeddings` are the names
+/// (file stems) of the embeddings the models folder holds.
 pub fn prompt_box(
     ui: &mut egui::Ui,
     text: &mut String,
     id: &str,
     rows: usize,
     hint: &str,
+    embeddings: &[String],
 ) -> egui::Response {
     let id = ui.make_persistent_id(id);
     let focused = ui.memory(|m| m.has_focus(id));
@@ -111,12 +166,18 @@ pub fn prompt_box(
             }
         }
     }
+    let known: Vec<&str> = embeddings.iter().map(String::as_str).collect();
+    let names = Names {
+        known: embeddings,
+        missing: unknown_embedding_words_among(text, &known),
+    };
     let mut layouter = |ui: &egui::Ui, buffer: &dyn egui::TextBuffer, wrap: f32| {
         let font = egui::TextStyle::Body.resolve(ui.style());
         let normal = ui.visuals().text_color();
-        ui.fonts_mut(|f| f.layout_job(highlighted(buffer.as_str(), font, normal, wrap)))
+        let job = highlighted(buffer.as_str(), &names, font, normal, wrap);
+        ui.fonts_mut(|f| f.layout_job(job))
     };
-    egui::TextEdit::multiline(text)
+    let response = egui::TextEdit::multiline(text)
         .id(id)
         .desired_rows(rows)
         .desired_width(f32::INFINITY)
@@ -124,7 +185,15 @@ pub fn prompt_box(
         .layouter(&mut layouter)
         .show(ui)
         .response
-        .response
+        .response;
+    if !names.missing.is_empty() {
+        let words: Vec<String> = names.missing.iter().map(|w| format!("\"{w}\"")).collect();
+        ui.colored_label(
+            MISSING,
+            format!("No embedding named {}: read as text", words.join(", ")),
+        );
+    }
+    response
 }
 
 #[cfg(test)]
