@@ -11,6 +11,7 @@ pub mod error;
 pub mod family;
 pub mod hashing;
 pub mod imaging;
+pub mod lora;
 pub mod memory;
 pub mod metadata;
 pub mod model;

@@ -124,6 +124,8 @@ pub struct Model {
     pub device: Device,
     /// The float format the networks compute in.
     pub precision: Precision,
+    /// LoRAs merged into the weights, and the weights they replaced.
+    pub lora: crate::lora::LoraState,
 }
 
 impl Model {

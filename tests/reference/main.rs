@@ -13,6 +13,7 @@ mod family_runs;
 mod fuzz;
 mod kdiffusion;
 mod kill;
+mod lora;
 mod pipelines;
 mod prompt;
 mod prompt_schedules;

@@ -24,6 +24,13 @@ pub fn diffusers_to_module(key: &str) -> String {
         .replace(".ff.net.2.", ".ff.out.")
 }
 
+/// The diffusers key of an Ember module path (the inverse of [`diffusers_to_module`]).
+pub fn module_to_diffusers(path: &str) -> String {
+    path.replace(".to_out.", ".to_out.0.")
+        .replace(".ff.geglu.", ".ff.net.0.proj.")
+        .replace(".ff.out.", ".ff.net.2.")
+}
+
 /// The structure the UNet map needs: layers per block and which up blocks have attention.
 #[derive(Clone, Debug)]
 pub struct UNetLayout {

@@ -380,6 +380,7 @@ impl Networks {
             zero_empty_negative,
             device: options.device.clone(),
             precision: options.precision,
+            lora: Default::default(),
         }
     }
 }

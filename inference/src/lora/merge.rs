@@ -1,0 +1,364 @@
+//! Merging LoRA adapters into a loaded model and taking them out again. A1111's rule, per
+//! module: `W' = W + strength * (alpha / rank) * up @ down`, computed in f32 and cast to the
+//! model's precision. The first merge keeps a copy of every weight it touches, exactly as
+//! loaded; a new set of LoRAs (or none) starts from those copies, so removing LoRAs gives
+//! the loaded weights back bit for bit, never by subtracting.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use burn::module::Module;
+use burn::store::burn_pack::Tensor as PackTensor;
+use burn::store::{BurnToPyTorchAdapter, ModuleSnapshot, PathFilter, PyTorchToBurnAdapter, bridge};
+use burn::tensor::{Tensor, TensorData};
+
+use super::file::{Adapter, LoraFile, ModuleName, Network};
+use crate::error::{Error, Result};
+use crate::model::Model;
+use crate::weights::keymap::{
+    UNetLayout, diffusers_to_module, ldm_unet_to_diffusers, module_to_diffusers,
+};
+
+/// One LoRA to merge, with A1111's two strengths (`<lora:name:te:unet>`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoraSpec {
+    pub path: PathBuf,
+    pub text_encoder: f32,
+    pub unet: f32,
+}
+
+/// What a model holds of merged LoRAs.
+#[derive(Default)]
+pub struct LoraState {
+    /// The touched weights as loaded (PyTorch layout, the model's dtype).
+    originals: HashMap<(Network, String), TensorData>,
+    /// What is merged now.
+    applied: Vec<LoraSpec>,
+}
+
+impl LoraState {
+    /// The LoRAs merged now.
+    pub fn applied(&self) -> &[LoraSpec] {
+        &self.applied
+    }
+}
+
+/// Runs `f` on the network's module, whichever type it is.
+fn with_network<R>(
+    model: &mut Model,
+    network: Network,
+    f: &mut dyn FnMut(&mut dyn NetworkModule) -> R,
+) -> R {
+    match network {
+        Network::Unet => f(&mut model.unet),
+        Network::TextEncoder(i) => f(&mut model.encoders[i].network),
+    }
+}
+
+/// The snapshot operations merging needs, over the concrete network types.
+trait NetworkModule {
+    /// Every float parameter path with its shape (PyTorch layout).
+    fn shapes(&self) -> Vec<(String, Vec<usize>)>;
+    /// The current value of `paths` (PyTorch layout).
+    fn read(&self, paths: &[String]) -> Vec<PackTensor>;
+    /// Writes PyTorch-layout tensors named by path; returns the paths not found.
+    fn write(&mut self, tensors: Vec<PackTensor>) -> Vec<String>;
+}
+
+impl<M: Module> NetworkModule for M {
+    fn shapes(&self) -> Vec<(String, Vec<usize>)> {
+        self.collect(None, Some(Box::new(BurnToPyTorchAdapter)), true)
+            .into_iter()
+            .map(|t| (t.name.clone(), t.shape.as_slice().to_vec()))
+            .collect()
+    }
+
+    fn read(&self, paths: &[String]) -> Vec<PackTensor> {
+        let filter = PathFilter::new().with_full_paths(paths.iter().cloned());
+        self.collect(Some(filter), Some(Box::new(BurnToPyTorchAdapter)), true)
+    }
+
+    fn write(&mut self, tensors: Vec<PackTensor>) -> Vec<String> {
+        let names: Vec<String> = tensors.iter().map(|t| t.name.clone()).collect();
+        let result = self.apply(tensors, None, Some(Box::new(PyTorchToBurnAdapter)), true);
+        names
+            .into_iter()
+            .filter(|n| !result.applied.contains(n))
+            .collect()
+    }
+}
+
+/// The parameter an adapter updates, among a network's `.weight` parameters: kohya's flat
+/// diffusers names, kohya SDXL's flat LDM names (`input_blocks_4_1_proj_in`, read with the
+/// UNet's `layout`), or dotted diffusers / transformers paths.
+fn target(
+    adapter: &Adapter,
+    flat_names: &HashMap<String, String>,
+    layout: Option<&UNetLayout>,
+) -> Option<String> {
+    match &adapter.module {
+        ModuleName::Flat(flat) => flat_names.get(flat).cloned().or_else(|| {
+            let ldm = format!("{}.weight", ldm_flat_to_dotted(flat));
+            ldm_unet_to_diffusers(&ldm, layout?).map(|d| diffusers_to_module(&d))
+        }),
+        ModuleName::Dotted(path) => {
+            // transformers text encoders are named with or without `text_model.`.
+            let path = match adapter.network {
+                Network::TextEncoder(_) if !path.starts_with("text_model.") => {
+                    format!("text_model.{path}")
+                }
+                _ => path.clone(),
+            };
+            Some(diffusers_to_module(&format!("{path}.weight")))
+        }
+    }
+}
+
+/// Identifiers of LDM UNet keys that contain `_`, longest first.
+const LDM_WORDS: [&str; 16] = [
+    "transformer_blocks",
+    "skip_connection",
+    "output_blocks",
+    "input_blocks",
+    "middle_block",
+    "emb_layers",
+    "out_layers",
+    "in_layers",
+    "time_embed",
+    "label_emb",
+    "proj_out",
+    "proj_in",
+    "to_out",
+    "to_q",
+    "to_k",
+    "to_v",
+];
+
+/// kohya's flat LDM name with its dots back (`input_blocks_4_1_transformer_blocks_0_attn1_to_q`
+/// -> `input_blocks.4.1.transformer_blocks.0.attn1.to_q`).
+fn ldm_flat_to_dotted(flat: &str) -> String {
+    let mut s = flat.to_string();
+    for word in LDM_WORDS {
+        s = s.replace(word, &word.replace('_', "\u{1}"));
+    }
+    s.replace('_', ".").replace('\u{1}', "_")
+}
+
+/// Merges `specs` into `model` (after taking out whatever was merged before); an empty list
+/// restores the loaded weights. Returns report lines (partial matches).
+pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
+    if model.lora.applied == specs {
+        return Ok(Vec::new());
+    }
+    let files: Vec<LoraFile> = specs
+        .iter()
+        .map(|spec| LoraFile::open(&spec.path))
+        .collect::<Result<_>>()?;
+    let mut networks = vec![Network::Unet];
+    networks.extend((0..model.encoders.len()).map(Network::TextEncoder));
+    let mut shapes: HashMap<Network, HashMap<String, Vec<usize>>> = HashMap::new();
+    let mut flats: HashMap<Network, HashMap<String, String>> = HashMap::new();
+    for &network in &networks {
+        let list = with_network(model, network, &mut |m| m.shapes());
+        let flat: HashMap<String, String> = list
+            .iter()
+            .filter_map(|(path, _)| {
+                let module = path.strip_suffix(".weight")?;
+                let diffusers = module_to_diffusers(&format!("{module}.weight"));
+                let diffusers = diffusers.strip_suffix(".weight")?.replace('.', "_");
+                Some((diffusers, path.clone()))
+            })
+            .collect();
+        flats.insert(network, flat);
+        shapes.insert(network, list.into_iter().collect());
+    }
+
+    let layout = UNetLayout {
+        layers_per_block: model.unet_config.layers_per_block,
+        up_attention: model.unet_config.up_attention.clone(),
+    };
+    // (network, path) -> [(strength * alpha / rank, adapter)]
+    let mut updates: BTreeMap<(Network, String), Vec<(f32, &Adapter)>> = BTreeMap::new();
+    let mut report = Vec::new();
+    for (spec, file) in specs.iter().zip(&files) {
+        let name = file.path.display();
+        let mut unmatched = Vec::new();
+        let second_encoder = file.adapters.iter().find(|adapter| {
+            matches!(adapter.network, Network::TextEncoder(i) if i >= model.encoders.len())
+        });
+        if let Some(adapter) = second_encoder {
+            {
+                return Err(Error::invalid_model(
+                    &file.path,
+                    format!(
+                        "LoRA `{}` is for a second text encoder: it was made for SDXL, and this \
+                         model ({}) has one",
+                        adapter.key,
+                        model.spec().label
+                    ),
+                ));
+            }
+        }
+        for adapter in &file.adapters {
+            let Some(path) = target(adapter, &flats[&adapter.network], Some(&layout)) else {
+                unmatched.push(adapter.key.clone());
+                continue;
+            };
+            let Some(shape) = shapes[&adapter.network].get(&path) else {
+                unmatched.push(adapter.key.clone());
+                continue;
+            };
+            let (up, down) = (adapter.up.shape.as_slice(), adapter.down.shape.as_slice());
+            let fits = shape.len() == down.len()
+                && shape[0] == up[0]
+                && shape[1..].iter().product::<usize>() == down[1..].iter().product::<usize>();
+            if !fits {
+                return Err(Error::invalid_model(
+                    &file.path,
+                    format!(
+                        "LoRA `{}` changes a {:?} weight, but this model's `{path}` is {shape:?}: \
+                         the LoRA was made for another model family",
+                        adapter.key,
+                        [&up[..1], &down[1..]].concat()
+                    ),
+                ));
+            }
+            let strength = match adapter.network {
+                Network::Unet => spec.unet,
+                Network::TextEncoder(_) => spec.text_encoder,
+            };
+            updates
+                .entry((adapter.network, path))
+                .or_default()
+                .push((strength * adapter.scale(), adapter));
+        }
+        let matched = file.adapters.len() - unmatched.len();
+        if matched == 0 {
+            return Err(Error::invalid_model(
+                &file.path,
+                format!(
+                    "the LoRA matches nothing in this model (e.g. `{}`): it was made for another \
+                     model family",
+                    unmatched.first().map_or("", String::as_str)
+                ),
+            ));
+        }
+        if !unmatched.is_empty() {
+            let first: Vec<&str> = unmatched.iter().take(3).map(String::as_str).collect();
+            report.push(format!(
+                "LoRA {name}: {matched} of {} modules matched; not in this model: {}",
+                file.adapters.len(),
+                first.join(", ")
+            ));
+        }
+    }
+
+    restore(model)?;
+    let dtype = model.precision.dtype();
+    let device = model.device.clone();
+    for &network in &networks {
+        let touched: Vec<(&String, &Vec<(f32, &Adapter)>)> = updates
+            .iter()
+            .filter(|((n, _), _)| *n == network)
+            .map(|((_, p), u)| (p, u))
+            .collect();
+        if touched.is_empty() {
+            continue;
+        }
+        let paths: Vec<String> = touched.iter().map(|(p, _)| (*p).clone()).collect();
+        let current = with_network(model, network, &mut |m| m.read(&paths));
+        let mut merged = Vec::with_capacity(current.len());
+        for tensor in current {
+            let original = bridge::to_data(&tensor)
+                .map_err(|e| Error::settings(format!("reading `{}`: {e}", tensor.name)))?;
+            let shape: Vec<usize> = original.shape().to_vec();
+            let mut w = flat_f32(&original, &device)?;
+            let list = &updates[&(network, tensor.name.clone())];
+            for (factor, adapter) in list {
+                w = w + delta(adapter, &device)?.mul_scalar(*factor);
+            }
+            let (bytes, _, stored) = w.cast(dtype).into_data().into_parts();
+            merged.push(PackTensor::new(
+                tensor.name.clone(),
+                stored,
+                shape,
+                None,
+                bytes,
+            ));
+            model
+                .lora
+                .originals
+                .insert((network, tensor.name), original);
+        }
+        let lost = with_network(model, network, &mut |m| m.write(merged.clone()));
+        if let Some(path) = lost.first() {
+            return Err(Error::settings(format!(
+                "merging LoRA: `{path}` could not be written"
+            )));
+        }
+    }
+    model.lora.applied = specs.to_vec();
+    Ok(report)
+}
+
+/// Puts every weight a LoRA touched back as it was loaded.
+pub fn restore(model: &mut Model) -> Result<()> {
+    let mut by_network: HashMap<Network, Vec<PackTensor>> = HashMap::new();
+    for ((network, path), data) in &model.lora.originals {
+        by_network
+            .entry(*network)
+            .or_default()
+            .push(bridge::from_data(data.clone(), path.clone(), None));
+    }
+    for (network, tensors) in by_network {
+        let lost = with_network(model, network, &mut |m| m.write(tensors.clone()));
+        if let Some(path) = lost.first() {
+            return Err(Error::settings(format!(
+                "restoring `{path}` after a LoRA failed"
+            )));
+        }
+    }
+    model.lora.applied.clear();
+    Ok(())
+}
+
+/// `data` as a flat f32 tensor on `device`.
+fn flat_f32(data: &TensorData, device: &burn::tensor::Device) -> Result<Tensor<1>> {
+    let values = data
+        .clone()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .map_err(|e| Error::settings(format!("a LoRA weight is not a float tensor ({e:?})")))?;
+    let n = values.len();
+    Ok(Tensor::<1>::from_data(TensorData::new(values, [n]), device))
+}
+
+/// `up @ down` of one adapter in f32, flattened in the weight's order.
+fn delta(adapter: &Adapter, device: &burn::tensor::Device) -> Result<Tensor<1>> {
+    let read = |t: &PackTensor| -> Result<(Vec<usize>, Tensor<1>)> {
+        let data = bridge::to_data(t)
+            .map_err(|e| Error::settings(format!("LoRA tensor `{}`: {e}", t.name)))?;
+        let shape: Vec<usize> = data.shape().to_vec();
+        Ok((shape, flat_f32(&data, device)?))
+    };
+    let (up_shape, up) = read(&adapter.up)?;
+    let (down_shape, down) = read(&adapter.down)?;
+    let rank = down_shape[0];
+    let out = up_shape[0];
+    let inner: usize = down_shape[1..].iter().product();
+    let up = up.reshape([out, rank]);
+    let down = down.reshape([rank, inner]);
+    Ok(up.matmul(down).reshape([out * inner]))
+}
+
+/// A weight as the model holds it now, in PyTorch layout and f32 (for checks and reports):
+/// `network`'s parameter at the diffusers / transformers key `key`.
+pub fn read_weight(model: &Model, network: Network, key: &str) -> Option<Vec<f32>> {
+    let path = vec![diffusers_to_module(key)];
+    let found = match network {
+        Network::Unet => model.unet.read(&path),
+        Network::TextEncoder(i) => model.encoders.get(i)?.network.read(&path),
+    };
+    let data = bridge::to_data(found.first()?).ok()?;
+    data.convert::<f32>().try_into_vec::<f32>().ok()
+}

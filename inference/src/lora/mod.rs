@@ -1,0 +1,8 @@
+//! LoRA adapters: reading the files ([`file`]) and merging them into a loaded model's
+//! weights, or taking them out again exactly ([`merge`]).
+
+pub mod file;
+pub mod merge;
+
+pub use file::Network;
+pub use merge::{LoraSpec, LoraState, read_weight, restore, set};

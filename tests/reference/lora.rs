@@ -1,0 +1,250 @@
+//! LoRA merging against the reference (`sd15/lora`, `sdxl/lora`): kohya and PEFT files give
+//! diffusers' fused weights, UNet and text-encoder outputs and whole runs; a new strength
+//! re-merges from the loaded weights and removing the LoRA restores them bit for bit; a LoRA
+//! for another family is refused by name.
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use ember_tests::{Fixtures, Json, assert_close_scaled, json, reference};
+use inference::device::{Precision, tensor_to_vec};
+use inference::lora::{LoraSpec, Network, read_weight, set};
+use inference::model::Model;
+use inference::models::unet::AddedConditioning;
+use inference::schedule::diffusers::SchedulerConfig;
+use inference::weights::{LoadOptions, load};
+
+use crate::components::tensor;
+use crate::pipelines::{check_run_request, request_for};
+
+const TOL: f64 = 1e-4;
+
+fn model(folder: &str) -> Model {
+    load(
+        &reference(folder),
+        &LoadOptions::new(Device::flex(), Precision::F32),
+    )
+    .unwrap()
+}
+
+fn spec(file: &str, scale: f32) -> LoraSpec {
+    LoraSpec {
+        path: reference(file),
+        text_encoder: scale,
+        unet: scale,
+    }
+}
+
+/// The golden `merged.<component>.<key>` weights against the model's.
+fn check_merged_weights(what: &str, model: &Model, golden: &Fixtures, names: &[String]) {
+    let mut checked = 0;
+    for name in names.iter().filter(|n| n.starts_with("merged.")) {
+        let rest = name.strip_prefix("merged.").unwrap();
+        let (network, key) = if let Some(k) = rest.strip_prefix("unet.") {
+            (Network::Unet, k)
+        } else if let Some(k) = rest.strip_prefix("text_encoder_2.") {
+            (Network::TextEncoder(1), k)
+        } else {
+            (
+                Network::TextEncoder(0),
+                rest.strip_prefix("text_encoder.").unwrap(),
+            )
+        };
+        let ours = read_weight(model, network, key).unwrap_or_else(|| panic!("{what}: {key}"));
+        let expected = golden.get(name).f64();
+        let max = expected.iter().fold(0f64, |m, v| m.max(v.abs()));
+        assert_close_scaled(
+            &format!("{what}: {name}"),
+            &ours,
+            &expected,
+            1e-6 * max.max(1.0),
+        );
+        checked += 1;
+    }
+    assert!(checked > 0, "{what}: no merged weights in the golden file");
+}
+
+fn ids(f: &ember_tests::Fixture) -> Tensor<2, Int> {
+    Tensor::<2, Int>::from_data(
+        TensorData::new(f.i64(), [f.shape[0], f.shape[1]]),
+        &Device::flex(),
+    )
+}
+
+fn scale_of(lora: &Json) -> f32 {
+    lora["scale"].as_f64().unwrap() as f32
+}
+
+#[test]
+fn sd15_kohya_and_peft_loras_merge_as_diffusers_fuses_them() {
+    let golden = Fixtures::load("sd15/lora/golden.safetensors");
+    let names: Vec<String> = golden.tensors.keys().cloned().collect();
+    let scale = scale_of(&json("sd15/lora/lora.json"));
+    for file in [
+        "sd15/lora/lora_kohya.safetensors",
+        "sd15/lora/lora_peft.safetensors",
+    ] {
+        let mut model = model("sd15/pipeline");
+        let report = set(&mut model, &[spec(file, scale)]).unwrap();
+        assert!(
+            report.is_empty(),
+            "{file}: every module matched: {report:?}"
+        );
+        check_merged_weights(file, &model, &golden, &names);
+        let out = model.unet.forward(
+            tensor(golden.get("unet_sample")),
+            &golden.get("unet_timestep").f32(),
+            &tensor(golden.get("unet_encoder_hidden_states")),
+            None,
+        );
+        assert_close_scaled(
+            &format!("{file}: UNet"),
+            &tensor_to_vec(out),
+            &golden.get("unet_out").f64(),
+            TOL,
+        );
+        let te = model.encoders[0]
+            .network
+            .forward(ids(golden.get("te_input_ids")));
+        assert_close_scaled(
+            &format!("{file}: text encoder"),
+            &tensor_to_vec(te.last_hidden_state),
+            &golden.get("te_last_hidden_state").f64(),
+            TOL,
+        );
+    }
+}
+
+#[test]
+fn removing_or_changing_a_lora_starts_from_the_loaded_weights_exactly() {
+    let golden = Fixtures::load("sd15/lora/golden.safetensors");
+    let file = "sd15/lora/lora_kohya.safetensors";
+    let mut model = model("sd15/pipeline");
+    let key = "down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.weight";
+    let loaded = read_weight(&model, Network::Unet, key).unwrap();
+    let unet = |model: &Model| {
+        tensor_to_vec(model.unet.forward(
+            tensor(golden.get("unet_sample")),
+            &golden.get("unet_timestep").f32(),
+            &tensor(golden.get("unet_encoder_hidden_states")),
+            None,
+        ))
+    };
+    let before = unet(&model);
+    set(&mut model, &[spec(file, 0.8)]).unwrap();
+    let strong = read_weight(&model, Network::Unet, key).unwrap();
+    assert_ne!(strong, loaded);
+    // Another strength: the same as merging it fresh.
+    set(&mut model, &[spec(file, 0.3)]).unwrap();
+    let mut fresh = self::model("sd15/pipeline");
+    set(&mut fresh, &[spec(file, 0.3)]).unwrap();
+    assert_eq!(
+        read_weight(&model, Network::Unet, key),
+        read_weight(&fresh, Network::Unet, key)
+    );
+    // Two LoRAs at once add up; then none: bit for bit the loaded model.
+    set(
+        &mut model,
+        &[
+            spec(file, 0.5),
+            spec("sd15/lora/lora_peft.safetensors", 0.5),
+        ],
+    )
+    .unwrap();
+    set(&mut model, &[]).unwrap();
+    assert_eq!(read_weight(&model, Network::Unet, key).unwrap(), loaded);
+    assert_eq!(
+        unet(&model),
+        before,
+        "the UNet output is the unmerged one exactly"
+    );
+    assert!(model.lora.applied().is_empty());
+}
+
+#[test]
+fn sdxl_kohya_lora_with_ldm_names_merges_into_unet_and_both_encoders() {
+    let golden = Fixtures::load("sdxl/lora/golden.safetensors");
+    let names: Vec<String> = golden.tensors.keys().cloned().collect();
+    let scale = scale_of(&json("sdxl/lora/lora.json"));
+    for (layout, mut model) in
+        crate::families::layouts("sdxl/pipeline", "sdxl/checkpoint.safetensors")
+    {
+        let report = set(
+            &mut model,
+            &[spec("sdxl/lora/lora_kohya.safetensors", scale)],
+        )
+        .unwrap();
+        assert!(report.is_empty(), "{layout}: {report:?}");
+        check_merged_weights(&layout, &model, &golden, &names);
+        let added = AddedConditioning {
+            text_embeds: tensor(golden.get("unet_text_embeds")),
+            time_ids: golden.get("unet_time_ids").f32(),
+        };
+        let out = model.unet.forward(
+            tensor(golden.get("unet_sample")),
+            &golden.get("unet_timestep").f32(),
+            &tensor(golden.get("unet_encoder_hidden_states")),
+            Some(&added),
+        );
+        assert_close_scaled(
+            &format!("{layout}: UNet"),
+            &tensor_to_vec(out),
+            &golden.get("unet_out").f64(),
+            TOL,
+        );
+    }
+}
+
+#[test]
+fn the_lora_runs_reproduce() {
+    for (dir, name, folder, file) in [
+        (
+            "sd15/lora",
+            "txt2img_euler_lora",
+            "sd15/pipeline",
+            "sd15/lora/lora_kohya.safetensors",
+        ),
+        (
+            "sdxl/runs",
+            "txt2img_euler_lora",
+            "sdxl/pipeline",
+            "sdxl/lora/lora_kohya.safetensors",
+        ),
+    ] {
+        let run = json(&format!("{dir}/{name}.json"));
+        let config = SchedulerConfig::from_json(&run["scheduler_config"].to_string()).unwrap();
+        let mut model = model(folder);
+        let scale = run["lora_scale"].as_f64().unwrap() as f32;
+        set(&mut model, &[spec(file, scale)]).unwrap();
+        let request = request_for(&model, dir, &run, config);
+        check_run_request(dir, name, folder, (&model, None), &request);
+    }
+}
+
+#[test]
+fn a_lora_for_another_family_is_refused_by_name() {
+    let mut sd15 = model("sd15/pipeline");
+    let err = set(&mut sd15, &[spec("sdxl/lora/lora_kohya.safetensors", 1.0)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("lora_kohya.safetensors") && err.contains("SDXL"),
+        "{err}"
+    );
+    let mut sdxl = model("sdxl/pipeline");
+    let err = set(&mut sdxl, &[spec("sd15/lora/lora_kohya.safetensors", 1.0)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("lora_kohya.safetensors") && err.contains("another model family"),
+        "{err}"
+    );
+    // A failed set leaves the model as it was.
+    assert!(sdxl.lora.applied().is_empty());
+    // Not a LoRA at all.
+    let err = set(
+        &mut sdxl,
+        &[spec("sd15/textual_inversion/embedding.safetensors", 1.0)],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("no LoRA weights"), "{err}");
+}
