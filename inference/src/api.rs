@@ -142,6 +142,10 @@ pub struct GenerateRequest {
     /// Folders of textual-inversion embeddings: a prompt word equal to a file's stem becomes
     /// its vectors (the first folder wins for a repeated name).
     pub embedding_dirs: Vec<PathBuf>,
+    /// LoRAs to merge besides the prompt's `<lora:name:w>` tags.
+    pub loras: Vec<crate::lora::LoraSpec>,
+    /// Folders the prompt's LoRA tags are looked up in, by file stem.
+    pub lora_dirs: Vec<PathBuf>,
     /// img2img / inpainting source, already at the generation size.
     pub init_image: Option<ImageRgb8>,
     /// How much of the schedule runs on the init image (1 = all of it).
@@ -289,6 +293,8 @@ impl Default for GenerateRequest {
             sde_noise: SdeNoise::BrownianTree,
             emphasis: Default::default(),
             embedding_dirs: Vec::new(),
+            loras: Vec::new(),
+            lora_dirs: Vec::new(),
             prompt_2: None,
             negative_prompt_2: None,
             size_conditioning: SizeConditioning::default(),
@@ -557,6 +563,9 @@ pub struct Generation {
     pub embeddings: Vec<(String, String)>,
     /// The prompt and negative prompt had different chunk counts and were padded to one.
     pub padded_conds: bool,
+    /// The LoRAs merged for it: name (file stem) and A1111 short hash, for `Lora hashes`.
+    /// Filled by whoever merged them (the engine, `ember generate`).
+    pub loras: Vec<(String, String)>,
 }
 
 #[cfg(test)]

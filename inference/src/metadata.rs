@@ -412,6 +412,15 @@ pub fn push_generation_fields(p: &mut Parameters, generation: &crate::api::Gener
     if generation.padded_conds {
         fields.push(("Pad conds".to_string(), "True".to_string()));
     }
+    if !generation.loras.is_empty() {
+        let value = generation
+            .loras
+            .iter()
+            .map(|(name, hash)| format!("{}: {hash}", name.replace([':', ','], "")))
+            .collect::<Vec<_>>()
+            .join(", ");
+        fields.push(("Lora hashes".to_string(), value));
+    }
     let used = &generation.embeddings;
     if !used.is_empty() {
         let value = used

@@ -10,10 +10,18 @@ use crate::bad_input::{Case, assert_one_line_errors};
 use crate::reproduce::reproduce;
 use crate::{arg, ember};
 
-/// `--model` (and `--refiner`) arguments for a run in one layout.
+/// `--model` (and `--refiner`, or `--lora` for a LoRA run) arguments for a run in one
+/// layout.
 fn model_args(run: &Json, single_file: bool) -> Vec<String> {
-    let (base, refiner) = run_models(run);
+    let (base, mut refiner) = run_models(run);
     let mut args = Vec::new();
+    if let Some(scale) = run["lora_scale"].as_f64() {
+        let lora = refiner.take().expect("a LoRA run names its LoRA");
+        args.extend([
+            "--lora".to_string(),
+            format!("{}:{scale}", arg(&reference(&lora))),
+        ]);
+    }
     let mut add = |model_flag: &str, config_flag: &str, folder: &str| {
         if single_file {
             args.extend([
@@ -39,9 +47,6 @@ fn cli_reproduces_every_sd2_and_sdxl_run_from_both_layouts() {
     let mut reproduced = Vec::new();
     for runs_dir in ["sd2v/runs", "sdxl/runs"] {
         for (name, run) in runs_in(runs_dir) {
-            if !run["lora_scale"].is_null() {
-                continue; // LoRA is another issue's.
-            }
             for (layout, single) in [("folder", false), ("single-file", true)] {
                 let params = reproduce(
                     runs_dir,

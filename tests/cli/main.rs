@@ -9,6 +9,7 @@ mod canvas;
 mod families;
 mod info;
 mod kill;
+mod lora;
 mod prompts;
 mod reproduce;
 

@@ -182,6 +182,7 @@ impl Engine for FakeEngine {
             sampler_label: "fake".into(),
             embeddings: Vec::new(),
             padded_conds: false,
+            loras: Vec::new(),
         })
     }
 

@@ -45,11 +45,13 @@ fn the_prompt_counts_tokens_and_ctrl_arrows_weigh_the_word() {
 }
 
 #[test]
-fn an_embedding_in_the_models_list_adds_its_name_to_the_prompt() {
+fn embeddings_and_loras_in_the_models_list_add_themselves_to_the_prompt() {
     let home = tempfile::tempdir().unwrap();
     let models = home.path().join("models");
     std::fs::create_dir_all(models.join("embeddings")).unwrap();
     std::fs::write(models.join("embeddings/badhands.pt"), b"ti").unwrap();
+    std::fs::create_dir_all(models.join("Lora")).unwrap();
+    std::fs::write(models.join("Lora/inkstyle.safetensors"), b"lora").unwrap();
     let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
     w.step();
     w.state_mut().as_mut().unwrap().settings.prompt = "a cat".into();
@@ -57,7 +59,7 @@ fn an_embedding_in_the_models_list_adds_its_name_to_the_prompt() {
         .as_mut()
         .unwrap()
         .perform(Action::SetModelsFolder(models.clone()));
-    step_until(&mut w, "the scan", |a| a.models.len() == 1);
+    step_until(&mut w, "the scan", |a| a.models.len() == 2);
     click(&mut w, "Embeddings (1)");
     click(&mut w, "badhands");
     assert_eq!(app(&w).settings.prompt, "a cat, badhands");
@@ -72,4 +74,13 @@ fn an_embedding_in_the_models_list_adds_its_name_to_the_prompt() {
     assert!(w.query_by_label_contains("No embedding named").is_none());
     let dirs = app(&w).embedding_dirs();
     assert_eq!(dirs.first(), Some(&models.join("embeddings")));
+    // A LoRA adds A1111's tag; the request looks tags up in the models folder's Lora/.
+    click(&mut w, "LoRA (1)");
+    click(&mut w, "inkstyle");
+    assert_eq!(
+        app(&w).settings.prompt,
+        "a cat, badhands, <lora:inkstyle:1>"
+    );
+    let request = app(&w).request().unwrap();
+    assert_eq!(request.lora_dirs, vec![models.join("Lora")]);
 }

@@ -121,6 +121,8 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         clip_skip: args.clip_skip,
         emphasis: inference::text::emphasis::Emphasis::parse(&args.emphasis).map_err(err)?,
         embedding_dirs: embedding_dirs(args)?,
+        loras: lora_specs(args)?,
+        lora_dirs: lora_dirs(args)?,
         init_image: None,
         strength: if args.init_image.is_some() {
             args.strength.unwrap_or(DEFAULT_STRENGTH)
@@ -154,7 +156,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         ..LoadOptions::new(device.clone(), precision)
     };
     check_memory(args, &request, (&options, &refiner_options))?;
-    let model = weights::load(&args.model, &options).map_err(err)?;
+    let mut model = weights::load(&args.model, &options).map_err(err)?;
     for note in model.info.report.notes() {
         eprintln!("note: {note}");
     }
@@ -205,6 +207,11 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     request
         .validate_refiner(&caps, refiner_caps.as_ref())
         .map_err(err)?;
+    let (loras, lora_warnings) =
+        inference::lora::set_for_request(&mut model, &request).map_err(err)?;
+    for warning in &lora_warnings {
+        eprintln!("warning: {warning}");
+    }
     if args.seed.is_none() {
         eprintln!("seed: {seed}");
     }
@@ -212,8 +219,9 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     let mut printer = ProgressPrinter {
         terminal: std::io::stderr().is_terminal(),
     };
-    let generation =
+    let mut generation =
         generate_refined(&model, refiner.as_ref(), &request, &mut printer).map_err(err)?;
+    generation.loras = loras;
     for warning in &generation.warnings {
         eprintln!("warning: {warning}");
     }
@@ -471,5 +479,48 @@ fn embedding_dirs(args: &GenerateArgs) -> Result<Vec<PathBuf>, String> {
         dirs.push(dir.clone());
     }
     dirs.extend(inference::text::embeddings::dirs_near_model(&args.model));
+    Ok(dirs)
+}
+
+/// `--lora FILE[:WEIGHT]` flags (the weight applies to the text encoders and the UNet).
+fn lora_specs(args: &GenerateArgs) -> Result<Vec<inference::lora::LoraSpec>, String> {
+    args.lora
+        .iter()
+        .map(|arg| {
+            let (path, weight) = match arg.rsplit_once(':') {
+                Some((path, w)) if w.parse::<f32>().is_ok() => {
+                    (path, w.parse::<f32>().unwrap_or(1.0))
+                }
+                _ => (arg.as_str(), 1.0),
+            };
+            if !weight.is_finite() {
+                return Err(format!("--lora {arg}: the weight must be a number"));
+            }
+            let path = PathBuf::from(path);
+            if !path.is_file() {
+                return Err(format!("--lora {arg}: no such file"));
+            }
+            Ok(inference::lora::LoraSpec {
+                path,
+                text_encoder: weight,
+                unet: weight,
+            })
+        })
+        .collect()
+}
+
+/// `--loras` folders (each must exist), then the `Lora/` folders near the model.
+fn lora_dirs(args: &GenerateArgs) -> Result<Vec<PathBuf>, String> {
+    let mut dirs = Vec::new();
+    for dir in &args.loras {
+        if !dir.is_dir() {
+            return Err(format!(
+                "--loras {}: no such folder (give the folder that holds the LoRA files)",
+                dir.display()
+            ));
+        }
+        dirs.push(dir.clone());
+    }
+    dirs.extend(inference::lora::tags::dirs_near_model(&args.model));
     Ok(dirs)
 }

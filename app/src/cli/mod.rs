@@ -156,6 +156,14 @@ pub struct GenerateArgs {
     /// up (A1111's and ComfyUI's layouts), is searched after these.
     #[arg(long = "embeddings", value_name = "DIR")]
     pub embeddings: Vec<PathBuf>,
+    /// A LoRA to merge, with its weight (default 1); repeatable. The prompt's
+    /// `<lora:name:weight>` tags add LoRAs found by name.
+    #[arg(long = "lora", value_name = "FILE[:WEIGHT]")]
+    pub lora: Vec<String>,
+    /// A folder the prompt's `<lora:name:…>` tags are looked up in (repeatable); `Lora/`
+    /// beside the model or one or two folders up is searched after these.
+    #[arg(long = "loras", value_name = "DIR")]
+    pub loras: Vec<PathBuf>,
     /// A diffusers scheduler_config.json to run as diffusers does.
     #[arg(long)]
     pub scheduler_config: Option<PathBuf>,

@@ -362,3 +362,30 @@ pub fn read_weight(model: &Model, network: Network, key: &str) -> Option<Vec<f32
     let data = bridge::to_data(found.first()?).ok()?;
     data.convert::<f32>().try_into_vec::<f32>().ok()
 }
+
+/// The LoRAs merged for a request: `(name, short hash)` each, and warnings.
+pub type Merged = (Vec<(String, String)>, Vec<String>);
+
+/// Merges what `request` asks for (its explicit LoRAs and its prompt's `<lora:…>` tags
+/// found in its LoRA folders) into `model`, or takes merged ones out. Returns the merged
+/// LoRAs' names and short hashes (for `Lora hashes`) and warnings (tags naming no file,
+/// partial matches).
+pub fn set_for_request(model: &mut Model, request: &crate::api::GenerateRequest) -> Result<Merged> {
+    let (specs, missing) =
+        super::tags::resolve(&request.prompt, &request.loras, &request.lora_dirs)?;
+    let mut warnings: Vec<String> = missing
+        .iter()
+        .map(|name| format!("no LoRA named {name:?} was found: the tag was left out"))
+        .collect();
+    warnings.extend(set(model, &specs)?);
+    let mut names = Vec::with_capacity(specs.len());
+    for spec in &specs {
+        let name = spec
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        names.push((name, super::file::short_hash(&spec.path)?));
+    }
+    Ok((names, warnings))
+}

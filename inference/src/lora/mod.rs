@@ -3,6 +3,7 @@
 
 pub mod file;
 pub mod merge;
+pub mod tags;
 
 pub use file::Network;
-pub use merge::{LoraSpec, LoraState, read_weight, restore, set};
+pub use merge::{LoraSpec, LoraState, read_weight, restore, set, set_for_request};

@@ -145,7 +145,8 @@ pub fn generate_refined(
     let mut plan = plan_for(request, &caps)?;
     // CFG++ samplers read the unconditional prediction, so they need it even at scale 1;
     // so does composing AND subprompts.
-    let composed = crate::text::schedule::split_and(&request.prompt).len() > 1;
+    let (prompt, _) = crate::lora::tags::extract(&request.prompt)?;
+    let composed = crate::text::schedule::split_and(&prompt).len() > 1;
     let guided = request.cfg_scale > 1.0 || plan.algorithm.needs_uncond() || composed;
     let steps = scheduled::schedule_steps(request, plan.algorithm.schedule_multiplier());
     let mut stages: Vec<(&Model, ScheduledConditioning)> = vec![(
@@ -322,6 +323,7 @@ pub fn generate_refined(
         sampler_label: plan.label,
         embeddings,
         padded_conds: stages.iter().flat_map(|(_, s)| s.all()).any(|c| c.padded),
+        loras: Vec::new(),
     })
 }
 

@@ -68,7 +68,9 @@ pub fn encode_scheduled(
     guided: bool,
     steps: usize,
 ) -> Result<ScheduledConditioning> {
-    let parts = split_and(&request.prompt);
+    // A1111 removes `<lora:…>` and other extra-network tags before anything else.
+    let (prompt, _) = crate::lora::tags::extract(&request.prompt)?;
+    let parts = split_and(&prompt);
     if parts.len() > MAX_SUBPROMPTS {
         return Err(Error::settings(format!(
             "the prompt has {} AND subprompts; Ember takes at most {MAX_SUBPROMPTS}",

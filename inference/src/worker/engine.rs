@@ -302,11 +302,13 @@ impl Engine for BurnEngine {
         progress: &mut dyn FnMut(EngineProgress) -> ControlFlow<()>,
         interrupted: &dyn Fn() -> bool,
     ) -> Result<Generation> {
-        let model = &self
+        let main = self
             .main
-            .as_ref()
-            .ok_or_else(|| crate::Error::settings("no model is loaded; load a checkpoint first"))?
-            .model;
+            .as_mut()
+            .ok_or_else(|| crate::Error::settings("no model is loaded; load a checkpoint first"))?;
+        // LoRAs merge into the loaded weights (and come out again when no longer asked for).
+        let (loras, lora_warnings) = crate::lora::set_for_request(&mut main.model, request)?;
+        let model = &main.model;
         let refiner = match request.refiner_switch {
             Some(_) => Some(
                 &self
@@ -321,7 +323,7 @@ impl Engine for BurnEngine {
             ),
             None => None,
         };
-        generate_refined(
+        let mut generation = generate_refined(
             model,
             refiner,
             request,
@@ -331,7 +333,10 @@ impl Engine for BurnEngine {
                 pending: None,
                 family: model.family(),
             },
-        )
+        )?;
+        generation.loras = loras;
+        generation.warnings.extend(lora_warnings);
+        Ok(generation)
     }
 
     fn cost(

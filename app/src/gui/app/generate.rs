@@ -84,6 +84,7 @@ impl EmberApp {
             clip_skip: s.clip_skip,
             emphasis: s.emphasis,
             embedding_dirs: self.embedding_dirs(),
+            lora_dirs: self.lora_dirs(),
             sde_noise: if s.sde_brownian {
                 SdeNoise::BrownianTree
             } else {
@@ -106,6 +107,26 @@ impl EmberApp {
             .collect();
         if let Some(model) = self.session.model() {
             for dir in inference::text::embeddings::dirs_near_model(&model.path) {
+                if !dirs.contains(&dir) {
+                    dirs.push(dir);
+                }
+            }
+        }
+        dirs
+    }
+
+    /// Where the prompt's `<lora:name:w>` tags are looked up: the models folder's `Lora/`
+    /// (A1111) and `loras/` (ComfyUI), then the folders near the loaded model.
+    pub fn lora_dirs(&self) -> Vec<std::path::PathBuf> {
+        let mut dirs: Vec<_> = self
+            .settings
+            .models_dir
+            .iter()
+            .flat_map(|d| [d.join("Lora"), d.join("loras"), d.join("LyCORIS")])
+            .filter(|d| d.is_dir())
+            .collect();
+        if let Some(model) = self.session.model() {
+            for dir in inference::lora::tags::dirs_near_model(&model.path) {
                 if !dirs.contains(&dir) {
                     dirs.push(dir);
                 }

@@ -173,7 +173,7 @@ fn models_list(
     for kind in kinds {
         let group: Vec<&ModelEntry> = entries.iter().filter(|e| e.kind == kind).collect();
         ui.collapsing(format!("{} ({})", kind.heading(), group.len()), |ui| {
-            if kind == EntryKind::Embedding {
+            if matches!(kind, EntryKind::Embedding | EntryKind::Lora) {
                 ui.weak("Click a name to add it to the prompt");
             }
             for entry in group {
@@ -181,13 +181,21 @@ fn models_list(
                     .path
                     .file_stem()
                     .map(|s| s.to_string_lossy().into_owned());
-                if let (EntryKind::Embedding, Some(stem)) = (kind, stem) {
+                let word = match (kind, stem) {
+                    (EntryKind::Embedding, Some(stem)) => Some((stem.clone(), stem)),
+                    // A1111's tag, at weight 1 (Ctrl+Up / Down inside it change the weight).
+                    (EntryKind::Lora, Some(stem)) => {
+                        Some((stem.clone(), format!("<lora:{stem}:1>")))
+                    }
+                    _ => None,
+                };
+                if let Some((label, word)) = word {
                     if ui
-                        .button(&stem)
+                        .button(label)
                         .on_hover_text(entry.path.display().to_string())
                         .clicked()
                     {
-                        actions.push(Action::AddToPrompt(stem));
+                        actions.push(Action::AddToPrompt(word));
                     }
                     continue;
                 }
