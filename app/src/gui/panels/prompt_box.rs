@@ -29,8 +29,11 @@ pub fn token_counter(prompt: &str, emphasis: Emphasis, steps: u32) -> String {
     let Some(tokenizer) = tokenizer() else {
         return String::new();
     };
+    // `<lora:…>` tags are taken out before counting, as before encoding.
+    let prompt =
+        inference::lora::tags::extract(prompt).map_or_else(|_| prompt.to_string(), |(p, _)| p);
     let mut most = 0;
-    for (part, _) in split_and(prompt) {
+    for (part, _) in split_and(&prompt) {
         for (_, text) in prompt_schedule(&part, steps.max(1) as usize, None) {
             let count = emphasis
                 .segments(&text)
