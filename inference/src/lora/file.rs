@@ -1,8 +1,9 @@
 //! LoRA files as artists download them: kohya-ss / A1111 (`lora_unet_*`, `lora_te_*`,
-//! SDXL's `lora_te1_*` / `lora_te2_*`, with `.lora_down` / `.lora_up` / `.alpha`) and
+//! SDXL's `lora_te1_*` / `lora_te2_*`, with `.lora_down` / `.lora_up` / `.alpha`), LyCORIS
+//! (LoCon's `lora_mid`, LoHa's `hada_*`, LoKr's `lokr_*`, DoRA's `dora_scale`) and
 //! diffusers / PEFT (`unet.` / `text_encoder.` / `text_encoder_2.` prefixes with `lora_A` /
-//! `lora_B`, or `.lora.down` / `.lora.up`). Each module's pair becomes one [`Adapter`]; which
-//! model parameter it targets is decided against the model ([`super::merge`]).
+//! `lora_B`, or `.lora.down` / `.lora.up`). Each module's factors become one [`Adapter`];
+//! which model parameter it targets is decided against the model ([`super::merge`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,29 +30,71 @@ pub enum ModuleName {
     Dotted(String),
 }
 
-/// One module's low-rank update: `delta = scale * up @ down`.
+/// The factors of one module's update (shapes as the files store them).
+#[derive(Clone, Debug)]
+pub enum Factors {
+    /// LoRA / LoCon: `up` `[out, r(,1,1)]`, `down` `[r, in(,kh,kw)]`, LoCon's `mid`
+    /// `[r, r, kh, kw]` between them.
+    LoRa {
+        up: PackTensor,
+        down: PackTensor,
+        mid: Option<PackTensor>,
+    },
+    /// LoHa: `(w1_a @ w1_b) ⊙ (w2_a @ w2_b)`, or with Tucker cores `(t1, t2)`.
+    LoHa(Box<LoHa>),
+    /// LoKr: `kron(w1, w2)`, each factor full or as `a @ b`.
+    LoKr { w1: KrFactor, w2: KrFactor },
+}
+
+/// LoHa's factors: `(w1_a, w1_b)`, `(w2_a, w2_b)` and the Tucker cores `(t1, t2)`.
+#[derive(Clone, Debug)]
+pub struct LoHa {
+    pub w1: (PackTensor, PackTensor),
+    pub w2: (PackTensor, PackTensor),
+    pub tucker: Option<(PackTensor, PackTensor)>,
+}
+
+/// One LoKr factor.
+#[derive(Clone, Debug)]
+pub enum KrFactor {
+    Full(PackTensor),
+    Decomposed(PackTensor, PackTensor),
+}
+
+/// One module's update, as A1111's `networks` reads it.
 #[derive(Clone, Debug)]
 pub struct Adapter {
     pub network: Network,
     pub module: ModuleName,
     /// The file's key prefix of this module (for messages).
     pub key: String,
-    /// `[out, rank]` or `[out, rank, 1, 1]`.
-    pub up: PackTensor,
-    /// `[rank, in]` or `[rank, in, kh, kw]`.
-    pub down: PackTensor,
-    /// kohya's `alpha`: the update is scaled by `alpha / rank` (1 without one).
+    pub factors: Factors,
+    /// The update is scaled by `alpha / dim` (1 without one, or without a dim: full LoKr).
     pub alpha: Option<f32>,
+    /// DoRA's magnitude (`[1, in(,1,1)]` or `[out, 1(,1,1)]`).
+    pub dora_scale: Option<PackTensor>,
 }
 
 impl Adapter {
-    pub fn rank(&self) -> usize {
-        self.down.shape.as_slice().first().copied().unwrap_or(1)
+    /// The rank the alpha divides by (A1111's `dim`), if the factors have one.
+    pub fn dim(&self) -> Option<usize> {
+        let first = |t: &PackTensor| t.shape.as_slice().first().copied();
+        match &self.factors {
+            Factors::LoRa { down, .. } => first(down),
+            Factors::LoHa(h) => first(&h.w1.1),
+            Factors::LoKr { w1, w2 } => match (w2, w1) {
+                (KrFactor::Decomposed(_, b), _) | (_, KrFactor::Decomposed(_, b)) => first(b),
+                _ => None,
+            },
+        }
     }
 
-    /// `alpha / rank`, or 1 (A1111's `calc_scale`).
+    /// `alpha / dim`, or 1 (A1111's `calc_scale`).
     pub fn scale(&self) -> f32 {
-        self.alpha.map_or(1.0, |a| a / self.rank() as f32)
+        match (self.alpha, self.dim()) {
+            (Some(a), Some(d)) if d > 0 => a / d as f32,
+            _ => 1.0,
+        }
     }
 }
 
@@ -61,26 +104,37 @@ pub struct LoraFile {
     pub adapters: Vec<Adapter>,
 }
 
-/// The part a key plays for its module.
-enum Part {
-    Up,
-    Down,
-    Alpha,
-}
+/// Tensor roles by key suffix, in every format A1111 reads (longer suffixes first).
+const PARTS: [(&str, &str); 21] = [
+    (".lora_up.weight", "up"),
+    (".lora_down.weight", "down"),
+    (".lora_mid.weight", "mid"),
+    (".lora_B.weight", "up"),
+    (".lora_A.weight", "down"),
+    (".lora.up.weight", "up"),
+    (".lora.down.weight", "down"),
+    (".alpha", "alpha"),
+    (".dora_scale", "dora"),
+    (".hada_w1_a", "hada_w1_a"),
+    (".hada_w1_b", "hada_w1_b"),
+    (".hada_w2_a", "hada_w2_a"),
+    (".hada_w2_b", "hada_w2_b"),
+    (".hada_t1", "hada_t1"),
+    (".hada_t2", "hada_t2"),
+    (".lokr_w1_a", "lokr_w1_a"),
+    (".lokr_w1_b", "lokr_w1_b"),
+    (".lokr_w2_a", "lokr_w2_a"),
+    (".lokr_w2_b", "lokr_w2_b"),
+    (".lokr_w1", "lokr_w1"),
+    (".lokr_w2", "lokr_w2"),
+];
 
-/// `(network, module name, part)` of a key, or `None` for keys no LoRA format uses.
-fn classify(key: &str) -> Option<(Network, ModuleName, Part, String)> {
-    let (stem, part) = [
-        (".lora_up.weight", Part::Up),
-        (".lora_down.weight", Part::Down),
-        (".lora_B.weight", Part::Up),
-        (".lora_A.weight", Part::Down),
-        (".lora.up.weight", Part::Up),
-        (".lora.down.weight", Part::Down),
-        (".alpha", Part::Alpha),
-    ]
-    .into_iter()
-    .find_map(|(suffix, part)| key.strip_suffix(suffix).map(|s| (s, part)))?;
+/// `(network, module name, part, module key)` of a key, or `None` for keys no LoRA format
+/// uses.
+fn classify(key: &str) -> Option<(Network, ModuleName, &'static str, String)> {
+    let (stem, part) = PARTS
+        .iter()
+        .find_map(|(suffix, part)| key.strip_suffix(suffix).map(|s| (s, *part)))?;
     let kohya = [
         ("lora_unet_", Network::Unet),
         ("lora_te1_", Network::TextEncoder(0)),
@@ -107,27 +161,71 @@ fn classify(key: &str) -> Option<(Network, ModuleName, Part, String)> {
     None
 }
 
+/// One module's tensors by part name.
+type Parts = BTreeMap<&'static str, PackTensor>;
+
+/// The factors one module's parts make, or why they make none.
+fn factors(key: &str, mut parts: Parts) -> std::result::Result<Factors, String> {
+    let mut take = |name: &str| parts.remove(name);
+    if let (Some(up), Some(down)) = (take("up"), take("down")) {
+        let (u, d) = (up.shape.as_slice(), down.shape.as_slice());
+        if u.len() < 2 || d.len() < 2 || u.len() != d.len() {
+            return Err(format!("`{key}`: up {u:?} and down {d:?} do not multiply"));
+        }
+        let mid = take("mid");
+        let inner = mid.as_ref().map_or(d[0], |m| m.shape.as_slice()[0]);
+        if u[1] != inner {
+            return Err(format!(
+                "`{key}`: up {u:?} and down {d:?} have different ranks"
+            ));
+        }
+        return Ok(Factors::LoRa { up, down, mid });
+    }
+    let hada = ["hada_w1_a", "hada_w1_b", "hada_w2_a", "hada_w2_b"].map(&mut take);
+    if let [Some(w1a), Some(w1b), Some(w2a), Some(w2b)] = hada {
+        let tucker = match (take("hada_t1"), take("hada_t2")) {
+            (Some(t1), Some(t2)) => Some((t1, t2)),
+            (None, None) => None,
+            _ => return Err(format!("`{key}`: a LoHa with one Tucker core of two")),
+        };
+        return Ok(Factors::LoHa(Box::new(LoHa {
+            w1: (w1a, w1b),
+            w2: (w2a, w2b),
+            tucker,
+        })));
+    }
+    let mut kr = |full: &str, a: &str, b: &str| match (take(full), take(a), take(b)) {
+        (Some(w), None, None) => Some(KrFactor::Full(w)),
+        (None, Some(a), Some(b)) => Some(KrFactor::Decomposed(a, b)),
+        _ => None,
+    };
+    let w1 = kr("lokr_w1", "lokr_w1_a", "lokr_w1_b");
+    let w2 = kr("lokr_w2", "lokr_w2_a", "lokr_w2_b");
+    if let (Some(w1), Some(w2)) = (w1, w2) {
+        return Ok(Factors::LoKr { w1, w2 });
+    }
+    Err(format!(
+        "`{key}` has no complete set of LoRA, LoHa or LoKr factors"
+    ))
+}
+
 impl LoraFile {
-    /// Reads a LoRA file's adapters. Keys of formats Ember does not merge yet (LyCORIS's
-    /// `hada_*`, `lokr_*`, `lora_mid`, DoRA's `dora_scale`) are refused by name, never
-    /// skipped.
+    /// Reads a LoRA file's adapters (a pickle is vetted first; nothing in it is executed).
     pub fn open(path: &Path) -> Result<Self> {
         let bad = |message: String| Error::invalid_model(path, format!("LoRA: {message}"));
         let file = TensorFile::open(path)?;
-        let unsupported = ["hada_", "lokr_", "lora_mid", "dora_scale", ".diff", "oft_"];
         if let Some(t) = file
             .tensors
             .iter()
-            .find(|t| unsupported.iter().any(|u| t.name.contains(u)))
+            .find(|t| t.name.ends_with(".diff") || t.name.contains("oft_"))
         {
             return Err(bad(format!(
-                "`{}` belongs to a LyCORIS/DoRA adapter, which Ember does not merge yet \
-                 (plain LoRA and LoCon only)",
+                "`{}` belongs to a full-difference or OFT adapter, which Ember does not merge",
                 t.name
             )));
         }
-        type Parts = (Option<PackTensor>, Option<PackTensor>, Option<f32>);
-        let mut modules: BTreeMap<(Network, ModuleName, String), Parts> = BTreeMap::new();
+        let mut modules: BTreeMap<(Network, ModuleName, String), (Parts, Option<f32>)> =
+            BTreeMap::new();
         let mut unknown = Vec::new();
         for tensor in file.tensors {
             let Some((network, module, part, key)) = classify(&tensor.name) else {
@@ -135,21 +233,19 @@ impl LoraFile {
                 continue;
             };
             let entry = modules.entry((network, module, key)).or_default();
-            match part {
-                Part::Up => entry.0 = Some(tensor),
-                Part::Down => entry.1 = Some(tensor),
-                Part::Alpha => {
-                    let data = burn::store::bridge::to_data(&tensor)
-                        .map_err(|e| bad(format!("`{}` cannot be read ({e})", tensor.name)))?;
-                    let values = data
-                        .convert::<f32>()
-                        .try_into_vec::<f32>()
-                        .map_err(|e| bad(format!("`{}`: {e:?}", tensor.name)))?;
-                    match values.as_slice() {
-                        [alpha] if alpha.is_finite() => entry.2 = Some(*alpha),
-                        _ => return Err(bad(format!("`{}` is not one number", tensor.name))),
-                    }
+            if part == "alpha" {
+                let data = burn::store::bridge::to_data(&tensor)
+                    .map_err(|e| bad(format!("`{}` cannot be read ({e})", tensor.name)))?;
+                let values = data
+                    .convert::<f32>()
+                    .try_into_vec::<f32>()
+                    .map_err(|e| bad(format!("`{}`: {e:?}", tensor.name)))?;
+                match values.as_slice() {
+                    [alpha] if alpha.is_finite() => entry.1 = Some(*alpha),
+                    _ => return Err(bad(format!("`{}` is not one number", tensor.name))),
                 }
+            } else {
+                entry.0.insert(part, tensor);
             }
         }
         if modules.is_empty() {
@@ -161,24 +257,16 @@ impl LoraFile {
             )));
         }
         let mut adapters = Vec::with_capacity(modules.len());
-        for ((network, module, key), (up, down, alpha)) in modules {
-            let (Some(up), Some(down)) = (up, down) else {
-                return Err(bad(format!("`{key}` has no up/down pair")));
-            };
-            let (u, d) = (up.shape.as_slice(), down.shape.as_slice());
-            let rank_ok = u.len() >= 2 && d.len() >= 2 && u[1] == d[0];
-            if !rank_ok || u.len() != d.len() {
-                return Err(bad(format!(
-                    "`{key}`: up {u:?} and down {d:?} do not multiply (ranks differ)"
-                )));
-            }
+        for ((network, module, key), (mut parts, alpha)) in modules {
+            let dora_scale = parts.remove("dora");
+            let factors = factors(&key, parts).map_err(bad)?;
             adapters.push(Adapter {
                 network,
                 module,
                 key,
-                up,
-                down,
+                factors,
                 alpha,
+                dora_scale,
             });
         }
         Ok(Self {

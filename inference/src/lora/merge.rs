@@ -10,8 +10,9 @@ use std::path::PathBuf;
 use burn::module::Module;
 use burn::store::burn_pack::Tensor as PackTensor;
 use burn::store::{BurnToPyTorchAdapter, ModuleSnapshot, PathFilter, PyTorchToBurnAdapter, bridge};
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::TensorData;
 
+use super::delta::{delta, dora, flat_f32, target_size};
 use super::file::{Adapter, LoraFile, ModuleName, Network};
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -208,18 +209,16 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
                 unmatched.push(adapter.key.clone());
                 continue;
             };
-            let (up, down) = (adapter.up.shape.as_slice(), adapter.down.shape.as_slice());
-            let fits = shape.len() == down.len()
-                && shape[0] == up[0]
-                && shape[1..].iter().product::<usize>() == down[1..].iter().product::<usize>();
+            let (out, cols) = target_size(adapter);
+            let fits =
+                shape.len() >= 2 && shape[0] == out && shape[1..].iter().product::<usize>() == cols;
             if !fits {
                 return Err(Error::invalid_model(
                     &file.path,
                     format!(
-                        "LoRA `{}` changes a {:?} weight, but this model's `{path}` is {shape:?}: \
-                         the LoRA was made for another model family",
+                        "LoRA `{}` changes a {out}×{cols} weight, but this model's `{path}` is \
+                         {shape:?}: the LoRA was made for another model family",
                         adapter.key,
-                        [&up[..1], &down[1..]].concat()
                     ),
                 ));
             }
@@ -230,7 +229,7 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
             updates
                 .entry((adapter.network, path))
                 .or_default()
-                .push((strength * adapter.scale(), adapter));
+                .push((strength, adapter));
         }
         let matched = file.adapters.len() - unmatched.len();
         if matched == 0 {
@@ -273,9 +272,14 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
                 .map_err(|e| Error::settings(format!("reading `{}`: {e}", tensor.name)))?;
             let shape: Vec<usize> = original.shape().to_vec();
             let mut w = flat_f32(&original, &device)?;
-            let list = &updates[&(network, tensor.name.clone())];
-            for (factor, adapter) in list {
-                w = w + delta(adapter, &device)?.mul_scalar(*factor);
+            let kernel: usize = shape[2..].iter().product();
+            let dims = (shape[0], shape[1], kernel);
+            for (strength, adapter) in &updates[&(network, tensor.name.clone())] {
+                let change = delta(adapter, kernel, &device)?.mul_scalar(adapter.scale());
+                w = match &adapter.dora_scale {
+                    Some(m) => dora(w, change, m, dims, *strength, &device)?,
+                    None => w + change.mul_scalar(*strength),
+                };
             }
             let (bytes, _, stored) = w.cast(dtype).into_data().into_parts();
             merged.push(PackTensor::new(
@@ -320,35 +324,6 @@ pub fn restore(model: &mut Model) -> Result<()> {
     }
     model.lora.applied.clear();
     Ok(())
-}
-
-/// `data` as a flat f32 tensor on `device`.
-fn flat_f32(data: &TensorData, device: &burn::tensor::Device) -> Result<Tensor<1>> {
-    let values = data
-        .clone()
-        .convert::<f32>()
-        .try_into_vec::<f32>()
-        .map_err(|e| Error::settings(format!("a LoRA weight is not a float tensor ({e:?})")))?;
-    let n = values.len();
-    Ok(Tensor::<1>::from_data(TensorData::new(values, [n]), device))
-}
-
-/// `up @ down` of one adapter in f32, flattened in the weight's order.
-fn delta(adapter: &Adapter, device: &burn::tensor::Device) -> Result<Tensor<1>> {
-    let read = |t: &PackTensor| -> Result<(Vec<usize>, Tensor<1>)> {
-        let data = bridge::to_data(t)
-            .map_err(|e| Error::settings(format!("LoRA tensor `{}`: {e}", t.name)))?;
-        let shape: Vec<usize> = data.shape().to_vec();
-        Ok((shape, flat_f32(&data, device)?))
-    };
-    let (up_shape, up) = read(&adapter.up)?;
-    let (down_shape, down) = read(&adapter.down)?;
-    let rank = down_shape[0];
-    let out = up_shape[0];
-    let inner: usize = down_shape[1..].iter().product();
-    let up = up.reshape([out, rank]);
-    let down = down.reshape([rank, inner]);
-    Ok(up.matmul(down).reshape([out * inner]))
 }
 
 /// A weight as the model holds it now, in PyTorch layout and f32 (for checks and reports):

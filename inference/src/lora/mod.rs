@@ -1,6 +1,7 @@
 //! LoRA adapters: reading the files ([`file`]) and merging them into a loaded model's
 //! weights, or taking them out again exactly ([`merge`]).
 
+pub mod delta;
 pub mod file;
 pub mod merge;
 pub mod tags;
