@@ -225,12 +225,12 @@ fn apply_a1111(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
     }
     s.emphasis = Emphasis::Original;
     if let Some(name) = p.get("Emphasis") {
-        match Emphasis::parse(name) {
-            Ok(emphasis) => {
+        match Emphasis::from_a1111_name(name) {
+            Some(emphasis) => {
                 s.emphasis = emphasis;
                 r.applied.push("emphasis");
             }
-            Err(_) => r
+            None => r
                 .skipped
                 .push(format!("emphasis {name:?} is not one Ember knows")),
         }
@@ -385,6 +385,34 @@ fn parse_pair(text: &str) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_a1111_emphasis_restores_by_a1111s_own_names() {
+        for (name, expected) in [
+            ("None", Emphasis::Off),
+            ("No norm", Emphasis::NoNorm),
+            ("Ignore", Emphasis::Ignore),
+            ("Original", Emphasis::Original),
+        ] {
+            let text = format!("a (cat:1.3)\nSteps: 20, Seed: 1, Emphasis: {name}");
+            let mut s = Settings::default();
+            apply(
+                &ImageMetadata::A1111(Parameters::parse(&text)),
+                &mut s,
+                true,
+            );
+            assert_eq!(s.emphasis, expected, "{name}");
+            assert_eq!(s.emphasis.a1111_name(), name, "written back the same");
+        }
+        let mut s = Settings::default();
+        s.emphasis = Emphasis::Off;
+        apply(
+            &ImageMetadata::A1111(Parameters::parse("x\nSteps: 5")),
+            &mut s,
+            true,
+        );
+        assert_eq!(s.emphasis, Emphasis::Original, "no field: A1111's default");
+    }
 
     #[test]
     fn an_sdxl_a1111_image_restores_its_refiner_and_second_prompts() {

@@ -146,7 +146,10 @@ pub fn generate_refined(
     // CFG++ samplers read the unconditional prediction, so they need it even at scale 1;
     // so does composing AND subprompts.
     let (prompt, _) = crate::lora::tags::extract(&request.prompt)?;
-    let composed = crate::text::schedule::split_and(&prompt).len() > 1;
+    // A1111 always runs the negative rows; Ember does below CFG 1 unless the prompt
+    // composes: several AND parts, or one with a weight of its own (`a cat :0.5`).
+    let parts = crate::text::schedule::split_and(&prompt);
+    let composed = parts.len() > 1 || parts.first().is_some_and(|(_, w)| *w != 1.0);
     let guided = request.cfg_scale > 1.0 || plan.algorithm.needs_uncond() || composed;
     let steps = scheduled::schedule_steps(request, plan.algorithm.schedule_multiplier());
     let mut stages: Vec<(&Model, ScheduledConditioning)> = vec![(

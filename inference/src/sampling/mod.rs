@@ -129,7 +129,7 @@ impl Algorithm {
 
     /// Model calls per step as A1111 counts them for prompt schedules: 2 for the samplers
     /// its list marks second order (Heun, DPM2, DPM2 a, DPM++ 2S a, DPM++ SDE; the CFG++ 2S
-    /// and Heun++ likewise), 1 for the rest.
+    /// likewise), 3 for Heun++ (which A1111 lacks: its calls per step), 1 for the rest.
     pub fn schedule_multiplier(self) -> usize {
         match self {
             Algorithm::Heun
@@ -137,8 +137,8 @@ impl Algorithm {
             | Algorithm::Dpm2Ancestral
             | Algorithm::DpmPp2SAncestral
             | Algorithm::DpmPp2SAncestralCfgPp
-            | Algorithm::DpmPpSde
-            | Algorithm::HeunPp2 => 2,
+            | Algorithm::DpmPpSde => 2,
+            Algorithm::HeunPp2 => 3,
             _ => 1,
         }
     }

@@ -40,22 +40,32 @@ impl Emphasis {
         }
     }
 
-    /// A1111's name for it (its settings and PNG metadata): `Original`, `No norm`, ...
+    /// A1111's name for it (its settings and PNG metadata): `Original`, `No norm`, `Ignore`,
+    /// and `None` for brackets read as text (so A1111's `None` is Ember's `off`, not
+    /// `--emphasis none`).
     pub fn a1111_name(self) -> &'static str {
         match self {
             Emphasis::Original => "Original",
             Emphasis::NoNorm => "No norm",
             Emphasis::Ignore => "Ignore",
-            Emphasis::Off => "Off",
+            Emphasis::Off => "None",
         }
     }
 
-    /// Reads either name, any case.
+    /// The mode an A1111 name (from a PNG's `Emphasis:`) stands for, exactly as A1111
+    /// writes it.
+    pub fn from_a1111_name(name: &str) -> Option<Self> {
+        Emphasis::ALL
+            .into_iter()
+            .find(|e| e.a1111_name() == name.trim())
+    }
+
+    /// Reads a `--emphasis` name, any case (`none` and `no norm` are A1111's "No norm").
     pub fn parse(name: &str) -> Result<Self> {
         let key = name.trim().to_ascii_lowercase().replace(['-', '_'], " ");
         Emphasis::ALL
             .into_iter()
-            .find(|e| key == e.name() || key == e.a1111_name().to_ascii_lowercase())
+            .find(|e| key == e.name())
             .or((key == "no norm" || key == "nonorm").then_some(Emphasis::NoNorm))
             .ok_or_else(|| {
                 Error::settings(format!(

@@ -319,8 +319,9 @@ pub fn prompt_schedule(
 }
 
 /// Which entry of a schedule the denoiser call counted `call` (from 0) uses: the first
-/// whose last step is `>= call` (A1111's `reconstruct_cond_batch`; calls past the end keep
-/// the last entry).
+/// whose last step is `>= call` (A1111's `reconstruct_cond_batch`). Calls past the end
+/// (only samplers A1111 lacks make them: DPM adaptive, Heun++) keep the last entry, where
+/// A1111's lookup would fall back to the first.
 pub fn entry_at(ends: &[usize], call: usize) -> usize {
     ends.iter()
         .position(|&end| call <= end)

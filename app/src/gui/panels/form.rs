@@ -65,7 +65,7 @@ fn gcd(a: u32, b: u32) -> u32 {
 fn prompt_label(
     ui: &mut egui::Ui,
     label: &str,
-    text: &str,
+    (text, positive): (&str, bool),
     emphasis: Emphasis,
     steps: u32,
 ) -> egui::Response {
@@ -75,11 +75,12 @@ fn prompt_label(
         ui.horizontal(|ui| {
             let label = ui.label(label);
             ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                ui.weak(token_counter(text, emphasis, steps)).on_hover_text(
-                    "Tokens / the limit of the 75-token chunks they fill (long prompts are \
+                ui.weak(token_counter(text, positive, emphasis, steps))
+                    .on_hover_text(
+                        "Tokens / the limit of the 75-token chunks they fill (long prompts are \
                      split into chunks; Ctrl+Up / Ctrl+Down change the weight of the word \
                      under the cursor)",
-                );
+                    );
             });
             label
         })
@@ -93,7 +94,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     let s = &mut app.settings;
     // The second prompts follow the first unless typed; they only apply to SDXL.
 
-    let label = prompt_label(ui, "Prompt", &s.prompt, s.emphasis, s.steps);
+    let label = prompt_label(ui, "Prompt", (&s.prompt, true), s.emphasis, s.steps);
     let embeddings: Vec<String> = app
         .models
         .iter()
@@ -104,7 +105,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     let label = prompt_label(
         ui,
         "Negative prompt",
-        &s.negative_prompt,
+        (&s.negative_prompt, false),
         s.emphasis,
         s.steps,
     );
@@ -271,7 +272,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
             .on_hover_text(
                 "How (word:1.2) weights act, as A1111's setting: Original scales and keeps \
                  each chunk's mean; No norm only scales; Ignore drops the brackets' weights; \
-                 Off reads brackets as text",
+                 None reads brackets as text",
             );
         ui.checkbox(&mut s.sde_brownian, "Brownian-tree SDE noise")
             .on_hover_text(

@@ -25,7 +25,8 @@ fn tokenizer() -> Option<&'static ClipTokenizer> {
 
 /// A1111's counter text for `prompt`: the most tokens any of its `AND` parts has at any step
 /// of `steps`, over the chunk limit it fills (`token_count / ceil(count / 75) * 75`).
-pub fn token_counter(prompt: &str, emphasis: Emphasis, steps: u32) -> String {
+/// A negative prompt (`positive` false) is not split at AND, as A1111 counts it.
+pub fn token_counter(prompt: &str, positive: bool, emphasis: Emphasis, steps: u32) -> String {
     let Some(tokenizer) = tokenizer() else {
         return String::new();
     };
@@ -33,7 +34,12 @@ pub fn token_counter(prompt: &str, emphasis: Emphasis, steps: u32) -> String {
     let prompt =
         inference::lora::tags::extract(prompt).map_or_else(|_| prompt.to_string(), |(p, _)| p);
     let mut most = 0;
-    for (part, _) in split_and(&prompt) {
+    let parts = if positive {
+        split_and(&prompt)
+    } else {
+        vec![(prompt, 1.0)]
+    };
+    for (part, _) in parts {
         for (_, text) in prompt_schedule(&part, steps.max(1) as usize, None) {
             let count = emphasis
                 .segments(&text)
@@ -98,6 +104,18 @@ fn highlighted(
     let (mut round, mut square) = (0i32, 0i32);
     let mut chars = text.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
+        // A whole-word BREAK (A1111's `\bBREAK\b`).
+        let word_edge = |c: Option<char>| !c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        let is_break = text[i..].starts_with("BREAK")
+            && word_edge(text[..i].chars().next_back())
+            && word_edge(text[i + 5..].chars().next());
+        if is_break {
+            job.append("BREAK", 0.0, TextFormat::simple(font.clone(), BREAK));
+            while chars.peek().is_some_and(|(j, _)| *j < i + 5) {
+                chars.next();
+            }
+            continue;
+        }
         if let Some((colour, end)) = names.at(text, i) {
             let mut format = TextFormat::simple(font.clone(), colour);
             if colour == MISSING {
@@ -120,9 +138,7 @@ fn highlighted(
             '[' => square += 1,
             _ => {}
         }
-        let colour = if text[i..].starts_with("BREAK") {
-            BREAK
-        } else if round > square && round > 0 {
+        let colour = if round > square && round > 0 {
             UP
         } else if square > 0 {
             DOWN
@@ -204,14 +220,54 @@ mod tests {
     use super::*;
 
     #[test]
+    fn break_is_coloured_as_a_whole_word_only() {
+        let names = Names {
+            known: &[],
+            missing: Vec::new(),
+        };
+        let colours = |text: &str| -> Vec<(String, Color32)> {
+            let job = highlighted(text, &names, FontId::default(), Color32::WHITE, 100.0);
+            job.sections
+                .iter()
+                .map(|s| {
+                    let (a, b) = (
+                        usize::from(s.byte_range.start),
+                        usize::from(s.byte_range.end),
+                    );
+                    (text[a..b].to_string(), s.format.color)
+                })
+                .collect()
+        };
+        assert!(colours("a BREAK b").contains(&("BREAK".to_string(), BREAK)));
+        assert!(
+            colours("BREAKFAST")
+                .iter()
+                .all(|(_, c)| *c == Color32::WHITE)
+        );
+    }
+
+    #[test]
     fn the_counter_reads_as_a1111s() {
-        assert_eq!(token_counter("", Emphasis::Original, 20), "0/75");
-        assert_eq!(token_counter("a cat", Emphasis::Original, 20), "2/75");
+        assert_eq!(token_counter("", true, Emphasis::Original, 20), "0/75");
+        assert_eq!(token_counter("a cat", true, Emphasis::Original, 20), "2/75");
         let long = "cat ".repeat(80);
-        assert_eq!(token_counter(&long, Emphasis::Original, 20), "80/150");
+        assert_eq!(token_counter(&long, true, Emphasis::Original, 20), "80/150");
+        // Tags are not counted; a negative prompt is not split at AND.
+        assert_eq!(
+            token_counter("a cat <lora:ink:0.8>", true, Emphasis::Original, 20),
+            "2/75"
+        );
+        assert_eq!(
+            token_counter("a AND b", true, Emphasis::Original, 20),
+            "1/75"
+        );
+        assert_eq!(
+            token_counter("a AND b", false, Emphasis::Original, 20),
+            "3/75"
+        );
         // The longest step of an edit counts.
         assert_eq!(
-            token_counter("[a:a b c:0.5]", Emphasis::Original, 20),
+            token_counter("[a:a b c:0.5]", true, Emphasis::Original, 20),
             "3/75"
         );
     }
