@@ -404,8 +404,10 @@ mod tests {
             assert_eq!(s.emphasis, expected, "{name}");
             assert_eq!(s.emphasis.a1111_name(), name, "written back the same");
         }
-        let mut s = Settings::default();
-        s.emphasis = Emphasis::Off;
+        let mut s = Settings {
+            emphasis: Emphasis::Off,
+            ..Settings::default()
+        };
         apply(
             &ImageMetadata::A1111(Parameters::parse("x\nSteps: 5")),
             &mut s,
