@@ -12,6 +12,7 @@ use inference::pipeline::prompt::encode;
 use inference::pipeline::scheduled::{encode_scheduled, schedule_steps};
 use inference::pipeline::{Observer, StepLatents};
 use inference::schedule::named::{SamplerName, ScheduleName};
+use inference::text::emphasis::Emphasis;
 use inference::weights::{LoadOptions, load};
 
 use ember_tests::reference;
@@ -230,4 +231,96 @@ fn and_composes_subprompts_as_a1111_does() {
         .unwrap()
         .to_string();
     assert!(err.contains("9 AND subprompts"), "{err}");
+}
+
+/// The `[rows, tokens, width]` context of a conditioning as rows of token vectors.
+fn token_rows(c: &inference::pipeline::prompt::Conditioning) -> (Vec<f32>, [usize; 3]) {
+    (tensor_to_vec(c.context.clone()), c.context.dims())
+}
+
+#[test]
+fn a_prompts_scheduled_texts_share_its_chunk_count_and_emphasis_mean() {
+    let model = sd15();
+    let long = "tree ".repeat(85);
+    // The short stretch is padded to the long one's two chunks with the empty chunk, as
+    // A1111 pads the texts of one prompt; so is the one-chunk negative, beside it.
+    let r = request(&model, &format!("[cat:{long}:0.5]"), SamplerName::Euler, 4);
+    let s = encode_scheduled(&model, &r, true, 4).unwrap();
+    let (values, [rows, tokens, width]) = token_rows(s.at(0));
+    assert_eq!((rows, tokens), (2, 154));
+    assert!(
+        s.at(0).padded,
+        "the negative was padded to the prompt's length"
+    );
+    let empty = tensor_to_vec(
+        inference::pipeline::prompt::encode(
+            &model,
+            &request(&model, "", SamplerName::Euler, 4),
+            false,
+        )
+        .unwrap()
+        .context,
+    );
+    let second_chunk = &values[(154 + 77) * width..2 * 154 * width];
+    assert_eq!(
+        second_chunk,
+        &empty[..],
+        "cat's second chunk is the empty chunk"
+    );
+
+    // Original emphasis restores the mean of the whole group: the unweighted stretch is
+    // scaled by the group's ratio (all values by one factor); No norm leaves it alone.
+    let edited = "[a red house:(a blue car:1.3):0.5]";
+    let plain = |emphasis| {
+        let mut r = request(&model, "a red house", SamplerName::Euler, 4);
+        r.emphasis = emphasis;
+        tensor_to_vec(encode(&model, &r, false).unwrap().context)
+    };
+    for emphasis in [Emphasis::Original, Emphasis::NoNorm] {
+        let mut r = request(&model, edited, SamplerName::Euler, 4);
+        r.emphasis = emphasis;
+        let s = encode_scheduled(&model, &r, false, 4).unwrap();
+        let ours = tensor_to_vec(s.at(0).context.clone());
+        let reference = plain(emphasis);
+        if emphasis == Emphasis::NoNorm {
+            assert_eq!(ours, reference);
+        } else {
+            let ratio = ours[0] / reference[0];
+            assert_ne!(
+                ratio, 1.0,
+                "the group's mean changes the unweighted text too"
+            );
+            for (a, b) in ours.iter().zip(&reference) {
+                assert!(
+                    (a - b * ratio).abs() <= 1e-5 * b.abs().max(1.0),
+                    "{a} vs {b} x {ratio}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn and_subprompts_pad_by_repeating_their_last_token() {
+    let model = sd15();
+    let long = "tree ".repeat(90);
+    let r = request(&model, &format!("a cat AND {long}"), SamplerName::Euler, 2);
+    let s = encode_scheduled(&model, &r, true, 2).unwrap();
+    let (values, [rows, tokens, width]) = token_rows(s.at(0));
+    assert_eq!((rows, tokens), (3, 154), "[negative, a cat, trees]");
+    let row = |r: usize, t: usize| &values[(r * tokens + t) * width..(r * tokens + t + 1) * width];
+    for t in 77..154 {
+        assert_eq!(
+            row(1, t),
+            row(1, 76),
+            "token {t} of `a cat` repeats its last"
+        );
+    }
+    assert!(
+        s.at(0).padded,
+        "the negative is padded with the empty chunk"
+    );
+    // Subprompts of one chunk each: nothing is padded and nothing says so.
+    let r = request(&model, "a cat AND a dog", SamplerName::Euler, 2);
+    assert!(!encode_scheduled(&model, &r, true, 2).unwrap().at(0).padded);
 }

@@ -2,6 +2,7 @@
 //! model family, with an optional refiner taking over part-way.
 
 mod denoiser;
+mod encode;
 mod generate;
 pub mod guidance;
 mod image_inputs;

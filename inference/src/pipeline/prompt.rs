@@ -1,17 +1,19 @@
-//! Text conditioning: every text encoder of the model's family on its prompt, CLIP skip,
-//! SDXL's pooled embedding and time ids, laid out as the guidance batch.
+//! Text conditioning: every text encoder of the model's family on its prompts (A1111's
+//! chunks, emphasis and embeddings: [`super::encode`]), CLIP skip, SDXL's pooled embedding
+//! and time ids, laid out as the guidance batch.
 
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::Tensor;
 
+use super::encode::{EncoderRun, run_encoder};
 use crate::api::{DEFAULT_AESTHETIC_SCORE, DEFAULT_NEGATIVE_AESTHETIC_SCORE, GenerateRequest};
 use crate::error::{Error, Result};
-use crate::family::{EncoderOutput, PromptSlot, TimeIds};
-use crate::model::{Model, TextEncoder};
+use crate::family::{PromptSlot, TimeIds};
+use crate::model::Model;
 use crate::models::unet::AddedConditioning;
-use crate::text::chunks::{Chunk, chunk, chunk_with_embeddings, pad_after_eos};
 use crate::text::embeddings::{EmbeddingSet, unknown_embedding_words};
-use crate::text::emphasis::Emphasis;
-use crate::text::tokenizer::{CONTEXT_LENGTH, EOS, TOKENS_PER_CHUNK};
+use crate::text::tokenizer::CONTEXT_LENGTH;
+
+pub use super::encode::{MAX_CHUNKS, MAX_WEIGHT, weigh};
 
 /// Encoded prompts, laid out for the UNet: rows `[negative x batch, prompt x batch]` with
 /// guidance, `[prompt x batch]` without.
@@ -38,348 +40,191 @@ pub struct RowTexts {
     pub second: String,
 }
 
-/// One encoder's output for all rows.
-struct EncoderRun {
-    /// `[rows, 77 * chunks, width]`.
-    hidden: Tensor<3>,
-    /// `[rows, projection]` for pooled encoders.
-    pooled: Option<Tensor<2>>,
-    /// The empty prompt's chunk `[1, 77, width]`, to pad to another encoder's length.
-    empty: Tensor<3>,
-    /// Indices (in the [`EmbeddingSet`]) of the embeddings the rows used.
-    used: Vec<usize>,
-    /// Whether a row had fewer chunks than another and was padded.
-    padded: bool,
+/// One prompt's texts encoded together (A1111's `get_learned_conditioning` for one prompt:
+/// the texts of its schedule share the chunk count and the emphasis mean).
+pub struct Encoded {
+    /// Each text's context `[1, tokens, context_dim]` (every encoder, concatenated).
+    pub contexts: Vec<Tensor<3>>,
+    /// Each text's pooled embedding `[1, projection]` (SDXL).
+    pub pooled: Vec<Option<Tensor<2>>>,
+    /// The empty prompt's context `[1, 77, context_dim]`, which pads a shorter side.
+    pub empty: Tensor<3>,
+    pub warnings: Vec<String>,
+    /// The embeddings the texts used: name and A1111 short hash.
+    pub embeddings: Vec<(String, String)>,
 }
 
-/// Largest prompt weight taken (A1111 takes any; far beyond this the image is noise).
-pub const MAX_WEIGHT: f64 = 100.0;
-
-/// Most 75-token chunks a prompt may have (1,500 tokens): beyond this it is not a prompt.
-pub const MAX_CHUNKS: usize = 20;
-
-/// One encoder's output for `rows` texts, each split into A1111's 77-token chunks and weighted
-/// per `emphasis`: `[rows, 77 * chunks, width]` (rows with fewer chunks than the longest are
-/// padded with the empty prompt's chunk, as A1111 pads), and for pooled encoders the pooled
-/// embedding of each row's first chunk.
-fn run_encoder(
+/// Encodes one prompt's `texts` with every encoder of the model.
+pub fn encode_texts(
     model: &Model,
-    encoder: &TextEncoder,
-    rows: &[&str],
-    clip_skip: usize,
-    emphasis: Emphasis,
+    request: &GenerateRequest,
+    texts: &[RowTexts],
     embeddings: &EmbeddingSet,
-) -> Result<EncoderRun> {
-    let matcher = embeddings.matcher(&encoder.tokenizer)?;
-    let mut chunked = Vec::with_capacity(rows.len() + 1);
-    for text in rows {
-        let segments = emphasis.segments(text)?;
-        if let Some((word, weight)) = segments
+) -> Result<Encoded> {
+    let mut runs: Vec<EncoderRun> = Vec::with_capacity(model.encoders.len());
+    let mut warnings = Vec::new();
+    for encoder in &model.encoders {
+        let slot: Vec<&str> = texts
             .iter()
-            .find(|(_, w)| !w.is_finite() || w.abs() > MAX_WEIGHT)
+            .map(|t| match encoder.spec.prompt {
+                PromptSlot::First => t.first.as_str(),
+                PromptSlot::Second => t.second.as_str(),
+            })
+            .collect();
+        let options = (request.clip_skip as usize, request.emphasis);
+        let run = run_encoder(model, encoder, &slot, options, embeddings)?;
+        for row in &run.rows {
+            check_finite(row, "text encoder")?;
+        }
+        for word in slot
+            .iter()
+            .flat_map(|t| unknown_embedding_words(t, embeddings))
         {
-            return Err(Error::settings(format!(
-                "the weight {weight} on {:?} is out of range: weights go from -{MAX_WEIGHT} to \
-                 {MAX_WEIGHT} (1 = unweighted)",
-                abbreviate(word)
-            )));
+            let warning = format!(
+                "{word:?} looks like an embedding, but no embedding file has that name: it was \
+                 read as plain text"
+            );
+            if !warnings.contains(&warning) {
+                warnings.push(warning);
+            }
         }
-        chunked.push(
-            chunk_with_embeddings(&encoder.tokenizer, &segments, &matcher, embeddings)?.chunks,
-        );
+        runs.push(run);
     }
-    let most = chunked.iter().map(Vec::len).max().unwrap_or(1);
-    if most > MAX_CHUNKS {
-        return Err(Error::settings(format!(
-            "the prompt is {most} chunks of 75 tokens long; Ember takes at most {MAX_CHUNKS} \
-             ({} tokens)",
-            MAX_CHUNKS * TOKENS_PER_CHUNK
-        )));
-    }
-    // The empty prompt's chunk pads shorter rows (encoded once, last).
-    let padding = chunk(&encoder.tokenizer, &[(String::new(), 1.0)])?.chunks;
-    let sequences: Vec<&Chunk> = chunked.iter().flatten().chain(&padding).collect();
-    let pad = encoder.tokenizer.pad_token().id();
-    let mut ids: Vec<u32> = Vec::with_capacity(sequences.len() * CONTEXT_LENGTH);
-    for sequence in &sequences {
-        let start = ids.len();
-        ids.extend(&sequence.ids);
-        if pad != EOS {
-            pad_after_eos(&mut ids[start..], pad);
-        }
-    }
-    let ids_i64: Vec<i64> = ids.iter().map(|&i| i64::from(i)).collect();
-    let tensor = Tensor::<2, Int>::from_data(
-        TensorData::new(ids_i64, [sequences.len(), CONTEXT_LENGTH]),
-        &model.device,
-    );
-    let tokens = encoder.network.token_embeddings(tensor);
-    let tokens = place_embeddings(tokens, &sequences, embeddings, encoder.spec.embedding_key)?;
-    let out = encoder.network.forward_embedded(tokens);
-    let n = out.hidden_states.len();
-    let hidden = match encoder.spec.output {
-        // A1111's CLIP skip s uses the output of layer (layers + 1 - s), then the final norm.
-        EncoderOutput::FinalNormed if clip_skip <= 1 => out.last_hidden_state.clone(),
-        EncoderOutput::FinalNormed => encoder
-            .network
-            .final_layer_norm(out.hidden_states[n - clip_skip].clone()),
-        // SDXL: the penultimate layer, no final norm; CLIP skip s takes layer -max(s, 2) of
-        // both encoders (Forge; ComfyUI's CLIPSetLastLayer(-s); diffusers' clip_skip s - 2).
-        EncoderOutput::Penultimate => out.hidden_states[n - clip_skip.max(2)].clone(),
-    };
-    let weighted: Vec<Tensor<3>> = sequences
+    // Encoders whose texts gave fewer chunks (SDXL's second prompt) are padded with their
+    // empty prompt's chunk, so all contexts have the same length.
+    let longest = runs
         .iter()
-        .enumerate()
-        .map(|(i, sequence)| {
-            weigh(
-                hidden.clone().narrow(0, i, 1),
-                &sequence.multipliers,
-                emphasis,
-            )
+        .flat_map(|r| r.rows.iter().map(|t| t.dims()[1]))
+        .max()
+        .unwrap_or(CONTEXT_LENGTH);
+    let contexts = (0..texts.len())
+        .map(|i| {
+            let parts = runs
+                .iter()
+                .map(|run| {
+                    let row = run.rows[i].clone();
+                    let missing = (longest - row.dims()[1]) / CONTEXT_LENGTH;
+                    if missing == 0 {
+                        row
+                    } else {
+                        Tensor::cat(vec![row, run.empty.clone().repeat_dim(1, missing)], 1)
+                    }
+                })
+                .collect();
+            Tensor::cat(parts, 2)
         })
         .collect();
-    let empty = weighted
-        .last()
-        .cloned()
-        .expect("the padding chunk is encoded");
-    let mut next = 0;
-    let mut padded = false;
-    let mut row_tensors = Vec::with_capacity(rows.len());
-    let mut first_chunks = Vec::with_capacity(rows.len());
-    for row in &chunked {
-        first_chunks.push(next);
-        let mut parts: Vec<Tensor<3>> = weighted[next..next + row.len()].to_vec();
-        padded |= parts.len() < most;
-        parts.resize(most, empty.clone());
-        row_tensors.push(Tensor::cat(parts, 1));
-        next += row.len();
-    }
-    let pooled = if encoder.spec.pooled {
-        // A1111 (and diffusers, which has one chunk) pool the first chunk.
-        let last = Tensor::cat(
-            first_chunks
-                .iter()
-                .map(|&i| out.last_hidden_state.clone().narrow(0, i, 1))
-                .collect(),
-            0,
-        );
-        let first_ids: Vec<u32> = first_chunks
-            .iter()
-            .flat_map(|&i| ids[i * CONTEXT_LENGTH..(i + 1) * CONTEXT_LENGTH].to_vec())
-            .collect();
-        let pooled = encoder.network.pooled(&last, &first_ids);
-        Some(
-            pooled
-                .ok_or_else(|| Error::settings("the pooled text encoder has no text_projection"))?,
-        )
-    } else {
-        None
-    };
+    let pooled = (0..texts.len())
+        .map(|i| runs.iter().rev().find_map(|run| run.pooled[i].clone()))
+        .collect();
+    let empty = Tensor::cat(runs.iter().map(|r| r.empty.clone()).collect(), 2);
     let mut used: Vec<usize> = Vec::new();
-    for fix in sequences.iter().flat_map(|s| &s.fixes) {
-        if !used.contains(&fix.embedding) {
-            used.push(fix.embedding);
+    for index in runs.iter().flat_map(|r| r.used.iter().copied()) {
+        if !used.contains(&index) {
+            used.push(index);
         }
     }
-    Ok(EncoderRun {
-        hidden: Tensor::cat(row_tensors, 0),
+    let mut names = Vec::with_capacity(used.len());
+    for index in used {
+        let e = embeddings.get(index)?;
+        names.push((e.name.clone(), e.short_hash.clone()));
+    }
+    Ok(Encoded {
+        contexts,
         pooled,
         empty,
-        used,
-        padded,
+        warnings,
+        embeddings: names,
     })
 }
 
-/// Writes each chunk's embedding vectors over its placeholder token embeddings.
-///
-/// # Shapes
-/// - `x`: `[sequences, 77, width]`, one row per entry of `sequences`
-fn place_embeddings(
-    mut x: Tensor<3>,
-    sequences: &[&Chunk],
-    set: &EmbeddingSet,
-    key: &str,
-) -> Result<Tensor<3>> {
-    let width = x.dims()[2];
-    for (s, sequence) in sequences.iter().enumerate() {
-        for fix in &sequence.fixes {
-            let rows = set.get(fix.embedding)?.rows_for(key, width)?.to_vec();
-            let end = fix.position + fix.vectors;
-            let values =
-                Tensor::<3>::from_data(TensorData::new(rows, [1, fix.vectors, width]), &x.device())
-                    .cast(x.dtype());
-            x = x.slice_assign([s..s + 1, fix.position..end, 0..width], values);
-        }
-    }
-    Ok(x)
-}
+/// One row of a conditioning: a context and, for SDXL, its pooled embedding.
+pub type Row = (Tensor<3>, Option<Tensor<2>>);
 
-/// A1111's emphasis on one chunk's output `z` `[1, 77, width]`: "Original" scales each token
-/// by its weight and restores the chunk's mean; "No norm" only scales. A chunk of weight 1
-/// throughout is left exactly as it is.
-pub fn weigh(z: Tensor<3>, multipliers: &[f64], emphasis: Emphasis) -> Tensor<3> {
-    let plain = multipliers.iter().all(|&m| m == 1.0);
-    if plain || matches!(emphasis, Emphasis::Ignore | Emphasis::Off) {
-        return z;
-    }
-    // A1111 builds the multipliers as a float32 tensor from the float64 weights.
-    let m: Vec<f32> = multipliers.iter().map(|&m| m as f32).collect();
-    let tokens = m.len();
-    let m = Tensor::<3>::from_data(TensorData::new(m, [1, tokens, 1]), &z.device());
-    match emphasis {
-        Emphasis::Original => {
-            // A1111's `z * (mean0 / z.mean())` with torch's own float32 means (see
-            // `torch_mean`): a chunk's mean can be tiny beside its values, so its rounding
-            // shows in the result.
-            let before = host_mean(&z);
-            let scaled = z * m;
-            let after = host_mean(&scaled);
-            scaled.mul_scalar(before / after)
-        }
-        _ => z * m,
-    }
-}
-
-/// The mean of every value of `t`, as PyTorch computes it.
-fn host_mean(t: &Tensor<3>) -> f32 {
-    let values = crate::device::tensor_to_vec(t.clone());
-    super::torch_mean::torch_mean(&values)
-}
-
-/// A prompt shortened for a message.
-fn abbreviate(text: &str) -> String {
-    let mut short: String = text.chars().take(40).collect();
-    if short.len() < text.len() {
-        short.push('…');
-    }
-    short
-}
-
-/// `[neg, pos]` rows with the negative row replaced by zeros.
-fn zero_first_row<const D: usize>(t: Tensor<D>) -> Tensor<D> {
-    let zeros = t.clone().narrow(0, 0, 1).zeros_like();
-    let rest = t.clone().narrow(0, 1, t.dims()[0] - 1);
-    Tensor::cat(vec![zeros, rest], 0)
-}
-
-/// Encodes the prompts (and with guidance the negative prompts) with every encoder of the
-/// model, in one call per encoder.
-pub fn encode(model: &Model, request: &GenerateRequest, guided: bool) -> Result<Conditioning> {
-    let negative = RowTexts {
-        first: request.negative_prompt.clone(),
-        second: request
-            .negative_prompt_2
-            .clone()
-            .unwrap_or_else(|| request.negative_prompt.clone()),
-    };
-    let positive = RowTexts {
-        first: request.prompt.clone(),
-        second: request
-            .prompt_2
-            .clone()
-            .unwrap_or_else(|| request.prompt.clone()),
-    };
-    let negative = guided.then_some(negative);
-    encode_rows(model, request, negative.as_ref(), &[(positive, 1.0)])
-}
-
-/// Encodes one conditioning: the `negative` row (with guidance) and each weighted positive
-/// row, every row `request.batch` times, in one call per encoder.
-pub fn encode_rows(
+/// Lays encoded rows out as the guidance batch: the `negative` row (with guidance) and the
+/// positive rows with their `AND` weights. Positive rows of different lengths are padded by
+/// repeating their last token (A1111's `stack_conds`); the negative and the positive side,
+/// by the `empty` prompt's chunks (A1111's "Pad prompt/negative prompt").
+pub fn assemble(
     model: &Model,
     request: &GenerateRequest,
-    negative: Option<&RowTexts>,
-    positives: &[(RowTexts, f32)],
+    negative: Option<Row>,
+    positives: Vec<(Row, f32)>,
+    empty: &Tensor<3>,
 ) -> Result<Conditioning> {
-    let guided = negative.is_some();
-    let all_rows: Vec<&RowTexts> = negative
-        .into_iter()
-        .chain(positives.iter().map(|(r, _)| r))
-        .collect();
     let spec = model.spec();
-    let embeddings = EmbeddingSet::new(&request.embedding_dirs);
-    let mut warnings = Vec::new();
-    let mut contexts = Vec::with_capacity(model.encoders.len());
-    let mut empties = Vec::with_capacity(model.encoders.len());
-    let mut pooled = None;
-    let mut used: Vec<usize> = Vec::new();
+    let longest = positives
+        .iter()
+        .map(|((c, _), _)| c.dims()[1])
+        .max()
+        .unwrap_or(CONTEXT_LENGTH);
+    let weights: Vec<f32> = positives.iter().map(|(_, w)| *w).collect();
+    let mut rows: Vec<Row> = positives
+        .into_iter()
+        .map(|((context, pooled), _)| {
+            let tokens = context.dims()[1];
+            let context = if tokens < longest {
+                let last = context.clone().narrow(1, tokens - 1, 1);
+                Tensor::cat(vec![context, last.repeat_dim(1, longest - tokens)], 1)
+            } else {
+                context
+            };
+            (context, pooled)
+        })
+        .collect();
+    let pad = |context: Tensor<3>, to: usize| {
+        let missing = (to - context.dims()[1]) / CONTEXT_LENGTH;
+        Tensor::cat(vec![context, empty.clone().repeat_dim(1, missing)], 1)
+    };
     let mut padded = false;
-    for encoder in &model.encoders {
-        let rows: Vec<&str> = all_rows
-            .iter()
-            .map(|r| match encoder.spec.prompt {
-                PromptSlot::First => r.first.as_str(),
-                PromptSlot::Second => r.second.as_str(),
-            })
-            .collect();
-        let run = run_encoder(
-            model,
-            encoder,
-            &rows,
-            request.clip_skip as usize,
-            request.emphasis,
-            &embeddings,
-        )?;
-        check_finite(&run.hidden, "text encoder")?;
-        contexts.push(run.hidden);
-        empties.push(run.empty);
-        padded |= run.padded;
-        pooled = run.pooled.or(pooled);
-        for index in run.used {
-            if !used.contains(&index) {
-                used.push(index);
+    if let Some((mut context, pooled)) = negative {
+        let tokens = context.dims()[1];
+        if tokens < longest {
+            context = pad(context, longest);
+            padded = true;
+        } else if tokens > longest {
+            for row in &mut rows {
+                row.0 = pad(row.0.clone(), tokens);
             }
+            padded = true;
         }
-        for text in rows {
-            for word in unknown_embedding_words(text, &embeddings) {
-                let warning = format!(
-                    "{word:?} looks like an embedding, but no embedding file has that name: it \
-                     was read as plain text"
-                );
-                if !warnings.contains(&warning) {
-                    warnings.push(warning);
-                }
-            }
-        }
+        // diffusers' force_zeros_for_empty_prompt: no negative prompt is zero conditioning.
+        let zero = model.zero_empty_negative
+            && request.negative_prompt.is_empty()
+            && request
+                .negative_prompt_2
+                .as_deref()
+                .unwrap_or("")
+                .is_empty();
+        let (context, pooled) = if zero {
+            (context.zeros_like(), pooled.map(|p| p.zeros_like()))
+        } else {
+            (context, pooled)
+        };
+        rows.insert(0, (context, pooled));
     }
-    // Encoders whose prompts gave fewer chunks (SDXL's second prompt) are padded with their
-    // empty prompt's chunk, so all contexts have the same length.
-    let longest = contexts.iter().map(|c| c.dims()[1]).max().unwrap_or(0);
-    for (context, empty) in contexts.iter_mut().zip(empties) {
-        let rows = context.dims()[0];
-        let missing = (longest - context.dims()[1]) / CONTEXT_LENGTH;
-        if missing > 0 {
-            let pad = empty.repeat_dim(0, rows).repeat_dim(1, missing);
-            *context = Tensor::cat(vec![context.clone(), pad], 1);
-        }
-    }
-    let mut context = Tensor::cat(contexts, 2);
-    // diffusers' force_zeros_for_empty_prompt: no negative prompt is zero conditioning.
-    let zero_negative = model.zero_empty_negative
-        && negative.is_some_and(|n| n.first.is_empty() && n.second.is_empty());
-    if zero_negative {
-        context = zero_first_row(context);
-        pooled = pooled.map(zero_first_row);
-    }
-    let rows = all_rows.len();
+    let guided = rows.len() > weights.len();
+    let count = rows.len();
     let batch = request.batch as usize;
+    let context = Tensor::cat(rows.iter().map(|(c, _)| c.clone()).collect(), 0);
     let [_, tokens, dim] = context.dims();
     let context =
         context
             .unsqueeze_dim::<4>(1)
             .repeat_dim(1, batch)
-            .reshape([rows * batch, tokens, dim]);
+            .reshape([count * batch, tokens, dim]);
+    let pooled: Option<Vec<Tensor<2>>> = rows.into_iter().map(|(_, p)| p).collect();
     let added = match (spec.time_ids, pooled) {
         (Some(kind), Some(pooled)) => {
+            let pooled = Tensor::cat(pooled, 0);
             let width = pooled.dims()[1];
             let text_embeds = pooled
                 .unsqueeze_dim::<3>(1)
                 .repeat_dim(1, batch)
-                .reshape([rows * batch, width]);
-            let mut ids = Vec::with_capacity(rows * batch * kind.count());
-            for row in 0..rows {
-                let negative = guided && row == 0;
-                let one = time_ids(kind, request, negative);
+                .reshape([count * batch, width]);
+            let mut ids = Vec::with_capacity(count * batch * kind.count());
+            for row in 0..count {
+                let one = time_ids(kind, request, guided && row == 0);
                 for _ in 0..batch {
                     ids.extend_from_slice(&one);
                 }
@@ -396,19 +241,66 @@ pub fn encode_rows(
             ));
         }
     };
-    let mut names = Vec::with_capacity(used.len());
-    for index in used {
-        let e = embeddings.get(index)?;
-        names.push((e.name.clone(), e.short_hash.clone()));
-    }
     Ok(Conditioning {
         context,
         added,
-        warnings,
-        embeddings: names,
-        weights: positives.iter().map(|(_, w)| *w).collect(),
+        warnings: Vec::new(),
+        embeddings: Vec::new(),
+        weights,
         padded,
     })
+}
+
+/// Encodes the prompt (and with guidance the negative prompt) of `request` as they are
+/// written, no schedule or `AND` (see [`super::scheduled`] for those).
+pub fn encode(model: &Model, request: &GenerateRequest, guided: bool) -> Result<Conditioning> {
+    let embeddings = EmbeddingSet::new(&request.embedding_dirs);
+    let texts = |first: &str, second: Option<&str>| RowTexts {
+        first: first.to_string(),
+        second: second.unwrap_or(first).to_string(),
+    };
+    let positive = encode_texts(
+        model,
+        request,
+        &[texts(&request.prompt, request.prompt_2.as_deref())],
+        &embeddings,
+    )?;
+    let negative = if guided {
+        let row = texts(
+            &request.negative_prompt,
+            request.negative_prompt_2.as_deref(),
+        );
+        Some(encode_texts(model, request, &[row], &embeddings)?)
+    } else {
+        None
+    };
+    let mut warnings = positive.warnings.clone();
+    let mut names = positive.embeddings.clone();
+    if let Some(n) = &negative {
+        warnings.extend(
+            n.warnings
+                .iter()
+                .filter(|w| !positive.warnings.contains(w))
+                .cloned(),
+        );
+        names.extend(
+            n.embeddings
+                .iter()
+                .filter(|e| !positive.embeddings.contains(e))
+                .cloned(),
+        );
+    }
+    let row = |e: &Encoded| (e.contexts[0].clone(), e.pooled[0].clone());
+    let mut c = assemble(
+        model,
+        request,
+        negative.as_ref().map(row),
+        vec![(row(&positive), 1.0)],
+        &positive.empty,
+    )?;
+    c.warnings = warnings;
+    c.embeddings = names;
+    Ok(c)
 }
 
 /// One row of SDXL time ids (diffusers' `_get_add_time_ids`; sizes as height, width).

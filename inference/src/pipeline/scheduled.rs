@@ -1,11 +1,14 @@
 //! Conditioning that changes during sampling: A1111's prompt editing (`[a:b:when]`),
-//! alternation (`[a|b]`) and `AND` subprompts, encoded once per distinct set of texts and
-//! looked up by the denoiser's call count, as A1111's `CFGDenoiser` does.
+//! alternation (`[a|b]`) and `AND` subprompts. Each prompt's texts are encoded together, as
+//! A1111's `get_learned_conditioning` does (they share its chunk count and emphasis mean),
+//! and each stretch's conditioning is looked up by the denoiser's call count, as A1111's
+//! `CFGDenoiser` does.
 
-use super::prompt::{Conditioning, RowTexts, encode_rows};
+use super::prompt::{Conditioning, Encoded, Row, RowTexts, assemble, encode_texts};
 use crate::api::GenerateRequest;
 use crate::error::{Error, Result};
 use crate::model::Model;
+use crate::text::embeddings::EmbeddingSet;
 use crate::text::schedule::{entry_at, prompt_schedule, split_and};
 
 /// Most `AND` subprompts a prompt may have (each is another UNet row per image).
@@ -105,46 +108,99 @@ pub fn encode_scheduled(
         let index = s.iter().position(|(e, _)| end <= *e).unwrap_or(s.len() - 1);
         s[index].1.clone()
     };
-    let mut rows_seen: Vec<(Option<RowTexts>, Vec<RowTexts>)> = Vec::new();
+    // Each stretch's texts: the negative row and one row per subprompt.
+    let stretches: Vec<(Option<RowTexts>, Vec<RowTexts>)> = ends
+        .iter()
+        .map(|&end| {
+            let first = text_at(&negative, end);
+            let negative_row = guided.then(|| RowTexts {
+                second: negative_2
+                    .as_deref()
+                    .map_or_else(|| first.clone(), |s| text_at(s, end)),
+                first,
+            });
+            let positives = part_schedules
+                .iter()
+                .map(|s| {
+                    let first = text_at(s, end);
+                    RowTexts {
+                        second: prompt_2
+                            .as_deref()
+                            .map_or_else(|| first.clone(), |p| text_at(p, end)),
+                        first,
+                    }
+                })
+                .collect();
+            (negative_row, positives)
+        })
+        .collect();
+    // A1111 encodes each prompt's texts (its schedule's stretches) together: the negative,
+    // then each subprompt.
+    let embeddings = EmbeddingSet::new(&request.embedding_dirs);
+    let distinct = |rows: Vec<&RowTexts>| {
+        let mut texts: Vec<RowTexts> = Vec::new();
+        for row in rows {
+            if !texts.contains(row) {
+                texts.push(row.clone());
+            }
+        }
+        texts
+    };
+    let negative_texts = distinct(stretches.iter().filter_map(|(n, _)| n.as_ref()).collect());
+    let negative_group = if guided {
+        Some(encode_texts(model, request, &negative_texts, &embeddings)?)
+    } else {
+        None
+    };
+    let mut groups = Vec::with_capacity(parts.len());
+    for i in 0..parts.len() {
+        let texts = distinct(stretches.iter().map(|(_, p)| &p[i]).collect());
+        let encoded = encode_texts(model, request, &texts, &embeddings)?;
+        groups.push((texts, encoded));
+    }
+    let mut warnings: Vec<String> = Vec::new();
+    let mut names: Vec<(String, String)> = Vec::new();
+    for encoded in negative_group.iter().chain(groups.iter().map(|(_, e)| e)) {
+        for w in &encoded.warnings {
+            if !warnings.contains(w) {
+                warnings.push(w.clone());
+            }
+        }
+        for e in &encoded.embeddings {
+            if !names.contains(e) {
+                names.push(e.clone());
+            }
+        }
+    }
+    let row = |encoded: &Encoded, texts: &[RowTexts], wanted: &RowTexts| -> Row {
+        let i = texts.iter().position(|t| t == wanted).unwrap_or(0);
+        (encoded.contexts[i].clone(), encoded.pooled[i].clone())
+    };
+    let mut seen: Vec<&(Option<RowTexts>, Vec<RowTexts>)> = Vec::new();
     let mut conditionings: Vec<Conditioning> = Vec::new();
     let mut uses = Vec::with_capacity(ends.len());
-    for &end in &ends {
-        let first = text_at(&negative, end);
-        let negative_row = guided.then(|| RowTexts {
-            second: negative_2
-                .as_deref()
-                .map_or_else(|| first.clone(), |s| text_at(s, end)),
-            first,
-        });
-        let positives: Vec<RowTexts> = part_schedules
-            .iter()
-            .map(|s| {
-                let first = text_at(s, end);
-                RowTexts {
-                    second: prompt_2
-                        .as_deref()
-                        .map_or_else(|| first.clone(), |p| text_at(p, end)),
-                    first,
-                }
-            })
-            .collect();
-        let key = (negative_row.clone(), positives.clone());
-        if let Some(i) = rows_seen.iter().position(|k| *k == key) {
+    for stretch in &stretches {
+        if let Some(i) = seen.iter().position(|k| *k == stretch) {
             uses.push(i);
             continue;
         }
-        let weighted: Vec<(RowTexts, f32)> = positives
-            .into_iter()
+        let (negative_row, positive_rows) = stretch;
+        let negative = negative_row
+            .as_ref()
+            .zip(negative_group.as_ref())
+            .map(|(wanted, group)| row(group, &negative_texts, wanted));
+        let positives = positive_rows
+            .iter()
+            .zip(&groups)
             .zip(&parts)
-            .map(|(row, (_, w))| (row, *w as f32))
+            .map(|((wanted, (texts, group)), (_, w))| (row(group, texts, wanted), *w as f32))
             .collect();
-        conditionings.push(encode_rows(
-            model,
-            request,
-            negative_row.as_ref(),
-            &weighted,
-        )?);
-        rows_seen.push(key);
+        let empty = &groups[0].1.empty;
+        let mut conditioning = assemble(model, request, negative, positives, empty)?;
+        conditioning.warnings = warnings.clone();
+        conditioning.embeddings = names.clone();
+        conditionings.push(conditioning);
+        seen.push(stretch);
         uses.push(conditionings.len() - 1);
     }
     Ok(ScheduledConditioning {
