@@ -3,6 +3,7 @@
 //! This crate never depends on a GUI toolkit. The app talks to it through plain-data types
 //! (see ARCHITECTURE.md).
 
+pub mod add_on_folders;
 pub mod api;
 pub mod bench;
 pub mod canvas;

@@ -69,6 +69,16 @@ fn ids(f: &ember_tests::Fixture) -> Tensor<2, Int> {
     )
 }
 
+/// The SD 1.x UNet on a golden file's `unet_*` inputs.
+fn unet_out(model: &Model, golden: &Fixtures) -> Vec<f32> {
+    tensor_to_vec(model.unet.forward(
+        tensor(golden.get("unet_sample")),
+        &golden.get("unet_timestep").f32(),
+        &tensor(golden.get("unet_encoder_hidden_states")),
+        None,
+    ))
+}
+
 fn scale_of(lora: &Json) -> f32 {
     lora["scale"].as_f64().unwrap() as f32
 }
@@ -89,15 +99,9 @@ fn sd15_kohya_and_peft_loras_merge_as_diffusers_fuses_them() {
             "{file}: every module matched: {report:?}"
         );
         check_merged_weights(file, &model, &golden, &names);
-        let out = model.unet.forward(
-            tensor(golden.get("unet_sample")),
-            &golden.get("unet_timestep").f32(),
-            &tensor(golden.get("unet_encoder_hidden_states")),
-            None,
-        );
         assert_close_scaled(
             &format!("{file}: UNet"),
-            &tensor_to_vec(out),
+            &unet_out(&model, &golden),
             &golden.get("unet_out").f64(),
             TOL,
         );
@@ -120,14 +124,7 @@ fn removing_or_changing_a_lora_starts_from_the_loaded_weights_exactly() {
     let mut model = model("sd15/pipeline");
     let key = "down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.weight";
     let loaded = read_weight(&model, Network::Unet, key).unwrap();
-    let unet = |model: &Model| {
-        tensor_to_vec(model.unet.forward(
-            tensor(golden.get("unet_sample")),
-            &golden.get("unet_timestep").f32(),
-            &tensor(golden.get("unet_encoder_hidden_states")),
-            None,
-        ))
-    };
+    let unet = |model: &Model| unet_out(model, &golden);
     let before = unet(&model);
     set(&mut model, &[spec(file, 0.8)]).unwrap();
     let strong = read_weight(&model, Network::Unet, key).unwrap();
@@ -301,15 +298,9 @@ fn the_loha_golden_and_run_reproduce() {
     let scale = run["adapter_scale"].as_f64().unwrap() as f32;
     let mut model = model("sd15/pipeline");
     set(&mut model, &[spec("sd15/lycoris/loha.safetensors", scale)]).unwrap();
-    let out = model.unet.forward(
-        tensor(golden.get("unet_sample")),
-        &golden.get("unet_timestep").f32(),
-        &tensor(golden.get("unet_encoder_hidden_states")),
-        None,
-    );
     assert_close_scaled(
         "LoHa UNet",
-        &tensor_to_vec(out),
+        &unet_out(&model, &golden),
         &golden.get("unet_out").f64(),
         TOL,
     );

@@ -4,6 +4,8 @@ use std::io::{IsTerminal, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
+use inference::add_on_folders::{EMBEDDINGS, LORAS, near_model};
+
 use inference::api::{
     GenerateRequest, MaskedContent, Progress, SamplerChoice, SdeNoise, SizeConditioning, Stage,
 };
@@ -468,17 +470,34 @@ impl inference::pipeline::Observer for ProgressPrinter {
 
 /// `--embeddings` folders (each must exist), then the model's own `embeddings/` folders.
 fn embedding_dirs(args: &GenerateArgs) -> Result<Vec<PathBuf>, String> {
+    add_on_dirs(
+        &args.embeddings,
+        "--embeddings",
+        "embedding",
+        args,
+        EMBEDDINGS,
+    )
+}
+
+/// Folders given with `flag` (each must exist), then those named `names` near the model.
+fn add_on_dirs(
+    given: &[PathBuf],
+    flag: &str,
+    what: &str,
+    args: &GenerateArgs,
+    names: &[&str],
+) -> Result<Vec<PathBuf>, String> {
     let mut dirs = Vec::new();
-    for dir in &args.embeddings {
+    for dir in given {
         if !dir.is_dir() {
             return Err(format!(
-                "--embeddings {}: no such folder (give the folder that holds the embedding files)",
+                "{flag} {}: no such folder (give the folder that holds the {what} files)",
                 dir.display()
             ));
         }
         dirs.push(dir.clone());
     }
-    dirs.extend(inference::text::embeddings::dirs_near_model(&args.model));
+    dirs.extend(near_model(&args.model, names));
     Ok(dirs)
 }
 
@@ -511,16 +530,5 @@ fn lora_specs(args: &GenerateArgs) -> Result<Vec<inference::lora::LoraSpec>, Str
 
 /// `--loras` folders (each must exist), then the `Lora/` folders near the model.
 fn lora_dirs(args: &GenerateArgs) -> Result<Vec<PathBuf>, String> {
-    let mut dirs = Vec::new();
-    for dir in &args.loras {
-        if !dir.is_dir() {
-            return Err(format!(
-                "--loras {}: no such folder (give the folder that holds the LoRA files)",
-                dir.display()
-            ));
-        }
-        dirs.push(dir.clone());
-    }
-    dirs.extend(inference::lora::tags::dirs_near_model(&args.model));
-    Ok(dirs)
+    add_on_dirs(&args.loras, "--loras", "LoRA", args, LORAS)
 }

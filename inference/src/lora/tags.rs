@@ -132,24 +132,6 @@ pub fn find(name: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
     dirs.iter().find_map(|d| walk(d, name, 8))
 }
 
-/// The `Lora/` (A1111) and `loras/` (ComfyUI) folders near a model file: beside it and one or
-/// two levels up. Only folders that exist.
-pub fn dirs_near_model(model: &Path) -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    let mut folder = model.parent();
-    for _ in 0..3 {
-        let Some(f) = folder else { break };
-        for name in ["Lora", "loras", "LyCORIS"] {
-            let candidate = f.join(name);
-            if candidate.is_dir() && !dirs.contains(&candidate) {
-                dirs.push(candidate);
-            }
-        }
-        folder = f.parent();
-    }
-    dirs
-}
-
 /// The LoRAs a request asks for: `explicit` ones first, then the prompt's tags found in
 /// `dirs`; tags naming no file are returned by name (A1111 warns and goes on).
 pub fn resolve(

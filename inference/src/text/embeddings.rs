@@ -28,23 +28,6 @@ pub struct EmbeddingFile {
     pub path: PathBuf,
 }
 
-/// The `embeddings/` folders a model's files may sit near: beside it, and one and two levels
-/// up (ComfyUI's `models/checkpoints` → `models/embeddings`, A1111's
-/// `models/Stable-diffusion` → `embeddings`). Only folders that exist.
-pub fn dirs_near_model(model: &Path) -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    let mut folder = model.parent();
-    for _ in 0..3 {
-        let Some(f) = folder else { break };
-        let candidate = f.join("embeddings");
-        if candidate.is_dir() && !dirs.contains(&candidate) {
-            dirs.push(candidate);
-        }
-        folder = f.parent();
-    }
-    dirs
-}
-
 /// Every embedding file under `dirs` (subfolders included), sorted by name; the first folder
 /// wins when two hold the same stem. Missing folders hold nothing.
 pub fn list(dirs: &[PathBuf]) -> Vec<EmbeddingFile> {

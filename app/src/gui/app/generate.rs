@@ -99,40 +99,18 @@ impl EmberApp {
     /// Where prompts' embedding names are looked up: the models folder's `embeddings/`
     /// (A1111's convention), then the folders near the loaded model.
     pub fn embedding_dirs(&self) -> Vec<std::path::PathBuf> {
-        let mut dirs: Vec<_> = self
-            .settings
-            .models_dir
-            .iter()
-            .map(|d| d.join("embeddings"))
-            .collect();
-        if let Some(model) = self.session.model() {
-            for dir in inference::text::embeddings::dirs_near_model(&model.path) {
-                if !dirs.contains(&dir) {
-                    dirs.push(dir);
-                }
-            }
-        }
-        dirs
+        self.add_on_dirs(inference::add_on_folders::EMBEDDINGS)
     }
 
     /// Where the prompt's `<lora:name:w>` tags are looked up: the models folder's `Lora/`
     /// (A1111) and `loras/` (ComfyUI), then the folders near the loaded model.
     pub fn lora_dirs(&self) -> Vec<std::path::PathBuf> {
-        let mut dirs: Vec<_> = self
-            .settings
-            .models_dir
-            .iter()
-            .flat_map(|d| [d.join("Lora"), d.join("loras"), d.join("LyCORIS")])
-            .filter(|d| d.is_dir())
-            .collect();
-        if let Some(model) = self.session.model() {
-            for dir in inference::lora::tags::dirs_near_model(&model.path) {
-                if !dirs.contains(&dir) {
-                    dirs.push(dir);
-                }
-            }
-        }
-        dirs
+        self.add_on_dirs(inference::add_on_folders::LORAS)
+    }
+
+    fn add_on_dirs(&self, names: &[&str]) -> Vec<std::path::PathBuf> {
+        let model = self.session.model().map(|m| m.path.as_path());
+        inference::add_on_folders::for_app(self.settings.models_dir.as_deref(), model, names)
     }
 
     /// The refiner a generation hands over to: the loaded one when the refiner is on and
