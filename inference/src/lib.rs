@@ -7,6 +7,7 @@ pub mod add_on_folders;
 pub mod api;
 pub mod bench;
 pub mod canvas;
+pub mod control;
 pub mod device;
 pub mod error;
 pub mod family;

@@ -1,6 +1,7 @@
 //! Golden tests: every engine stage against `../shared/reference` (one test binary, one link).
 
 mod brownian;
+mod canny;
 mod components;
 mod config_search;
 mod embeddings;

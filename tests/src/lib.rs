@@ -112,6 +112,11 @@ impl Fixture {
                 .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
                 .collect(),
             safetensors::Dtype::U8 => self.bytes.iter().map(|&b| i64::from(b)).collect(),
+            safetensors::Dtype::I16 => self
+                .bytes
+                .chunks_exact(2)
+                .map(|b| i64::from(i16::from_le_bytes([b[0], b[1]])))
+                .collect(),
             other => panic!("tensor is {other:?}, not an integer"),
         }
     }
