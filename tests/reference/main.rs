@@ -4,6 +4,7 @@ mod brownian;
 mod canny;
 mod components;
 mod config_search;
+mod controlnet;
 mod embeddings;
 mod engine;
 mod extra_runs;

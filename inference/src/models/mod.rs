@@ -5,6 +5,7 @@
 
 pub mod clip;
 pub(crate) mod config_json;
+pub mod controlnet;
 pub mod layers;
 pub mod transformer;
 pub mod unet;

@@ -90,38 +90,9 @@ impl UNetConfig {
         };
         let levels = self.levels();
         let l = self.layers_per_block;
-
-        let down_blocks = (0..levels)
-            .map(|i| {
-                let c_out = ch[i];
-                let c_in = if i == 0 { ch[0] } else { ch[i - 1] };
-                let s = settings(i);
-                DownBlock {
-                    resnets: (0..l)
-                        .map(|j| resnet(if j == 0 { c_in } else { c_out }, c_out))
-                        .collect(),
-                    attentions: if self.down_attention[i] {
-                        (0..l)
-                            .map(|_| Transformer2d::new(c_out, s, device))
-                            .collect()
-                    } else {
-                        Vec::new()
-                    },
-                    downsamplers: if i + 1 < levels {
-                        vec![Downsample::padded(c_out, device)]
-                    } else {
-                        Vec::new()
-                    },
-                }
-            })
-            .collect();
-
+        let (down_blocks, mid_block) = self.encoder_blocks(device);
+        let (time_embedding, add_embedding) = self.init_embedding(device);
         let c_mid = ch[levels - 1];
-        let mid_settings = settings(levels - 1);
-        let mid_block = MidBlock {
-            resnets: vec![resnet(c_mid, c_mid), resnet(c_mid, c_mid)],
-            attentions: vec![Transformer2d::new(c_mid, mid_settings, device)],
-        };
 
         let up_blocks = (0..levels)
             .map(|i| {
@@ -156,10 +127,8 @@ impl UNetConfig {
             .collect();
 
         UNet {
-            time_embedding: TimestepMlp::new(ch[0], temb, device),
-            add_embedding: self
-                .addition
-                .map(|a| TimestepMlp::new(a.input_dim, temb, device)),
+            time_embedding,
+            add_embedding,
             addition_time_embed_dim: self.addition.map_or(0, |a| a.time_embed_dim),
             conv_in: conv2d([self.in_channels, ch[0]], 3, 1, 1, device),
             down_blocks,
@@ -171,6 +140,66 @@ impl UNetConfig {
             freq_shift: self.freq_shift,
             in_channels: self.in_channels,
         }
+    }
+
+    /// The time embedding and SDXL's added-conditioning embedding.
+    pub fn init_embedding(&self, device: &Device) -> (TimestepMlp, Option<TimestepMlp>) {
+        let ch = &self.block_out_channels;
+        let temb = ch[0] * 4;
+        (
+            TimestepMlp::new(ch[0], temb, device),
+            self.addition
+                .map(|a| TimestepMlp::new(a.input_dim, temb, device)),
+        )
+    }
+
+    /// The down blocks and the middle block (a UNet's, and a ControlNet's copy of them).
+    pub fn encoder_blocks(&self, device: &Device) -> (Vec<DownBlock>, MidBlock) {
+        let ch = &self.block_out_channels;
+        let temb = ch[0] * 4;
+        let (groups, eps) = (self.norm_num_groups, self.norm_eps);
+        let resnet = |c_in, c_out| ResnetBlock::new(c_in, c_out, Some(temb), groups, eps, device);
+        let settings = |level: usize| TransformerSettings {
+            heads: self.heads[level],
+            depth: self.transformer_depth[level],
+            context_dim: self.cross_attention_dim,
+            groups,
+            linear_projection: self.use_linear_projection,
+        };
+        let levels = self.levels();
+        let l = self.layers_per_block;
+        let down_blocks = (0..levels)
+            .map(|i| {
+                let c_out = ch[i];
+                let c_in = if i == 0 { ch[0] } else { ch[i - 1] };
+                let s = settings(i);
+                DownBlock {
+                    resnets: (0..l)
+                        .map(|j| resnet(if j == 0 { c_in } else { c_out }, c_out))
+                        .collect(),
+                    attentions: if self.down_attention[i] {
+                        (0..l)
+                            .map(|_| Transformer2d::new(c_out, s, device))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    },
+                    downsamplers: if i + 1 < levels {
+                        vec![Downsample::padded(c_out, device)]
+                    } else {
+                        Vec::new()
+                    },
+                }
+            })
+            .collect();
+
+        let c_mid = ch[levels - 1];
+        let mid_settings = settings(levels - 1);
+        let mid_block = MidBlock {
+            resnets: vec![resnet(c_mid, c_mid), resnet(c_mid, c_mid)],
+            attentions: vec![Transformer2d::new(c_mid, mid_settings, device)],
+        };
+        (down_blocks, mid_block)
     }
 }
 
@@ -191,7 +220,7 @@ impl UNet {
         context: &Tensor<3>,
         added: Option<&AddedConditioning>,
     ) -> Tensor<4> {
-        self.run(sample, timesteps, context, added, None, &|| false)
+        self.run(sample, timesteps, (context, added), (None, None), &|| false)
             .expect("never interrupted")
     }
 
@@ -205,7 +234,13 @@ impl UNet {
         (context, added): (&Tensor<3>, Option<&AddedConditioning>),
         interrupted: &dyn Fn() -> bool,
     ) -> Option<Tensor<4>> {
-        self.run(sample, timesteps, context, added, None, interrupted)
+        self.run(
+            sample,
+            timesteps,
+            (context, added),
+            (None, None),
+            interrupted,
+        )
     }
 
     /// Whether the UNet takes [`AddedConditioning`] (SDXL).
@@ -223,17 +258,38 @@ impl UNet {
         added: Option<&AddedConditioning>,
         trace: Option<&mut Trace>,
     ) -> Tensor<4> {
-        self.run(sample, timesteps, context, added, trace, &|| false)
-            .expect("never interrupted")
+        self.run(sample, timesteps, (context, added), (None, trace), &|| {
+            false
+        })
+        .expect("never interrupted")
+    }
+
+    /// [`UNet::forward_interruptible`] with a ControlNet's residuals added to the skip
+    /// connections and the middle block's output (diffusers' `down_block_additional_residuals`
+    /// and `mid_block_additional_residual`).
+    pub fn forward_controlled(
+        &self,
+        sample: Tensor<4>,
+        timesteps: &[f32],
+        (context, added): (&Tensor<3>, Option<&AddedConditioning>),
+        control: &ControlResiduals,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Option<Tensor<4>> {
+        self.run(
+            sample,
+            timesteps,
+            (context, added),
+            (Some(control), None),
+            interrupted,
+        )
     }
 
     fn run(
         &self,
         sample: Tensor<4>,
         timesteps: &[f32],
-        context: &Tensor<3>,
-        added: Option<&AddedConditioning>,
-        mut trace: Option<&mut Trace>,
+        (context, added): (&Tensor<3>, Option<&AddedConditioning>),
+        (control, mut trace): (Option<&ControlResiduals>, Option<&mut Trace>),
         interrupted: &dyn Fn() -> bool,
     ) -> Option<Tensor<4>> {
         let mut record = |name: String, t: &Tensor<4>| {
@@ -241,84 +297,34 @@ impl UNet {
                 trace.push((name, t.clone()));
             }
         };
-        let device = sample.device();
-        let c0 = self.conv_in.weight.dims()[0];
-        let t_proj = timestep_embedding(
-            timesteps,
-            c0,
-            self.flip_sin_to_cos,
-            self.freq_shift,
-            &device,
-        )
-        .cast(self.conv_in.weight.val().dtype());
-        record("time_proj".into(), &t_proj.clone().unsqueeze_dims(&[2, 3]));
-        let mut emb = self.time_embedding.forward(t_proj);
-        record(
-            "time_embedding".into(),
-            &emb.clone().unsqueeze_dims(&[2, 3]),
+        let emb = embed(
+            (&self.time_embedding, self.add_embedding.as_ref()),
+            self.addition_time_embed_dim,
+            (self.flip_sin_to_cos, self.freq_shift),
+            self.conv_in.weight.dims()[0],
+            (timesteps, added),
+            &mut record,
         );
-        match (&self.add_embedding, added) {
-            (Some(add_embedding), Some(added)) => {
-                let batch = timesteps.len();
-                let dim = self.addition_time_embed_dim;
-                let ids = timestep_embedding(
-                    &added.time_ids,
-                    dim,
-                    self.flip_sin_to_cos,
-                    self.freq_shift,
-                    &device,
-                )
-                .cast(emb.dtype());
-                record("add_time_proj".into(), &ids.clone().unsqueeze_dims(&[2, 3]));
-                let per_row = added.time_ids.len() / batch;
-                let input = Tensor::cat(
-                    vec![
-                        added.text_embeds.clone().cast(emb.dtype()),
-                        ids.reshape([batch, per_row * dim]),
-                    ],
-                    1,
-                );
-                let aug = add_embedding.forward(input);
-                record("add_embedding".into(), &aug.clone().unsqueeze_dims(&[2, 3]));
-                emb = emb + aug;
-            }
-            (None, None) => {}
-            (Some(_), None) => panic!("an SDXL UNet needs pooled text and time ids"),
-            (None, Some(_)) => panic!("this UNet takes no pooled text or time ids"),
-        }
-        // Every resnet applies SiLU to the embedding first; do it once.
-        let emb = silu(emb);
-
-        let mut x = self.conv_in.forward(sample);
+        let x = self.conv_in.forward(sample);
         record("conv_in".into(), &x);
-        let mut skips = vec![x.clone()];
-        for (i, block) in self.down_blocks.iter().enumerate() {
-            for (j, resnet) in block.resnets.iter().enumerate() {
-                x = resnet.forward(x, Some(&emb));
-                if let Some(attn) = block.attentions.get(j) {
-                    x = attn.forward(x, context);
+        let (x, mut skips) = encoder_pass(
+            &self.down_blocks,
+            &self.mid_block,
+            (x, &emb, context),
+            &mut record,
+            interrupted,
+        )?;
+        let (x, skips) = match control {
+            Some(c) => {
+                for (skip, residual) in skips.iter_mut().zip(&c.down) {
+                    *skip = skip.clone() + residual.clone();
                 }
-                skips.push(x.clone());
-                if interrupted() {
-                    return None;
-                }
+                (x + c.mid.clone(), skips)
             }
-            for down in &block.downsamplers {
-                x = down.forward(x);
-                skips.push(x.clone());
-            }
-            record(format!("down_blocks.{i}"), &x);
-        }
-
-        let mid = &self.mid_block;
-        x = mid.resnets[0].forward(x, Some(&emb));
-        x = mid.attentions[0].forward(x, context);
-        x = mid.resnets[1].forward(x, Some(&emb));
-        if interrupted() {
-            return None;
-        }
-        record("mid_block".into(), &x);
-
+            None => (x, skips),
+        };
+        let mut x = x;
+        let mut skips = skips;
         for (i, block) in self.up_blocks.iter().enumerate() {
             for (j, resnet) in block.resnets.iter().enumerate() {
                 let skip = skips
@@ -345,4 +351,100 @@ impl UNet {
         record("conv_out".into(), &x);
         Some(x)
     }
+}
+
+/// The time embedding (plus SDXL's pooled text and time ids), SiLU applied once for every
+/// resnet. Shared by the UNet and the ControlNet.
+pub(crate) fn embed(
+    (time_embedding, add_embedding): (&TimestepMlp, Option<&TimestepMlp>),
+    addition_dim: usize,
+    (flip_sin_to_cos, freq_shift): (bool, f32),
+    channels: usize,
+    (timesteps, added): (&[f32], Option<&AddedConditioning>),
+    record: &mut dyn FnMut(String, &Tensor<4>),
+) -> Tensor<2> {
+    let weight = time_embedding.linear_1.weight.val();
+    let (dtype, device) = (weight.dtype(), weight.device());
+    let t_proj =
+        timestep_embedding(timesteps, channels, flip_sin_to_cos, freq_shift, &device).cast(dtype);
+    record("time_proj".into(), &t_proj.clone().unsqueeze_dims(&[2, 3]));
+    let mut emb = time_embedding.forward(t_proj);
+    record(
+        "time_embedding".into(),
+        &emb.clone().unsqueeze_dims(&[2, 3]),
+    );
+    match (add_embedding, added) {
+        (Some(add_embedding), Some(added)) => {
+            let batch = timesteps.len();
+            let ids = timestep_embedding(
+                &added.time_ids,
+                addition_dim,
+                flip_sin_to_cos,
+                freq_shift,
+                &device,
+            )
+            .cast(emb.dtype());
+            record("add_time_proj".into(), &ids.clone().unsqueeze_dims(&[2, 3]));
+            let per_row = added.time_ids.len() / batch;
+            let input = Tensor::cat(
+                vec![
+                    added.text_embeds.clone().cast(emb.dtype()),
+                    ids.reshape([batch, per_row * addition_dim]),
+                ],
+                1,
+            );
+            let aug = add_embedding.forward(input);
+            record("add_embedding".into(), &aug.clone().unsqueeze_dims(&[2, 3]));
+            emb = emb + aug;
+        }
+        (None, None) => {}
+        (Some(_), None) => panic!("an SDXL UNet needs pooled text and time ids"),
+        (None, Some(_)) => panic!("this UNet takes no pooled text or time ids"),
+    }
+    silu(emb)
+}
+
+/// The down blocks and the middle block on `x` (the `conv_in` output): the middle block's
+/// output and every skip connection (`x` first), or `None` once `interrupted` says so.
+pub(crate) fn encoder_pass(
+    down_blocks: &[DownBlock],
+    mid: &MidBlock,
+    (x, emb, context): (Tensor<4>, &Tensor<2>, &Tensor<3>),
+    record: &mut dyn FnMut(String, &Tensor<4>),
+    interrupted: &dyn Fn() -> bool,
+) -> Option<(Tensor<4>, Vec<Tensor<4>>)> {
+    let mut x = x;
+    let mut skips = vec![x.clone()];
+    for (i, block) in down_blocks.iter().enumerate() {
+        for (j, resnet) in block.resnets.iter().enumerate() {
+            x = resnet.forward(x, Some(emb));
+            if let Some(attn) = block.attentions.get(j) {
+                x = attn.forward(x, context);
+            }
+            skips.push(x.clone());
+            if interrupted() {
+                return None;
+            }
+        }
+        for down in &block.downsamplers {
+            x = down.forward(x);
+            skips.push(x.clone());
+        }
+        record(format!("down_blocks.{i}"), &x);
+    }
+    x = mid.resnets[0].forward(x, Some(emb));
+    x = mid.attentions[0].forward(x, context);
+    x = mid.resnets[1].forward(x, Some(emb));
+    if interrupted() {
+        return None;
+    }
+    record("mid_block".into(), &x);
+    Some((x, skips))
+}
+
+/// A ControlNet's additions to the UNet: one residual per skip connection and one for the
+/// middle block (already scaled).
+pub struct ControlResiduals {
+    pub down: Vec<Tensor<4>>,
+    pub mid: Tensor<4>,
 }

@@ -1,0 +1,60 @@
+//! The ControlNet network against diffusers (`sd15/controlnet/golden.safetensors`): every
+//! residual it gives the UNet, and the UNet's output with them added.
+
+use burn::tensor::Device;
+use ember_tests::{Fixtures, assert_close_scaled, reference};
+use inference::device::{Precision, tensor_to_vec};
+use inference::weights::{LoadOptions, controlnet, load};
+
+use crate::components::tensor;
+
+const TOL: f64 = 1e-4;
+
+#[test]
+fn controlnet_residuals_and_the_controlled_unet_match_diffusers() {
+    let golden = Fixtures::load("sd15/controlnet/golden.safetensors");
+    let options = LoadOptions::new(Device::flex(), Precision::F32);
+    let net = controlnet::load_folder(&reference("sd15/controlnet"), &options).unwrap();
+    let model = load(&reference("sd15/pipeline"), &options).unwrap();
+    let timesteps = golden.get("timestep").f32();
+    let context = tensor(golden.get("encoder_hidden_states"));
+    let residuals = net.forward(
+        tensor(golden.get("sample")),
+        &timesteps,
+        (&context, None),
+        tensor(golden.get("controlnet_cond")),
+        1.0,
+    );
+    assert_eq!(residuals.down.len(), 6);
+    for (i, r) in residuals.down.iter().enumerate() {
+        let name = format!("down_block_res_sample_{i}");
+        assert_close_scaled(
+            &name,
+            &tensor_to_vec(r.clone()),
+            &golden.get(&name).f64(),
+            TOL,
+        );
+    }
+    assert_close_scaled(
+        "mid_block_res_sample",
+        &tensor_to_vec(residuals.mid.clone()),
+        &golden.get("mid_block_res_sample").f64(),
+        TOL,
+    );
+    let out = model
+        .unet
+        .forward_controlled(
+            tensor(golden.get("sample")),
+            &timesteps,
+            (&context, None),
+            &residuals,
+            &|| false,
+        )
+        .unwrap();
+    assert_close_scaled(
+        "unet_out_with_control",
+        &tensor_to_vec(out),
+        &golden.get("unet_out_with_control").f64(),
+        TOL,
+    );
+}
