@@ -146,6 +146,8 @@ pub struct GenerateRequest {
     pub loras: Vec<crate::lora::LoraSpec>,
     /// Folders the prompt's LoRA tags are looked up in, by file stem.
     pub lora_dirs: Vec<PathBuf>,
+    /// ControlNets guiding the generation, each with its control map.
+    pub controlnets: Vec<ControlRequest>,
     /// img2img / inpainting source, already at the generation size.
     pub init_image: Option<ImageRgb8>,
     /// How much of the schedule runs on the init image (1 = all of it).
@@ -295,6 +297,7 @@ impl Default for GenerateRequest {
             embedding_dirs: Vec::new(),
             loras: Vec::new(),
             lora_dirs: Vec::new(),
+            controlnets: Vec::new(),
             prompt_2: None,
             negative_prompt_2: None,
             size_conditioning: SizeConditioning::default(),
@@ -546,6 +549,23 @@ pub struct Progress {
     pub step: usize,
     pub total: usize,
     pub elapsed: Duration,
+}
+
+/// One ControlNet of a request (A1111's ControlNet unit).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ControlRequest {
+    /// A diffusers ControlNet folder.
+    pub model: PathBuf,
+    /// The control map at the generation size (already preprocessed).
+    pub image: ImageRgb8,
+    /// `controlnet_conditioning_scale` (A1111's "Control Weight").
+    pub scale: f32,
+    /// The fractions of the steps where it starts and stops guiding (A1111's "Starting /
+    /// Ending Control Step", diffusers' `control_guidance_start` / `_end`).
+    pub start: f32,
+    pub end: f32,
+    /// How the map was made (`none`, `canny`, `invert`), and its thresholds, for metadata.
+    pub preprocessor: String,
 }
 
 /// What a generation produced.

@@ -395,8 +395,38 @@ pub fn for_generation(
         p.push("SDE noise", request.sde_noise.name());
     }
     push_family_fields(&mut p, request, model, refiner);
+    // A1111's ControlNet extension: `ControlNet 0: "Module: canny, Model: name, ..."`.
+    for (i, c) in request.controlnets.iter().enumerate() {
+        let name = c.model.file_name().unwrap_or_default().to_string_lossy();
+        let (module, thresholds) = match c.preprocessor.split_once(' ') {
+            Some((module, t)) => {
+                let (a, b) = t.split_once(',').unwrap_or((t, t));
+                (module, format!(", Threshold A: {a}, Threshold B: {b}"))
+            }
+            None => (c.preprocessor.as_str(), String::new()),
+        };
+        p.push(
+            &format!("ControlNet {i}"),
+            format!(
+                "Module: {module}, Model: {name}, Weight: {}{thresholds}, Guidance Start: {}, \
+                 Guidance End: {}",
+                python_float(c.scale),
+                python_float(c.start),
+                python_float(c.end)
+            ),
+        );
+    }
     p.push("Version", concat!("Ember ", env!("CARGO_PKG_VERSION")));
     p
+}
+
+/// A number as Python prints a float (`1.0`, `0.45`), as A1111's infotext has them.
+fn python_float(v: f32) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e16 {
+        format!("{v:.1}")
+    } else {
+        format!("{v}")
+    }
 }
 
 /// What the generation itself adds, before `Version`: A1111's `Pad conds: True` when the

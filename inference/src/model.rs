@@ -126,6 +126,8 @@ pub struct Model {
     pub precision: Precision,
     /// LoRAs merged into the weights, and the weights they replaced.
     pub lora: crate::lora::LoraState,
+    /// The ControlNets requests use, loaded once, by folder.
+    pub controlnets: Vec<(std::path::PathBuf, crate::models::controlnet::ControlNet)>,
 }
 
 impl Model {

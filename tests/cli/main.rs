@@ -6,6 +6,7 @@
 
 mod bad_input;
 mod canvas;
+mod controlnet;
 mod families;
 mod info;
 mod kill;

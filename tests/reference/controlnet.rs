@@ -58,3 +58,47 @@ fn controlnet_residuals_and_the_controlled_unet_match_diffusers() {
         TOL,
     );
 }
+
+#[test]
+fn the_controlnet_run_reproduces_through_the_engine() {
+    use inference::api::ControlRequest;
+    use inference::schedule::diffusers::SchedulerConfig;
+
+    let dir = "sd15/controlnet";
+    let run = ember_tests::json(&format!("{dir}/txt2img_controlnet.json"));
+    let options = LoadOptions::new(Device::flex(), Precision::F32);
+    let mut model = load(&reference("sd15/pipeline"), &options).unwrap();
+    let config = SchedulerConfig::from_json(&run["scheduler_config"].to_string()).unwrap();
+    let mut request = crate::pipelines::request_for(&model, dir, &run, config);
+    let size = Some((request.width, request.height));
+    let image_path = reference(&format!("{dir}/{}", run["control_image"].as_str().unwrap()));
+    request.controlnets = vec![ControlRequest {
+        model: reference(dir),
+        image: inference::imaging::load_rgb(&image_path, size).unwrap(),
+        scale: run["controlnet_conditioning_scale"].as_f64().unwrap() as f32,
+        start: 0.0,
+        end: 1.0,
+        preprocessor: "none".into(),
+    }];
+    inference::control::set_for_request(&mut model, &request).unwrap();
+    crate::pipelines::check_run_request(
+        dir,
+        "txt2img_controlnet",
+        "sd15/pipeline",
+        (&model, None),
+        &request,
+    );
+
+    // Guiding none of the steps is the plain run.
+    let mut off = request.clone();
+    off.controlnets[0].start = 1.0;
+    let mut plain = request.clone();
+    plain.controlnets.clear();
+    let latents = |r: &inference::api::GenerateRequest| {
+        inference::pipeline::generate(&model, r, &mut crate::prompt_schedules::Quiet)
+            .unwrap()
+            .latents
+    };
+    assert_eq!(latents(&off), latents(&plain));
+    assert_ne!(latents(&request), latents(&plain));
+}

@@ -46,6 +46,15 @@ fn context_of(model: &Model, base: &GenerateRequest, prompt: &str) -> Vec<f32> {
     tensor_to_vec(encode(model, &r, true).unwrap().context)
 }
 
+/// An observer that watches nothing.
+pub struct Quiet;
+
+impl Observer for Quiet {
+    fn progress(&mut self, _: Progress) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+}
+
 /// Records the latents after every step.
 struct Steps(Vec<Vec<f32>>);
 

@@ -125,6 +125,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         embedding_dirs: embedding_dirs(args)?,
         loras: lora_specs(args)?,
         lora_dirs: lora_dirs(args)?,
+        controlnets: Vec::new(),
         init_image: None,
         strength: if args.init_image.is_some() {
             args.strength.unwrap_or(DEFAULT_STRENGTH)
@@ -196,6 +197,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     request.width = width;
     request.height = height;
     request.validate_settings().map_err(err)?;
+    request.controlnets = super::control::requests(args, (width, height))?;
     let canvas = Canvas::load(args, (width, height))?;
     if let Some(job) = &canvas.job {
         request.init_image = Some(job.init.clone());
@@ -211,6 +213,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         .map_err(err)?;
     let (loras, lora_warnings) =
         inference::lora::set_for_request(&mut model, &request).map_err(err)?;
+    inference::control::set_for_request(&mut model, &request).map_err(err)?;
     for warning in &lora_warnings {
         eprintln!("warning: {warning}");
     }

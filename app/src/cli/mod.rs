@@ -5,6 +5,7 @@
 
 mod bench;
 mod canvas;
+mod control;
 mod generate;
 mod info;
 
@@ -164,6 +165,28 @@ pub struct GenerateArgs {
     /// beside the model or one or two folders up is searched after these.
     #[arg(long = "loras", value_name = "DIR")]
     pub loras: Vec<PathBuf>,
+    /// A diffusers ControlNet folder; repeatable, the n-th `--control-*` flag of each kind
+    /// going with the n-th ControlNet.
+    #[arg(long = "controlnet", value_name = "DIR")]
+    pub controlnet: Vec<PathBuf>,
+    /// The image each ControlNet reads (resized to the generation size).
+    #[arg(long = "control-image", value_name = "IMG")]
+    pub control_image: Vec<PathBuf>,
+    /// Each ControlNet's weight (default 1).
+    #[arg(long = "control-scale")]
+    pub control_scale: Vec<f32>,
+    /// The fraction of the steps where each ControlNet starts guiding (default 0).
+    #[arg(long = "control-start")]
+    pub control_start: Vec<f32>,
+    /// The fraction of the steps where each ControlNet stops guiding (default 1).
+    #[arg(long = "control-end")]
+    pub control_end: Vec<f32>,
+    /// How each control image becomes its map: none (it is the map), canny, invert.
+    #[arg(long = "control-preprocess")]
+    pub control_preprocess: Vec<String>,
+    /// Canny's thresholds for each canny ControlNet (default 100,200).
+    #[arg(long = "canny", value_name = "LOW,HIGH")]
+    pub canny: Vec<String>,
     /// A diffusers scheduler_config.json to run as diffusers does.
     #[arg(long)]
     pub scheduler_config: Option<PathBuf>,

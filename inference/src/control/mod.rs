@@ -1,3 +1,45 @@
 //! ControlNet inputs: the preprocessors that turn an image into a control map.
 
 pub mod canny;
+
+use crate::api::GenerateRequest;
+use crate::error::{Error, Result};
+use crate::model::Model;
+use crate::weights::LoadOptions;
+
+/// Loads the ControlNets `request` names into `model` (each folder once) and drops those it
+/// no longer names.
+pub fn set_for_request(model: &mut Model, request: &GenerateRequest) -> Result<()> {
+    for (i, c) in request.controlnets.iter().enumerate() {
+        let fraction = |v: f32| (0.0..=1.0).contains(&v);
+        if !fraction(c.start) || !fraction(c.end) || c.start > c.end {
+            return Err(Error::settings(format!(
+                "ControlNet {i}: start {} and end {} must be fractions of the steps with start <= end",
+                c.start, c.end
+            )));
+        }
+        if !c.scale.is_finite() || c.scale.abs() > 10.0 {
+            return Err(Error::settings(format!(
+                "ControlNet {i}: a scale of {} is out of range (-10 to 10; 1 is the default)",
+                c.scale
+            )));
+        }
+    }
+    let wanted: Vec<&std::path::Path> = request
+        .controlnets
+        .iter()
+        .map(|c| c.model.as_path())
+        .collect();
+    model
+        .controlnets
+        .retain(|(path, _)| wanted.contains(&path.as_path()));
+    for path in wanted {
+        if model.controlnets.iter().any(|(p, _)| p == path) {
+            continue;
+        }
+        let options = LoadOptions::new(model.device.clone(), model.precision);
+        let net = crate::weights::controlnet::load_folder(path, &options)?;
+        model.controlnets.push((path.to_path_buf(), net));
+    }
+    Ok(())
+}

@@ -10,6 +10,8 @@ use super::guidance;
 use super::scheduled::ScheduledConditioning;
 use crate::error::{Error, Result};
 use crate::model::Model;
+use crate::models::controlnet::ControlNet;
+use crate::models::unet::ControlResiduals;
 use crate::schedule::Plan;
 
 /// One model's denoiser for one generation.
@@ -30,6 +32,64 @@ pub struct Denoiser<'a> {
     pub last_uncond: &'a RefCell<Option<Tensor<4>>>,
     /// Asked between UNet blocks: `true` abandons the call with `Cancelled`.
     pub interrupted: &'a dyn Fn() -> bool,
+    /// The ControlNets guiding this stage.
+    pub controls: &'a [ActiveControl<'a>],
+}
+
+/// A ControlNet with its control map for one generation.
+pub struct ActiveControl<'a> {
+    pub net: &'a ControlNet,
+    /// `[1, 3, h, w]` in [0, 1], in the network's float format.
+    pub image: Tensor<4>,
+    pub scale: f32,
+    /// Fractions of the steps it guides (diffusers' `control_guidance_start` / `_end`).
+    pub start: f32,
+    pub end: f32,
+}
+
+impl Denoiser<'_> {
+    /// The ControlNets' summed residuals for a UNet call at `sigma` on `input` (`[rows, 4,
+    /// h, w]`, before any inpainting channels), or `None` when none guides this step.
+    /// diffusers decides per loop iteration `i` of `n`: a ControlNet is off when `i / n <
+    /// start` or `(i + 1) / n > end`; a call between two listed sigmas belongs to the step
+    /// that started at the larger.
+    fn control(
+        &self,
+        input: &Tensor<4>,
+        t: f32,
+        conditioning: &super::prompt::Conditioning,
+        sigma: f32,
+    ) -> Option<ControlResiduals> {
+        let n = self.plan.steps().max(1) as f32;
+        let above = self.plan.sigmas.iter().filter(|&&s| s >= sigma).count();
+        let i = above.saturating_sub(1) as f32;
+        let rows = input.dims()[0];
+        let mut total: Option<ControlResiduals> = None;
+        for c in self.controls {
+            if i / n < c.start || (i + 1.0) / n > c.end {
+                continue;
+            }
+            let image = c.image.clone().repeat_dim(0, rows);
+            let r = c.net.forward(
+                input.clone(),
+                &vec![t; rows],
+                (&conditioning.context, conditioning.added.as_ref()),
+                image,
+                c.scale,
+            );
+            total = Some(match total {
+                None => r,
+                Some(mut sum) => {
+                    for (a, b) in sum.down.iter_mut().zip(r.down) {
+                        *a = a.clone() + b;
+                    }
+                    sum.mid = sum.mid + r.mid;
+                    sum
+                }
+            });
+        }
+        total
+    }
 }
 
 impl Denoiser<'_> {
@@ -55,15 +115,28 @@ impl Denoiser<'_> {
             input = Tensor::cat(vec![input; copies], 0);
         }
         let rows = input.dims()[0];
-        let out = model
-            .unet
-            .forward_interruptible(
-                model.to_network(input),
-                &vec![t; rows],
-                (&conditioning.context, conditioning.added.as_ref()),
-                self.interrupted,
-            )
-            .ok_or(Error::Cancelled)?;
+        let input = model.to_network(input);
+        let control = if self.controls.is_empty() {
+            None
+        } else {
+            // The ControlNet reads the latents without the inpainting channels.
+            let latents = input.clone().narrow(1, 0, x.dims()[1]);
+            self.control(&latents, t, conditioning, sigma)
+        };
+        let inputs = (&conditioning.context, conditioning.added.as_ref());
+        let out = match &control {
+            Some(c) => {
+                model
+                    .unet
+                    .forward_controlled(input, &vec![t; rows], inputs, c, self.interrupted)
+            }
+            None => {
+                model
+                    .unet
+                    .forward_interruptible(input, &vec![t; rows], inputs, self.interrupted)
+            }
+        }
+        .ok_or(Error::Cancelled)?;
         let out = model.to_f32(out);
         let out = if self.guided {
             if self.plan.algorithm.needs_uncond() {

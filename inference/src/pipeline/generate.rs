@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use burn::tensor::Tensor;
 
-use super::denoiser::Denoiser;
+use super::denoiser::{ActiveControl, Denoiser};
 use super::prompt::check_finite;
 use super::scheduled::{self, ScheduledConditioning};
 use super::start::{Start, StepNoise};
@@ -268,7 +268,8 @@ pub fn generate_refined(
     let last_uncond: RefCell<Option<Tensor<4>>> = RefCell::new(None);
     let mut x = x;
     let mut decoder = model;
-    for ((stage_model, conditioning), range) in stages.iter().zip(ranges) {
+    let controls = active_controls(model, request)?;
+    for (stage, ((stage_model, conditioning), range)) in stages.iter().zip(ranges).enumerate() {
         if range.is_empty() {
             continue;
         }
@@ -286,6 +287,8 @@ pub fn generate_refined(
             evaluations: &evaluations,
             last_uncond: &last_uncond,
             interrupted: &|| observer.borrow().interrupted(),
+            // ControlNets guide the base model (a refiner has none of its family).
+            controls: if stage == 0 { &controls } else { &[] },
         };
         let mut hooks = Hooks {
             denoise: &mut |x: &Tensor<4>, sigma: f32| denoiser.denoise(x, sigma),
@@ -328,6 +331,54 @@ pub fn generate_refined(
         padded_conds: stages.iter().flat_map(|(_, s)| s.all()).any(|c| c.padded),
         loras: Vec::new(),
     })
+}
+
+/// The request's ControlNets, found among those `model` has loaded, with their maps as
+/// tensors (`[1, 3, h, w]`, `v / 255`, as diffusers prepares a control image).
+fn active_controls<'a>(
+    model: &'a Model,
+    request: &GenerateRequest,
+) -> Result<Vec<ActiveControl<'a>>> {
+    request
+        .controlnets
+        .iter()
+        .map(|c| {
+            let net = model
+                .controlnets
+                .iter()
+                .find(|(p, _)| *p == c.model)
+                .map(|(_, net)| net)
+                .ok_or_else(|| {
+                    Error::settings(format!(
+                        "the ControlNet {} is not loaded",
+                        c.model.display()
+                    ))
+                })?;
+            if (c.image.width, c.image.height) != (request.width, request.height) {
+                return Err(Error::settings(format!(
+                    "the control image is {}x{}; it must be the generation size {}x{}",
+                    c.image.width, c.image.height, request.width, request.height
+                )));
+            }
+            let n = (c.image.width * c.image.height) as usize;
+            let mut planar = vec![0f32; 3 * n];
+            for (i, px) in c.image.pixels.chunks_exact(3).enumerate() {
+                for ch in 0..3 {
+                    planar[ch * n + i] = f32::from(px[ch]) / 255.0;
+                }
+            }
+            let dims = [1, 3, c.image.height as usize, c.image.width as usize];
+            let image =
+                model.to_network(crate::device::tensor_from_vec(planar, dims, &model.device));
+            Ok(ActiveControl {
+                net,
+                image,
+                scale: c.scale,
+                start: c.start,
+                end: c.end,
+            })
+        })
+        .collect()
 }
 
 /// The mask and masked-image latents a 9-channel UNet takes after the sample.

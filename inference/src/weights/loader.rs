@@ -381,6 +381,7 @@ impl Networks {
             device: options.device.clone(),
             precision: options.precision,
             lora: Default::default(),
+            controlnets: Vec::new(),
         }
     }
 }

@@ -308,6 +308,7 @@ impl Engine for BurnEngine {
             .ok_or_else(|| crate::Error::settings("no model is loaded; load a checkpoint first"))?;
         // LoRAs merge into the loaded weights (and come out again when no longer asked for).
         let (loras, lora_warnings) = crate::lora::set_for_request(&mut main.model, request)?;
+        crate::control::set_for_request(&mut main.model, request)?;
         let model = &main.model;
         let refiner = match request.refiner_switch {
             Some(_) => Some(
