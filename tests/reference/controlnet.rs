@@ -14,49 +14,63 @@ const TOL: f64 = 1e-4;
 fn controlnet_residuals_and_the_controlled_unet_match_diffusers() {
     let golden = Fixtures::load("sd15/controlnet/golden.safetensors");
     let options = LoadOptions::new(Device::flex(), Precision::F32);
-    let net = controlnet::load_folder(&reference("sd15/controlnet"), &options).unwrap();
     let model = load(&reference("sd15/pipeline"), &options).unwrap();
-    let timesteps = golden.get("timestep").f32();
-    let context = tensor(golden.get("encoder_hidden_states"));
-    let residuals = net.forward(
-        tensor(golden.get("sample")),
-        &timesteps,
-        (&context, None),
-        tensor(golden.get("controlnet_cond")),
-        1.0,
-    );
-    assert_eq!(residuals.down.len(), 6);
-    for (i, r) in residuals.down.iter().enumerate() {
-        let name = format!("down_block_res_sample_{i}");
-        assert_close_scaled(
-            &name,
-            &tensor_to_vec(r.clone()),
-            &golden.get(&name).f64(),
-            TOL,
-        );
-    }
-    assert_close_scaled(
-        "mid_block_res_sample",
-        &tensor_to_vec(residuals.mid.clone()),
-        &golden.get("mid_block_res_sample").f64(),
-        TOL,
-    );
-    let out = model
-        .unet
-        .forward_controlled(
+    // The diffusers folder and the original single file (`control_model.*` keys).
+    for source in [
+        "sd15/controlnet",
+        "sd15/controlnet/checkpoint_ldm.safetensors",
+    ] {
+        let net = controlnet::load(&reference(source), &options).unwrap();
+        let timesteps = golden.get("timestep").f32();
+        let context = tensor(golden.get("encoder_hidden_states"));
+        let residuals = net.forward(
             tensor(golden.get("sample")),
             &timesteps,
             (&context, None),
-            &residuals,
-            &|| false,
-        )
-        .unwrap();
-    assert_close_scaled(
-        "unet_out_with_control",
-        &tensor_to_vec(out),
-        &golden.get("unet_out_with_control").f64(),
-        TOL,
-    );
+            tensor(golden.get("controlnet_cond")),
+            1.0,
+        );
+        let expected = golden
+            .tensors
+            .keys()
+            .filter(|k| k.starts_with("down_block_res_sample_"))
+            .count();
+        assert_eq!(residuals.down.len(), expected, "{source}");
+        for (i, r) in residuals.down.iter().enumerate() {
+            let name = format!("down_block_res_sample_{i}");
+            let what = format!("{source}: {name}");
+            let ours = tensor_to_vec(r.clone());
+            assert_close_scaled(&what, &ours, &golden.get(&name).f64(), TOL);
+        }
+        assert_close_scaled(
+            &format!("{source}: mid_block_res_sample"),
+            &tensor_to_vec(residuals.mid.clone()),
+            &golden.get("mid_block_res_sample").f64(),
+            TOL,
+        );
+        let out = model
+            .unet
+            .forward_controlled(
+                tensor(golden.get("sample")),
+                &timesteps,
+                (&context, None),
+                &residuals,
+                &|| false,
+            )
+            .unwrap();
+        assert_close_scaled(
+            &format!("{source}: unet_out_with_control"),
+            &tensor_to_vec(out),
+            &golden.get("unet_out_with_control").f64(),
+            TOL,
+        );
+    }
+    // A file that is no ControlNet says so.
+    let err = controlnet::load(&reference("sd15/lora/lora_kohya.safetensors"), &options)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("not a ControlNet"), "{err}");
 }
 
 #[test]

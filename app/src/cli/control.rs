@@ -34,9 +34,9 @@ pub fn requests(args: &GenerateArgs, size: (u32, u32)) -> Result<Vec<ControlRequ
     (0..n)
         .map(|i| {
             let model = args.controlnet[i].clone();
-            if !model.join("config.json").is_file() {
+            if !model.join("config.json").is_file() && !model.is_file() {
                 return Err(format!(
-                    "--controlnet {}: not a diffusers ControlNet folder (no config.json)",
+                    "--controlnet {}: neither a ControlNet file nor a diffusers ControlNet folder",
                     model.display()
                 ));
             }

@@ -165,8 +165,9 @@ pub struct GenerateArgs {
     /// beside the model or one or two folders up is searched after these.
     #[arg(long = "loras", value_name = "DIR")]
     pub loras: Vec<PathBuf>,
-    /// A diffusers ControlNet folder; repeatable, the n-th `--control-*` flag of each kind
-    /// going with the n-th ControlNet.
+    /// A ControlNet: a single file (A1111's `control_v11p_sd15_*.safetensors`) or a
+    /// diffusers folder; repeatable, the n-th `--control-*` flag of each kind going with the
+    /// n-th ControlNet.
     #[arg(long = "controlnet", value_name = "DIR")]
     pub controlnet: Vec<PathBuf>,
     /// The image each ControlNet reads (resized to the generation size).

@@ -38,7 +38,7 @@ pub fn set_for_request(model: &mut Model, request: &GenerateRequest) -> Result<(
             continue;
         }
         let options = LoadOptions::new(model.device.clone(), model.precision);
-        let net = crate::weights::controlnet::load_folder(path, &options)?;
+        let net = crate::weights::controlnet::load(path, &options)?;
         model.controlnets.push((path.to_path_buf(), net));
     }
     Ok(())

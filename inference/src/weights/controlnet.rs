@@ -1,10 +1,11 @@
-//! Loading a ControlNet from a diffusers folder (`config.json` +
-//! `diffusion_pytorch_model.safetensors`), strictly like every other network.
+//! Loading a ControlNet, strictly like every other network: a diffusers folder
+//! (`config.json` + `diffusion_pytorch_model.safetensors`) or an original single file
+//! (`control_v11p_sd15_*.safetensors` / `.pth`, keys `control_model.*`).
 
 use std::path::Path;
 
 use super::apply::{NamedTensor, apply_strict};
-use super::keymap::diffusers_to_module;
+use super::keymap::{UNetLayout, diffusers_to_module, ldm_unet_to_diffusers};
 use super::loader::LoadOptions;
 use super::source::TensorFile;
 use crate::error::{Error, Result};
@@ -16,12 +17,26 @@ const WEIGHT_FILES: [&str; 2] = [
     "diffusion_pytorch_model.bin",
 ];
 
-/// A ControlNet from a diffusers folder.
-pub fn load_folder(dir: &Path, options: &LoadOptions) -> Result<ControlNet> {
+/// A ControlNet from a diffusers folder or a single file.
+pub fn load(path: &Path, options: &LoadOptions) -> Result<ControlNet> {
+    if path.is_dir() {
+        load_folder(path, options)
+    } else {
+        load_single_file(path, options)
+    }
+}
+
+/// The `config.json` of a diffusers ControlNet folder.
+fn read_config(dir: &Path) -> Result<ControlNetConfig> {
     let config_path = dir.join("config.json");
     let text = std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
-    let config = ControlNetConfig::from_json(&text)
-        .map_err(|e| Error::invalid_model(&config_path, e.to_string()))?;
+    ControlNetConfig::from_json(&text)
+        .map_err(|e| Error::invalid_model(&config_path, e.to_string()))
+}
+
+/// A ControlNet from a diffusers folder.
+pub fn load_folder(dir: &Path, options: &LoadOptions) -> Result<ControlNet> {
+    let config = read_config(dir)?;
     let weights = WEIGHT_FILES
         .iter()
         .map(|name| dir.join(name))
@@ -53,4 +68,77 @@ pub fn load_folder(dir: &Path, options: &LoadOptions) -> Result<ControlNet> {
         None,
     )?;
     Ok(network)
+}
+
+/// A ControlNet from an original single file. Its architecture is the `config.json` in the
+/// file's folder when there is one (a diffusers ControlNet config), else SD 1.5's.
+pub fn load_single_file(path: &Path, options: &LoadOptions) -> Result<ControlNet> {
+    let beside = path.parent().filter(|d| d.join("config.json").is_file());
+    let config = match beside {
+        Some(dir) => read_config(dir)?,
+        None => ControlNetConfig {
+            unet: crate::models::unet::UNetConfig::sd15(4),
+            embedding_channels: vec![16, 32, 96, 256],
+            conditioning_channels: 3,
+        },
+    };
+    let layout = UNetLayout {
+        layers_per_block: config.unet.layers_per_block,
+        up_attention: config.unet.up_attention.clone(),
+    };
+    let file = TensorFile::open(path)?;
+    let mut tensors = Vec::with_capacity(file.tensors.len());
+    for mut tensor in file.tensors {
+        let key = tensor.name.clone();
+        let Some(diffusers) = key
+            .strip_prefix("control_model.")
+            .and_then(|k| ldm_key(k, &layout))
+        else {
+            continue; // Not the ControlNet's (A1111 files hold nothing else).
+        };
+        tensor.name = diffusers_to_module(&diffusers);
+        tensors.push(NamedTensor {
+            tensor,
+            file_key: key,
+        });
+    }
+    if tensors.is_empty() {
+        return Err(Error::invalid_model(
+            path,
+            "not a ControlNet: no `control_model.` tensors (a checkpoint or a LoRA?)",
+        ));
+    }
+    let (network, _report) = apply_strict(
+        config.init(&options.device),
+        tensors,
+        ("ControlNet", path),
+        options.precision.dtype(),
+        None,
+    )?;
+    Ok(network)
+}
+
+/// A single file's ControlNet key (without `control_model.`) as its diffusers key.
+fn ldm_key(key: &str, layout: &UNetLayout) -> Option<String> {
+    let (head, rest) = key.split_once('.')?;
+    match head {
+        "zero_convs" => {
+            let (k, rest) = rest.split_once('.')?;
+            let rest = rest.strip_prefix("0.")?;
+            Some(format!("controlnet_down_blocks.{k}.{rest}"))
+        }
+        "middle_block_out" => Some(format!("controlnet_mid_block.{}", rest.strip_prefix("0.")?)),
+        "input_hint_block" => {
+            let (i, rest) = rest.split_once('.')?;
+            let i: usize = i.parse().ok()?;
+            let target = match i {
+                0 => "conv_in".to_string(),
+                14 => "conv_out".to_string(),
+                i if i % 2 == 0 => format!("blocks.{}", i / 2 - 1),
+                _ => return None,
+            };
+            Some(format!("controlnet_cond_embedding.{target}.{rest}"))
+        }
+        _ => ldm_unet_to_diffusers(key, layout),
+    }
 }
