@@ -401,6 +401,8 @@ pub fn for_generation(
         let (module, thresholds) = match c.preprocessor.split_once(' ') {
             Some((module, t)) => {
                 let (a, b) = t.split_once(',').unwrap_or((t, t));
+                let number = |v: &str| v.parse::<f32>().map_or(v.to_string(), python_float);
+                let (a, b) = (number(a), number(b));
                 (module, format!(", Threshold A: {a}, Threshold B: {b}"))
             }
             None => (c.preprocessor.as_str(), String::new()),

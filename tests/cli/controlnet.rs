@@ -90,7 +90,8 @@ fn cli_runs_a_canny_controlnet_and_refuses_unpaired_flags() {
     let params = inference::metadata::Parameters::parse(parameters);
     let unit = params.get("ControlNet 0").unwrap();
     assert!(
-        unit.starts_with("Module: canny,") && unit.contains("Threshold A: 50, Threshold B: 150"),
+        unit.starts_with("Module: canny,")
+            && unit.contains("Threshold A: 50.0, Threshold B: 150.0"),
         "{unit}"
     );
 
