@@ -84,3 +84,41 @@ fn embeddings_and_loras_in_the_models_list_add_themselves_to_the_prompt() {
     let request = app(&w).request().unwrap();
     assert_eq!(request.lora_dirs, vec![models.join("Lora")]);
 }
+
+#[test]
+fn restoring_an_image_names_the_loras_it_used_that_are_missing() {
+    use crate::{drop_files, has_notice};
+
+    let home = tempfile::tempdir().unwrap();
+    let models = home.path().join("models");
+    std::fs::create_dir_all(models.join("Lora")).unwrap();
+    std::fs::write(models.join("Lora/inkstyle.safetensors"), b"lora").unwrap();
+    let png = home.path().join("a1111.png");
+    let parameters = "a cat <lora:inkstyle:0.8> <lora:watercolor:0.5>\nSteps: 20, Sampler: Euler, \
+                      CFG scale: 7, Seed: 5, Size: 512x512, Lora hashes: \"inkstyle: 0123456789ab, \
+                      watercolor: ba9876543210\"";
+    let image = inference::imaging::ImageRgb8 {
+        width: 8,
+        height: 8,
+        pixels: vec![0; 8 * 8 * 3],
+    };
+    let bytes = inference::imaging::encode_png(&image, &[("parameters", parameters)]).unwrap();
+    std::fs::write(&png, bytes).unwrap();
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    w.state_mut()
+        .as_mut()
+        .unwrap()
+        .perform(Action::SetModelsFolder(models));
+    step_until(&mut w, "the scan", |a| a.models.len() == 1);
+    drop_files(&mut w, &[&png]);
+    step_until(&mut w, "the restore", |a| {
+        a.settings.prompt.contains("watercolor")
+    });
+    assert!(
+        has_notice(app(&w), "watercolor [ba9876543210]"),
+        "{:?}",
+        app(&w).session.notices
+    );
+    assert!(!has_notice(app(&w), "inkstyle ["), "inkstyle is in Lora/");
+}

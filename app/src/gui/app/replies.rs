@@ -94,12 +94,55 @@ impl EmberApp {
                 self.session
                     .notify(Level::Info, format!("{name}: {}", restored.summary()));
                 self.restore_refiner(restored.refiner.as_deref());
+                self.check_restored_loras(meta);
                 self.view = View::Generate;
             }
             None => self.session.notify(
                 Level::Warning,
                 format!("{name} has no generation settings Ember can read"),
             ),
+        }
+    }
+
+    /// Says which LoRAs a restored prompt's `<lora:…>` tags name that the LoRA folders do
+    /// not hold, with the hash the image recorded (`Lora hashes`) to find the file by.
+    fn check_restored_loras(&mut self, meta: &ImageMetadata) {
+        let Ok((_, tags)) = inference::lora::tags::extract(&self.settings.prompt) else {
+            return;
+        };
+        if tags.is_empty() {
+            return;
+        }
+        let hashes: Vec<(String, String)> = match meta {
+            ImageMetadata::A1111(p) => p
+                .get("Lora hashes")
+                .map(|v| {
+                    v.split(',')
+                        .filter_map(|pair| pair.split_once(':'))
+                        .map(|(n, h)| (n.trim().to_string(), h.trim().to_string()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        let dirs = self.lora_dirs();
+        let missing: Vec<String> = tags
+            .iter()
+            .filter(|tag| inference::lora::tags::find(&tag.name, &dirs).is_none())
+            .map(|tag| match hashes.iter().find(|(n, _)| *n == tag.name) {
+                Some((_, hash)) => format!("{} [{hash}]", tag.name),
+                None => tag.name.clone(),
+            })
+            .collect();
+        if !missing.is_empty() {
+            self.session.notify(
+                Level::Warning,
+                format!(
+                    "this image used LoRAs the LoRA folders do not hold: {}; add them to the \
+                     models folder's Lora/ or the image will come out without them",
+                    missing.join(", ")
+                ),
+            );
         }
     }
 
