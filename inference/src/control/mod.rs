@@ -1,6 +1,28 @@
-//! ControlNet inputs: the preprocessors that turn an image into a control map.
+//! ControlNet inputs: a request's ControlNets, the preprocessors that turn an image into a
+//! control map, and loading the networks a request names into the model.
 
 pub mod canny;
+
+use std::path::PathBuf;
+
+use crate::imaging::ImageRgb8;
+
+/// One ControlNet of a request (A1111's ControlNet unit).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ControlRequest {
+    /// A ControlNet single file or diffusers folder.
+    pub model: PathBuf,
+    /// The control map at the generation size (already preprocessed).
+    pub image: ImageRgb8,
+    /// `controlnet_conditioning_scale` (A1111's "Control Weight").
+    pub scale: f32,
+    /// The fractions of the steps where it starts and stops guiding (A1111's "Starting /
+    /// Ending Control Step", diffusers' `control_guidance_start` / `_end`).
+    pub start: f32,
+    pub end: f32,
+    /// How the map was made (`none`, `canny`, `invert`), and its thresholds, for metadata.
+    pub preprocessor: String,
+}
 
 use crate::api::GenerateRequest;
 use crate::error::{Error, Result};

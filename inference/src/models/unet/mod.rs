@@ -78,16 +78,8 @@ impl UNetConfig {
     /// A UNet with uninitialised (lazy) parameters, ready for loading.
     pub fn init(&self, device: &Device) -> UNet {
         let ch = &self.block_out_channels;
-        let temb = ch[0] * 4;
-        let (groups, eps) = (self.norm_num_groups, self.norm_eps);
-        let resnet = |c_in, c_out| ResnetBlock::new(c_in, c_out, Some(temb), groups, eps, device);
-        let settings = |level: usize| TransformerSettings {
-            heads: self.heads[level],
-            depth: self.transformer_depth[level],
-            context_dim: self.cross_attention_dim,
-            groups,
-            linear_projection: self.use_linear_projection,
-        };
+        let resnet = |c_in, c_out| self.resnet(c_in, c_out, device);
+        let settings = |level: usize| self.transformer_settings(level);
         let levels = self.levels();
         let l = self.layers_per_block;
         let (down_blocks, mid_block) = self.encoder_blocks(device);
@@ -134,11 +126,29 @@ impl UNetConfig {
             down_blocks,
             mid_block,
             up_blocks,
-            conv_norm_out: new_group_norm(groups, ch[0], eps, device),
+            conv_norm_out: new_group_norm(self.norm_num_groups, ch[0], self.norm_eps, device),
             conv_out: conv2d([ch[0], self.out_channels], 3, 1, 1, device),
             flip_sin_to_cos: self.flip_sin_to_cos,
             freq_shift: self.freq_shift,
             in_channels: self.in_channels,
+        }
+    }
+
+    /// A resnet block taking the time embedding.
+    fn resnet(&self, c_in: usize, c_out: usize, device: &Device) -> ResnetBlock {
+        let temb = self.block_out_channels[0] * 4;
+        let (groups, eps) = (self.norm_num_groups, self.norm_eps);
+        ResnetBlock::new(c_in, c_out, Some(temb), groups, eps, device)
+    }
+
+    /// The transformers of resolution level `level`.
+    fn transformer_settings(&self, level: usize) -> TransformerSettings {
+        TransformerSettings {
+            heads: self.heads[level],
+            depth: self.transformer_depth[level],
+            context_dim: self.cross_attention_dim,
+            groups: self.norm_num_groups,
+            linear_projection: self.use_linear_projection,
         }
     }
 
@@ -156,16 +166,8 @@ impl UNetConfig {
     /// The down blocks and the middle block (a UNet's, and a ControlNet's copy of them).
     pub fn encoder_blocks(&self, device: &Device) -> (Vec<DownBlock>, MidBlock) {
         let ch = &self.block_out_channels;
-        let temb = ch[0] * 4;
-        let (groups, eps) = (self.norm_num_groups, self.norm_eps);
-        let resnet = |c_in, c_out| ResnetBlock::new(c_in, c_out, Some(temb), groups, eps, device);
-        let settings = |level: usize| TransformerSettings {
-            heads: self.heads[level],
-            depth: self.transformer_depth[level],
-            context_dim: self.cross_attention_dim,
-            groups,
-            linear_projection: self.use_linear_projection,
-        };
+        let resnet = |c_in, c_out| self.resnet(c_in, c_out, device);
+        let settings = |level: usize| self.transformer_settings(level);
         let levels = self.levels();
         let l = self.layers_per_block;
         let down_blocks = (0..levels)
