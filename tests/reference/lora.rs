@@ -79,6 +79,26 @@ fn unet_out(model: &Model, golden: &Fixtures) -> Vec<f32> {
     ))
 }
 
+/// The merged UNet and text encoder against a golden file's `unet_out` and
+/// `te_last_hidden_state`.
+fn check_networks(what: &str, model: &Model, golden: &Fixtures) {
+    assert_close_scaled(
+        &format!("{what}: UNet"),
+        &unet_out(model, golden),
+        &golden.get("unet_out").f64(),
+        TOL,
+    );
+    let te = model.encoders[0]
+        .network
+        .forward(ids(golden.get("te_input_ids")));
+    assert_close_scaled(
+        &format!("{what}: text encoder"),
+        &tensor_to_vec(te.last_hidden_state),
+        &golden.get("te_last_hidden_state").f64(),
+        TOL,
+    );
+}
+
 fn scale_of(lora: &Json) -> f32 {
     lora["scale"].as_f64().unwrap() as f32
 }
@@ -99,21 +119,7 @@ fn sd15_kohya_and_peft_loras_merge_as_diffusers_fuses_them() {
             "{file}: every module matched: {report:?}"
         );
         check_merged_weights(file, &model, &golden, &names);
-        assert_close_scaled(
-            &format!("{file}: UNet"),
-            &unet_out(&model, &golden),
-            &golden.get("unet_out").f64(),
-            TOL,
-        );
-        let te = model.encoders[0]
-            .network
-            .forward(ids(golden.get("te_input_ids")));
-        assert_close_scaled(
-            &format!("{file}: text encoder"),
-            &tensor_to_vec(te.last_hidden_state),
-            &golden.get("te_last_hidden_state").f64(),
-            TOL,
-        );
+        check_networks(file, &model, &golden);
     }
 }
 
@@ -298,21 +304,7 @@ fn the_loha_golden_and_run_reproduce() {
     let scale = run["adapter_scale"].as_f64().unwrap() as f32;
     let mut model = model("sd15/pipeline");
     set(&mut model, &[spec("sd15/lycoris/loha.safetensors", scale)]).unwrap();
-    assert_close_scaled(
-        "LoHa UNet",
-        &unet_out(&model, &golden),
-        &golden.get("unet_out").f64(),
-        TOL,
-    );
-    let te = model.encoders[0]
-        .network
-        .forward(ids(golden.get("te_input_ids")));
-    assert_close_scaled(
-        "LoHa text encoder",
-        &tensor_to_vec(te.last_hidden_state),
-        &golden.get("te_last_hidden_state").f64(),
-        TOL,
-    );
+    check_networks("LoHa", &model, &golden);
     let config = SchedulerConfig::from_json(&run["scheduler_config"].to_string()).unwrap();
     let request = request_for(&model, "sd15/lycoris", &run, config);
     check_run_request(

@@ -35,6 +35,26 @@ pub struct LoraState {
     originals: HashMap<(Network, String), TensorData>,
     /// What is merged now.
     applied: Vec<LoraSpec>,
+    /// Short hashes already computed, by file, with the file's size and modification time
+    /// (a LoRA is hundreds of MiB: hashing it for every image would read it every time).
+    hashes: HashMap<PathBuf, (u64, Option<std::time::SystemTime>, String)>,
+}
+
+impl LoraState {
+    /// A1111's short hash of `path`, computed once while the file stays the same.
+    fn short_hash(&mut self, path: &std::path::Path) -> Result<String> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        let stamp = (meta.len(), meta.modified().ok());
+        if let Some((len, modified, hash)) = self.hashes.get(path)
+            && (*len, *modified) == stamp
+        {
+            return Ok(hash.clone());
+        }
+        let hash = super::file::short_hash(path)?;
+        self.hashes
+            .insert(path.to_path_buf(), (stamp.0, stamp.1, hash.clone()));
+        Ok(hash)
+    }
 }
 
 impl LoraState {
@@ -360,7 +380,7 @@ pub fn set_for_request(model: &mut Model, request: &crate::api::GenerateRequest)
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        names.push((name, super::file::short_hash(&spec.path)?));
+        names.push((name, model.lora.short_hash(&spec.path)?));
     }
     Ok((names, warnings))
 }
