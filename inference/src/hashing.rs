@@ -55,6 +55,20 @@ pub fn sha256_file_interruptible(path: &Path, stop: &dyn Fn() -> bool) -> Result
         .collect())
 }
 
+/// A1111's old model hash, which its ControlNet extension still writes (`[d14c016b]`): the
+/// SHA-256 of the 64 KiB at offset 1 MiB (of whatever of them the file has), 8 hex digits.
+pub fn legacy_hash(path: &Path) -> Result<String> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    file.seek(SeekFrom::Start(0x10_0000))
+        .map_err(|e| Error::io(path, e))?;
+    let mut buf = Vec::with_capacity(0x1_0000);
+    file.take(0x1_0000)
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::io(path, e))?;
+    Ok(sha256_bytes(&buf)[..8].to_string())
+}
+
 /// The full SHA-256 of some bytes, hex (the canvas hashes the source image's pixels).
 pub fn sha256_bytes(bytes: &[u8]) -> String {
     Sha256::digest(bytes)

@@ -395,31 +395,44 @@ pub fn for_generation(
         p.push("SDE noise", request.sde_noise.name());
     }
     push_family_fields(&mut p, request, model, refiner);
-    // A1111's ControlNet extension: `ControlNet 0: "Module: canny, Model: name, ..."`.
     for (i, c) in request.controlnets.iter().enumerate() {
-        let name = c.model.file_name().unwrap_or_default().to_string_lossy();
-        let (module, thresholds) = match c.preprocessor.split_once(' ') {
-            Some((module, t)) => {
-                let (a, b) = t.split_once(',').unwrap_or((t, t));
-                let number = |v: &str| v.parse::<f32>().map_or(v.to_string(), python_float);
-                let (a, b) = (number(a), number(b));
-                (module, format!(", Threshold A: {a}, Threshold B: {b}"))
-            }
-            None => (c.preprocessor.as_str(), String::new()),
-        };
-        p.push(
-            &format!("ControlNet {i}"),
-            format!(
-                "Module: {module}, Model: {name}, Weight: {}{thresholds}, Guidance Start: {}, \
-                 Guidance End: {}",
-                python_float(c.scale),
-                python_float(c.start),
-                python_float(c.end)
-            ),
-        );
+        p.push(&format!("ControlNet {i}"), controlnet_unit(c));
     }
     p.push("Version", concat!("Ember ", env!("CARGO_PKG_VERSION")));
     p
+}
+
+/// One unit as A1111's ControlNet extension writes it: all eleven fields in its order,
+/// the model as `name [legacy hash]` (a folder's weights file is hashed).
+fn controlnet_unit(c: &crate::control::ControlRequest) -> String {
+    let (name, weights) = if c.model.is_dir() {
+        let weights = crate::weights::controlnet::folder_weights(&c.model);
+        (c.model.file_name(), weights)
+    } else {
+        (c.model.file_stem(), Some(c.model.clone()))
+    };
+    let name = name
+        .unwrap_or_default()
+        .to_string_lossy()
+        .replace([',', ':'], "");
+    let hash = weights
+        .and_then(|w| crate::hashing::legacy_hash(&w).ok())
+        .map_or(String::new(), |h| format!(" [{h}]"));
+    let m = &c.map;
+    format!(
+        "Module: {}, Model: {name}{hash}, Weight: {}, Resize Mode: {}, Processor Res: {}, \
+         Threshold A: {}, Threshold B: {}, Guidance Start: {}, Guidance End: {}, \
+         Pixel Perfect: {}, Control Mode: Balanced",
+        m.module.a1111_name(),
+        python_float(c.scale),
+        m.resize.controlnet_name(),
+        m.resolution,
+        python_float(m.threshold_a),
+        python_float(m.threshold_b),
+        python_float(c.start),
+        python_float(c.end),
+        if m.pixel_perfect { "True" } else { "False" },
+    )
 }
 
 /// A number as Python prints a float (`1.0`, `0.45`), as A1111's infotext has them.

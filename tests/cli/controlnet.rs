@@ -33,11 +33,20 @@ fn cli_reproduces_the_controlnet_run() {
         &args,
         dir.path(),
     );
+    // A1111's old model hash (the extension's `[hash]`): SHA-256 of the 64 KiB at 1 MiB.
+    let weights = std::fs::read(reference(
+        "sd15/controlnet/diffusion_pytorch_model.safetensors",
+    ))
+    .unwrap();
+    let slice = &weights[(1 << 20).min(weights.len())..((1 << 20) + (1 << 16)).min(weights.len())];
+    let hash = &inference::hashing::sha256_bytes(slice)[..8];
     assert_eq!(
-        params.get("ControlNet 0"),
-        Some(
-            "Module: none, Model: controlnet, Weight: 1.0, Guidance Start: 0.0, Guidance End: 1.0"
-        )
+        params.get("ControlNet 0").map(str::to_string),
+        Some(format!(
+            "Module: none, Model: controlnet [{hash}], Weight: 1.0, Resize Mode: Crop and Resize, \
+             Processor Res: 512, Threshold A: 0.5, Threshold B: 0.5, Guidance Start: 0.0, \
+             Guidance End: 1.0, Pixel Perfect: False, Control Mode: Balanced"
+        ))
     );
 }
 
@@ -79,6 +88,10 @@ fn cli_runs_a_canny_controlnet_and_refuses_unpaired_flags() {
                 "canny",
                 "--canny",
                 "50,150",
+                "--control-resize",
+                "fill",
+                "--control-res",
+                "pixel-perfect",
             ],
         ]
         .concat(),
@@ -91,11 +104,36 @@ fn cli_runs_a_canny_controlnet_and_refuses_unpaired_flags() {
     let unit = params.get("ControlNet 0").unwrap();
     assert!(
         unit.starts_with("Module: canny,")
-            && unit.contains("Threshold A: 50.0, Threshold B: 150.0"),
+            && unit.contains("Resize Mode: Resize and Fill")
+            && unit.contains("Threshold A: 50.0, Threshold B: 150.0")
+            && unit.contains("Pixel Perfect: True"),
         "{unit}"
     );
 
+    // Out-of-range preprocessor settings: one error line, nothing written.
     std::fs::remove_file(&out).unwrap();
+    for (flags, says) in [
+        (
+            &[
+                "--control-preprocess",
+                "threshold",
+                "--control-threshold",
+                "300",
+            ][..],
+            "Binarization threshold 300",
+        ),
+        (&["--control-res", "10"][..], "resolution of 10"),
+        (&["--control-resize", "zoom"][..], "--control-resize"),
+    ] {
+        let image_flags = ["--control-image", image.as_str()];
+        let bad = ember(dir.path(), &[&base[..], &image_flags[..], flags].concat());
+        let stderr = String::from_utf8_lossy(&bad.stderr);
+        assert!(!bad.status.success(), "{flags:?}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(!out.exists(), "nothing written");
+    }
+
     let unpaired = ember(dir.path(), &base);
     let stderr = String::from_utf8_lossy(&unpaired.stderr);
     assert!(!unpaired.status.success());

@@ -92,7 +92,7 @@ fn the_controlnet_run_reproduces_through_the_engine() {
         scale: run["controlnet_conditioning_scale"].as_f64().unwrap() as f32,
         start: 0.0,
         end: 1.0,
-        preprocessor: "none".into(),
+        map: inference::control::MapSettings::new(inference::control::Module::None),
     }];
     inference::control::set_for_request(&mut model, &request).unwrap();
     crate::pipelines::check_run_request(

@@ -4,6 +4,7 @@ mod brownian;
 mod canny;
 mod components;
 mod config_search;
+mod control_maps;
 mod controlnet;
 mod embeddings;
 mod engine;

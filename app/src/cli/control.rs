@@ -1,14 +1,16 @@
 //! `ember generate`'s ControlNet flags: each `--controlnet DIR` with the n-th
 //! `--control-image`, `--control-scale`, `--control-start`, `--control-end`,
-//! `--control-preprocess` and `--canny`, made into the request's ControlNets.
+//! `--control-preprocess`, `--control-resize` and `--control-res`; `--canny` goes with the
+//! n-th canny unit and `--control-threshold` with the n-th threshold or scribble unit.
 
 use inference::api::ControlRequest;
-use inference::control::canny::canny;
-use inference::imaging::{ImageRgb8, load_rgb};
+use inference::canvas::FitMode;
+use inference::control::{MapSettings, Module, control_map};
+use inference::imaging::load_rgb;
 
 use super::GenerateArgs;
 
-/// The ControlNets the flags describe, their maps at `size`.
+/// The ControlNets the flags describe, their maps made at `size`.
 pub fn requests(args: &GenerateArgs, size: (u32, u32)) -> Result<Vec<ControlRequest>, String> {
     let n = args.controlnet.len();
     if args.control_image.len() != n {
@@ -27,11 +29,14 @@ pub fn requests(args: &GenerateArgs, size: (u32, u32)) -> Result<Vec<ControlRequ
             "--control-preprocess",
             args.control_preprocess.len(),
         ))
+        .or(too_many("--control-resize", args.control_resize.len()))
+        .or(too_many("--control-res", args.control_res.len()))
     {
         return Err(e);
     }
     let mut cannies = args.canny.iter();
-    (0..n)
+    let mut thresholds = args.control_threshold.iter();
+    let requests = (0..n)
         .map(|i| {
             let model = args.controlnet[i].clone();
             if !model.join("config.json").is_file() && !model.is_file() {
@@ -40,62 +45,79 @@ pub fn requests(args: &GenerateArgs, size: (u32, u32)) -> Result<Vec<ControlRequ
                     model.display()
                 ));
             }
-            let image = load_rgb(&args.control_image[i], Some(size)).map_err(|e| e.to_string())?;
-            let preprocess = args
-                .control_preprocess
-                .get(i)
-                .map_or("none", String::as_str);
-            let (image, preprocessor) = match preprocess {
-                "none" => (image, "none".to_string()),
-                "invert" => (invert(&image), "invert".to_string()),
-                "canny" => {
-                    let (low, high) = thresholds(cannies.next().map(String::as_str))?;
-                    (edges(&image, low, high), format!("canny {low},{high}"))
-                }
-                other => {
-                    return Err(format!(
-                        "--control-preprocess {other:?}: use none, canny or invert"
-                    ));
-                }
-            };
+            let map = map_settings(args, i, &mut cannies, &mut thresholds)?;
+            let image = load_rgb(&args.control_image[i], None).map_err(|e| e.to_string())?;
             Ok(ControlRequest {
                 model,
-                image,
+                image: control_map(&image, &map, size),
                 scale: args.control_scale.get(i).copied().unwrap_or(1.0),
                 start: args.control_start.get(i).copied().unwrap_or(0.0),
                 end: args.control_end.get(i).copied().unwrap_or(1.0),
-                preprocessor,
+                map,
             })
         })
-        .collect()
-}
-
-/// `--canny LOW,HIGH` (A1111's defaults 100, 200).
-fn thresholds(flag: Option<&str>) -> Result<(f64, f64), String> {
-    let Some(flag) = flag else {
-        return Ok((100.0, 200.0));
-    };
-    let parsed = flag
-        .split_once(',')
-        .and_then(|(a, b)| Some((a.trim().parse::<f64>().ok()?, b.trim().parse::<f64>().ok()?)))
-        .filter(|(a, b)| (0.0..=1000.0).contains(a) && (0.0..=1000.0).contains(b));
-    parsed.ok_or_else(|| format!("--canny {flag:?}: give LOW,HIGH, e.g. 100,200"))
-}
-
-/// A1111's `invert` preprocessor: `255 - v`.
-fn invert(image: &ImageRgb8) -> ImageRgb8 {
-    ImageRgb8 {
-        pixels: image.pixels.iter().map(|&v| 255 - v).collect(),
-        ..image.clone()
+        .collect::<Result<Vec<_>, String>>()?;
+    if cannies.next().is_some() {
+        return Err("more --canny than canny ControlNets".into());
     }
+    if thresholds.next().is_some() {
+        return Err("more --control-threshold than threshold / scribble_xdog ControlNets".into());
+    }
+    Ok(requests)
 }
 
-/// The Canny map made 3-channel, as the extension's `HWC3` does.
-fn edges(image: &ImageRgb8, low: f64, high: f64) -> ImageRgb8 {
-    let gray = canny(image, low, high);
-    ImageRgb8 {
-        width: gray.width,
-        height: gray.height,
-        pixels: gray.pixels.iter().flat_map(|&v| [v, v, v]).collect(),
+/// The n-th unit's preprocessor, thresholds, resolution and resize mode.
+fn map_settings<'a>(
+    args: &GenerateArgs,
+    i: usize,
+    cannies: &mut impl Iterator<Item = &'a String>,
+    thresholds: &mut impl Iterator<Item = &'a f32>,
+) -> Result<MapSettings, String> {
+    let name = args
+        .control_preprocess
+        .get(i)
+        .map_or("none", String::as_str);
+    let module = Module::parse(name).ok_or_else(|| {
+        format!(
+            "--control-preprocess {name:?}: use none, canny, invert, threshold or scribble_xdog"
+        )
+    })?;
+    let mut map = MapSettings::new(module);
+    match module {
+        Module::Canny => {
+            if let Some(flag) = cannies.next() {
+                (map.threshold_a, map.threshold_b) = canny_thresholds(flag)?;
+            }
+        }
+        Module::Threshold | Module::ScribbleXdog => {
+            if let Some(&t) = thresholds.next() {
+                map.threshold_a = t;
+            }
+        }
+        Module::None | Module::Invert => {}
     }
+    if let Some(name) = args.control_resize.get(i) {
+        map.resize = FitMode::parse(name)
+            .ok_or_else(|| format!("--control-resize {name:?}: use crop, resize or fill"))?;
+    }
+    match args.control_res.get(i).map(|s| s.trim()) {
+        None => {}
+        Some("pixel-perfect") => map.pixel_perfect = true,
+        Some(res) => {
+            map.resolution = res.parse().map_err(|_| {
+                format!(
+                    "--control-res {res:?}: give a number of pixels (e.g. 512) or pixel-perfect"
+                )
+            })?;
+        }
+    }
+    map.check().map_err(|e| format!("ControlNet {i}: {e}"))?;
+    Ok(map)
+}
+
+/// `--canny LOW,HIGH`.
+fn canny_thresholds(flag: &str) -> Result<(f32, f32), String> {
+    flag.split_once(',')
+        .and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)))
+        .ok_or_else(|| format!("--canny {flag:?}: give LOW,HIGH, e.g. 100,200"))
 }

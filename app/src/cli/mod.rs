@@ -182,12 +182,25 @@ pub struct GenerateArgs {
     /// The fraction of the steps where each ControlNet stops guiding (default 1).
     #[arg(long = "control-end")]
     pub control_end: Vec<f32>,
-    /// How each control image becomes its map: none (it is the map), canny, invert.
+    /// How each control image becomes its map: none (it is the map), canny, invert,
+    /// threshold, scribble_xdog.
     #[arg(long = "control-preprocess")]
     pub control_preprocess: Vec<String>,
     /// Canny's thresholds for each canny ControlNet (default 100,200).
     #[arg(long = "canny", value_name = "LOW,HIGH")]
     pub canny: Vec<String>,
+    /// The threshold of each threshold (default 127) or scribble_xdog (default 32)
+    /// ControlNet, in their order.
+    #[arg(long = "control-threshold")]
+    pub control_threshold: Vec<f32>,
+    /// How each control map is fitted to the image size: crop (A1111's default "Crop and
+    /// Resize"), resize ("Just Resize"), fill ("Resize and Fill").
+    #[arg(long = "control-resize")]
+    pub control_resize: Vec<String>,
+    /// Each ControlNet's preprocessor resolution (default 512), or pixel-perfect: the
+    /// resolution the image size implies.
+    #[arg(long = "control-res", value_name = "N|pixel-perfect")]
+    pub control_res: Vec<String>,
     /// A diffusers scheduler_config.json to run as diffusers does.
     #[arg(long)]
     pub scheduler_config: Option<PathBuf>,

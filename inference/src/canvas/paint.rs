@@ -124,6 +124,23 @@ impl FitMode {
         }
     }
 
+    /// The ControlNet extension's label (`Crop and Resize`).
+    pub fn controlnet_name(self) -> &'static str {
+        match self {
+            FitMode::Resize => "Just Resize",
+            FitMode::Crop => "Crop and Resize",
+            FitMode::Fill => "Resize and Fill",
+        }
+    }
+
+    /// The mode of an A1111 label, img2img's or the ControlNet extension's, any case.
+    pub fn parse_a1111(label: &str) -> Option<Self> {
+        let label = label.trim();
+        Self::ALL
+            .into_iter()
+            .find(|m| m.a1111_name().eq_ignore_ascii_case(label))
+    }
+
     /// The mode named `name` (see [`FitMode::name`]).
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|m| m.name() == name.trim())

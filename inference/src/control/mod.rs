@@ -2,6 +2,13 @@
 //! control map, and loading the networks a request names into the model.
 
 pub mod canny;
+pub mod detectmap;
+mod morphology;
+pub mod preprocess;
+pub mod resize;
+mod xdog;
+
+pub use preprocess::{MapSettings, Module, control_map};
 
 use std::path::PathBuf;
 
@@ -12,7 +19,7 @@ use crate::imaging::ImageRgb8;
 pub struct ControlRequest {
     /// A ControlNet single file or diffusers folder.
     pub model: PathBuf,
-    /// The control map at the generation size (already preprocessed).
+    /// The control map at the generation size (already preprocessed: [`control_map`]).
     pub image: ImageRgb8,
     /// `controlnet_conditioning_scale` (A1111's "Control Weight").
     pub scale: f32,
@@ -20,8 +27,9 @@ pub struct ControlRequest {
     /// Ending Control Step", diffusers' `control_guidance_start` / `_end`).
     pub start: f32,
     pub end: f32,
-    /// How the map was made (`none`, `canny`, `invert`), and its thresholds, for metadata.
-    pub preprocessor: String,
+    /// How the map was made (preprocessor, thresholds, resolution, resize mode), for
+    /// metadata.
+    pub map: MapSettings,
 }
 
 use crate::api::GenerateRequest;

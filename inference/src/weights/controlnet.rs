@@ -34,19 +34,23 @@ fn read_config(dir: &Path) -> Result<ControlNetConfig> {
         .map_err(|e| Error::invalid_model(&config_path, e.to_string()))
 }
 
-/// A ControlNet from a diffusers folder.
-pub fn load_folder(dir: &Path, options: &LoadOptions) -> Result<ControlNet> {
-    let config = read_config(dir)?;
-    let weights = WEIGHT_FILES
+/// The weights file of a diffusers ControlNet folder, if it has one.
+pub fn folder_weights(dir: &Path) -> Option<std::path::PathBuf> {
+    WEIGHT_FILES
         .iter()
         .map(|name| dir.join(name))
         .find(|p| p.is_file())
-        .ok_or_else(|| {
-            Error::invalid_model(
-                dir,
-                "a ControlNet folder without diffusion_pytorch_model weights",
-            )
-        })?;
+}
+
+/// A ControlNet from a diffusers folder.
+pub fn load_folder(dir: &Path, options: &LoadOptions) -> Result<ControlNet> {
+    let config = read_config(dir)?;
+    let weights = folder_weights(dir).ok_or_else(|| {
+        Error::invalid_model(
+            dir,
+            "a ControlNet folder without diffusion_pytorch_model weights",
+        )
+    })?;
     let file = TensorFile::open(&weights)?;
     let tensors = file
         .tensors
