@@ -2,6 +2,7 @@
 //! with the fake engine for the flows and the real engine on the reference model.
 
 mod canvas;
+mod controlnet;
 mod families;
 mod first_minutes;
 mod flows;

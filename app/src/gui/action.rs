@@ -66,6 +66,29 @@ pub enum Action {
     Notice(String),
     /// The canvas's own actions (see [`CanvasAction`]).
     Canvas(CanvasAction),
+    /// The ControlNet units' actions (see [`ControlAction`]).
+    Control(ControlAction),
+}
+
+/// What the ControlNet section asks for.
+#[must_use]
+#[derive(Clone, Debug, PartialEq)]
+pub enum ControlAction {
+    /// Add a unit (a copy of the defaults).
+    AddUnit,
+    RemoveUnit(usize),
+    /// Read this image as unit `unit`'s control image.
+    OpenImage {
+        unit: usize,
+        path: PathBuf,
+    },
+    /// Use the canvas's source image as unit `unit`'s control image.
+    UseCanvasImage(usize),
+    /// Use this ControlNet file or folder in unit `unit`.
+    SetModel {
+        unit: usize,
+        path: PathBuf,
+    },
 }
 
 /// What the canvas asks for.

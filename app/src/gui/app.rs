@@ -5,6 +5,7 @@
 //! threads); every result is sent to be saved the moment it arrives; errors become notices.
 
 mod canvas_flow;
+mod control_flow;
 mod generate;
 mod replies;
 
@@ -17,7 +18,7 @@ use inference::imaging::ImageRgb8;
 use inference::rng::random_seed;
 use inference::worker::{CancelToken, Engine, JobId, ModelRole, ResultImage, WorkerHandle};
 
-use super::action::{Action, CanvasAction, View};
+use super::action::{Action, CanvasAction, ControlAction, View};
 use super::canvas::CanvasState;
 use super::dialogs::{Dialogs, PathPrompt};
 use super::display::Display;
@@ -51,8 +52,10 @@ pub struct EmberApp {
     restoring: Vec<PathBuf>,
     /// The canvas mode's image, mask and view.
     pub canvas: CanvasState,
-    /// Files being read for the canvas.
+    /// Files being read for the canvas or a ControlNet unit.
     incoming: Vec<canvas_flow::Incoming>,
+    /// The ControlNet units' images and map previews.
+    pub controls: crate::gui::controlnet::ControlUnits,
     /// Canvas jobs whose results must be put back onto their source.
     canvas_jobs: HashMap<JobId, inference::canvas::CanvasJob>,
     worker: WorkerHandle,
@@ -98,6 +101,7 @@ impl EmberApp {
             restoring: Vec::new(),
             canvas: CanvasState::default(),
             incoming: Vec::new(),
+            controls: Default::default(),
             canvas_jobs: HashMap::new(),
             worker,
             files,
@@ -123,6 +127,7 @@ impl EmberApp {
         {
             app.perform(Action::SetRefiner(Some(path)));
         }
+        app.reload_control_images();
         app
     }
 
@@ -175,12 +180,17 @@ impl EmberApp {
                 .request_repaint_after(next.saturating_duration_since(Instant::now()));
         }
         let mut actions = self.handle_input(ui.ctx());
+        // Drop zones are where the units are drawn this frame (none while folded away).
+        for unit in &mut self.controls.units {
+            unit.drop_zone = None;
+        }
         let output_dir = self.output_dir();
         actions.extend(panels::draw(
             ui,
             &mut panels::Parts {
                 settings: &mut self.settings,
                 canvas: &mut self.canvas,
+                controls: &mut self.controls,
                 gallery: &mut self.gallery,
                 session: &self.session,
                 display: &self.display,
@@ -286,7 +296,7 @@ impl EmberApp {
     /// Dropped files, Ctrl+Enter and Esc.
     fn handle_input(&mut self, ctx: &egui::Context) -> Vec<Action> {
         let mut actions = Vec::new();
-        let (dropped, generate, cancel) = ctx.input_mut(|i| {
+        let (dropped, pointer, generate, cancel) = ctx.input_mut(|i| {
             let dropped: Vec<PathBuf> = i
                 .raw
                 .dropped_files
@@ -295,10 +305,14 @@ impl EmberApp {
                 .collect();
             let generate = i.consume_key(egui::Modifiers::COMMAND, egui::Key::Enter);
             let cancel = i.consume_key(egui::Modifiers::NONE, egui::Key::Escape);
-            (dropped, generate, cancel)
+            (dropped, i.pointer.latest_pos(), generate, cancel)
         });
+        // An image dropped on a ControlNet unit is its control image.
+        let control_unit = pointer.and_then(|p| self.controls.unit_at(p));
         for path in dropped {
-            if models::is_model_path(&path) {
+            if let Some(unit) = control_unit.filter(|_| gallery::is_image_path(&path)) {
+                actions.push(Action::Control(ControlAction::OpenImage { unit, path }));
+            } else if models::is_model_path(&path) {
                 actions.push(Action::LoadModel(path));
             } else if gallery::is_image_path(&path) && self.view == View::Canvas {
                 actions.push(Action::Canvas(CanvasAction::OpenImage(path)));
@@ -328,6 +342,7 @@ impl EmberApp {
     pub fn perform(&mut self, action: Action) {
         match action {
             Action::Canvas(canvas) => self.perform_canvas(canvas),
+            Action::Control(control) => self.perform_control(control),
             Action::Notice(text) => self.session.notify(Level::Warning, text),
             Action::Generate => self.generate(),
             Action::Cancel => {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use inference::worker::ModelRole;
 
-use super::action::{Action, CanvasAction};
+use super::action::{Action, CanvasAction, ControlAction};
 
 /// A dialog that answers faster than this did not open: nobody picks or cancels that fast.
 const TOO_FAST: Duration = Duration::from_millis(150);
@@ -28,6 +28,10 @@ pub enum PathPurpose {
     OutputFolder,
     CanvasImage,
     Mask,
+    /// A ControlNet unit's control image.
+    ControlImage(usize),
+    /// A ControlNet unit's model (a file; a diffusers folder through "Type a path…").
+    ControlModel(usize),
     /// The config folder for a checkpoint of non-standard size.
     ConfigFor {
         model: PathBuf,
@@ -46,6 +50,8 @@ impl PathPurpose {
             PathPurpose::OutputFolder => "Choose where Ember saves images",
             PathPurpose::CanvasImage => "Open an image for the canvas",
             PathPurpose::Mask => "Open a mask (white = repaint)",
+            PathPurpose::ControlImage(_) => "Open a control image for ControlNet",
+            PathPurpose::ControlModel(_) => "Open a ControlNet model",
             PathPurpose::ConfigFor { .. } => {
                 "Choose the checkpoint's config folder (a diffusers folder describing it)"
             }
@@ -56,7 +62,10 @@ impl PathPurpose {
     fn filter(&self) -> Option<(&'static str, &'static [&'static str])> {
         match self {
             PathPurpose::Model | PathPurpose::Refiner => Some(("Checkpoints", CHECKPOINTS)),
-            PathPurpose::CanvasImage | PathPurpose::Mask => Some(("Images", IMAGES)),
+            PathPurpose::CanvasImage | PathPurpose::Mask | PathPurpose::ControlImage(_) => {
+                Some(("Images", IMAGES))
+            }
+            PathPurpose::ControlModel(_) => Some(("ControlNet models", CHECKPOINTS)),
             _ => None,
         }
     }
@@ -70,6 +79,12 @@ impl PathPurpose {
             PathPurpose::OutputFolder => Action::SetOutputFolder(path),
             PathPurpose::CanvasImage => Action::Canvas(CanvasAction::OpenImage(path)),
             PathPurpose::Mask => Action::Canvas(CanvasAction::OpenMask(path)),
+            PathPurpose::ControlImage(unit) => {
+                Action::Control(ControlAction::OpenImage { unit: *unit, path })
+            }
+            PathPurpose::ControlModel(unit) => {
+                Action::Control(ControlAction::SetModel { unit: *unit, path })
+            }
             PathPurpose::ConfigFor { model, role } => Action::LoadWithConfig {
                 model: model.clone(),
                 config: path,

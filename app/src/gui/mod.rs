@@ -7,6 +7,7 @@
 pub mod action;
 pub mod app;
 pub mod canvas;
+pub mod controlnet;
 pub mod dialogs;
 pub mod display;
 pub mod gallery;

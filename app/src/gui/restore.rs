@@ -11,7 +11,7 @@ use inference::text::emphasis::Emphasis;
 use super::settings::Settings;
 
 /// What restoring did, for the notice.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq)]
 pub struct Restored {
     /// Settings taken from the image (`prompt`, `steps`, ...).
     pub applied: Vec<&'static str>,
@@ -21,6 +21,10 @@ pub struct Restored {
     /// `refiner_model`, ComfyUI's second sampler's checkpoint), by name without the hash:
     /// the app looks it up in its models folder.
     pub refiner: Option<String>,
+    /// The ControlNet units the image used (A1111's `ControlNet N`), each with its model's
+    /// name: the app finds the model and keeps each unit's current image (metadata holds
+    /// none).
+    pub controlnets: Vec<(super::controlnet::ControlUnitSettings, Option<String>)>,
 }
 
 impl Restored {
@@ -240,6 +244,18 @@ fn apply_a1111(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
         r.applied.push("SDE noise");
     }
     apply_a1111_sdxl(p, s, r);
+    for i in 0.. {
+        let Some(text) = p.get(&format!("ControlNet {i}")) else {
+            break;
+        };
+        match super::controlnet::parse_unit(text) {
+            Ok(unit) => r.controlnets.push(unit),
+            Err(e) => r.skipped.push(format!("ControlNet {i}: {e}")),
+        }
+    }
+    if !r.controlnets.is_empty() {
+        r.applied.push("ControlNet");
+    }
     if let Some(name) = p.get("Sampler") {
         // Before A1111 1.9 the schedule was part of the sampler's name ("DPM++ 2M Karras").
         let split = ScheduleName::ALL.iter().find_map(|schedule| {

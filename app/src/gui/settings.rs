@@ -71,6 +71,8 @@ pub struct Settings {
     pub layout: LayoutSettings,
     /// The config folder chosen for each checkpoint of non-standard size.
     pub config_dirs: std::collections::BTreeMap<PathBuf, PathBuf>,
+    /// The ControlNet units (the form's ControlNet section).
+    pub controlnet: Vec<super::controlnet::ControlUnitSettings>,
 }
 
 /// Which side panels show (the View menu).
@@ -226,6 +228,7 @@ impl Default for Settings {
             size_conditioning: SizeConditioningSettings::default(),
             layout: LayoutSettings::default(),
             config_dirs: Default::default(),
+            controlnet: Vec::new(),
         }
     }
 }
@@ -290,6 +293,16 @@ impl Named for Emphasis {
     const FALLBACK: Self = Emphasis::Original;
 }
 
+impl Named for inference::control::Module {
+    fn name(self) -> &'static str {
+        inference::control::Module::name(self)
+    }
+    fn from_name(name: &str) -> Option<Self> {
+        inference::control::Module::parse(name)
+    }
+    const FALLBACK: Self = inference::control::Module::None;
+}
+
 impl Named for FitMode {
     fn name(self) -> &'static str {
         FitMode::name(self)
@@ -302,7 +315,7 @@ impl Named for FitMode {
 
 /// Serde for [`Named`] fields: the name as a string; an unknown name reads as the
 /// fallback rather than failing the whole file.
-mod by_name {
+pub(super) mod by_name {
     use serde::{Deserialize, Deserializer, Serializer};
 
     use super::Named;

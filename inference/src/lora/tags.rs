@@ -60,6 +60,43 @@ pub fn extract(prompt: &str) -> Result<(String, Vec<LoraTag>)> {
     Ok((text, loras))
 }
 
+/// Every readable LoRA tag of `prompt` with its byte range (tags whose weights are not
+/// numbers are left out), for editing weights in place.
+pub fn spans(prompt: &str) -> Vec<(std::ops::Range<usize>, LoraTag)> {
+    tags(prompt)
+        .into_iter()
+        .filter(|(_, _, network, _)| *network == "lora" || *network == "lyco")
+        .filter_map(|(start, end, _, args)| {
+            Some((start..end, parse_lora(args, &prompt[start..end]).ok()?))
+        })
+        .collect()
+}
+
+/// `prompt` with the tag at `range` rewritten to `tag`'s weights, as A1111 writes them:
+/// `<lora:name:w>`, or `<lora:name:te:unet>` when they differ (weights rounded to 0.01).
+pub fn set_weights(prompt: &str, range: std::ops::Range<usize>, tag: &LoraTag) -> String {
+    let network = if prompt[range.clone()].starts_with("<lyco:") {
+        "lyco"
+    } else {
+        "lora"
+    };
+    let w = |v: f32| {
+        let text = format!("{:.2}", v);
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    let weights = if w(tag.text_encoder) == w(tag.unet) {
+        w(tag.unet)
+    } else {
+        format!("{}:{}", w(tag.text_encoder), w(tag.unet))
+    };
+    format!(
+        "{}<{network}:{}:{weights}>{}",
+        &prompt[..range.start],
+        tag.name,
+        &prompt[range.end..]
+    )
+}
+
 /// A1111's `ExtraNetworkParams` for LoRA: positional name, te, unet; named `te=`, `unet=`.
 fn parse_lora(args: &str, tag: &str) -> Result<LoraTag> {
     let number = |s: &str| {
@@ -165,6 +202,21 @@ mod tests {
             text_encoder: te,
             unet,
         }
+    }
+
+    #[test]
+    fn weights_are_rewritten_in_place() {
+        let prompt = "a cat <lora:ink:0.8>, <lyco:pen:0.5:1.2> <lora:bad:x>";
+        let spans = spans(prompt);
+        assert_eq!(spans.len(), 2, "the unreadable tag is left out");
+        assert_eq!(&prompt[spans[0].0.clone()], "<lora:ink:0.8>");
+        let edited = set_weights(prompt, spans[0].0.clone(), &tag("ink", 0.65, 0.65));
+        assert_eq!(
+            edited,
+            "a cat <lora:ink:0.65>, <lyco:pen:0.5:1.2> <lora:bad:x>"
+        );
+        let edited = set_weights(prompt, spans[1].0.clone(), &tag("pen", 0.0, 1.0));
+        assert_eq!(edited, "a cat <lora:ink:0.8>, <lyco:pen:0:1> <lora:bad:x>");
     }
 
     #[test]

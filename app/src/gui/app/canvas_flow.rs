@@ -14,11 +14,13 @@ use crate::gui::action::{CanvasAction, View};
 use crate::gui::gallery::store::{Request, Rgba};
 use crate::gui::session::Level;
 
-/// A file being read for the canvas: as the source, or as the mask.
+/// A file being read for the canvas (as the source, or as the mask) or for a ControlNet
+/// unit.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Incoming {
     Source(PathBuf),
     Mask(PathBuf),
+    Control(usize, PathBuf),
 }
 
 impl EmberApp {
@@ -63,14 +65,17 @@ impl EmberApp {
 
     /// A file read for the canvas arrived; `false` when `path` was not one.
     pub(super) fn canvas_file_opened(&mut self, path: &Path, image: &Result<Rgba, String>) -> bool {
-        let Some(i) = self
-            .incoming
-            .iter()
-            .position(|f| matches!(f, Incoming::Source(p) | Incoming::Mask(p) if p == path))
-        else {
+        let Some(i) = self.incoming.iter().position(|f| {
+            matches!(f, Incoming::Source(p) | Incoming::Mask(p) | Incoming::Control(_, p)
+                    if p == path)
+        }) else {
             return false;
         };
         let incoming = self.incoming.remove(i);
+        if let Incoming::Control(unit, _) = incoming {
+            self.control_file_opened(unit, path, image);
+            return true;
+        }
         let rgba = match image {
             Ok(rgba) => rgba,
             Err(e) => {
@@ -90,6 +95,7 @@ impl EmberApp {
                 self.session
                     .notify(Level::Info, format!("mask loaded from {name}"));
             }
+            Incoming::Control(..) => {} // handed to the ControlNet units above
         }
         true
     }

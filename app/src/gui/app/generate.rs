@@ -24,6 +24,10 @@ impl EmberApp {
                 .map(|(request, job)| (request, Some(job))),
             _ => Ok((request, None)),
         });
+        let planned = planned.and_then(|(mut request, job)| {
+            self.attach_controls(&mut request)?;
+            Ok((request, job))
+        });
         let (request, canvas_job) = match planned {
             Ok(r) => r,
             Err(e) => {

@@ -94,6 +94,7 @@ impl EmberApp {
                 self.session
                     .notify(Level::Info, format!("{name}: {}", restored.summary()));
                 self.restore_refiner(restored.refiner.as_deref());
+                self.restore_controlnets(restored.controlnets);
                 self.check_restored_loras(meta);
                 self.view = View::Generate;
             }

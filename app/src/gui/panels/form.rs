@@ -215,6 +215,8 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     if caps.as_ref().is_some_and(|c| c.family == Family::Sdxl) {
         refiner_section(ui, app, actions);
     }
+    super::controlnet::lora_weights(ui, &mut app.settings.prompt);
+    super::controlnet::section(ui, app, actions);
     let s = &mut app.settings;
     ui.collapsing("Advanced", |ui| {
         if caps.as_ref().is_some_and(ModelCapabilities::second_prompt) {

@@ -4,6 +4,7 @@
 //! services or the dialogs: the rule holds by construction.
 
 mod canvas;
+mod controlnet;
 mod form;
 mod gallery;
 mod hints;
@@ -33,6 +34,8 @@ pub struct Parts<'a> {
     pub settings: &'a mut Settings,
     /// The canvas's mask, brush, view and textures.
     pub canvas: &'a mut CanvasState,
+    /// The ControlNet units' images, map previews and drop zones.
+    pub controls: &'a mut super::controlnet::ControlUnits,
     /// The gallery's selection and thumbnail cache.
     pub gallery: &'a mut Gallery,
     pub session: &'a Session,
