@@ -123,6 +123,52 @@ fn sd15_kohya_and_peft_loras_merge_as_diffusers_fuses_them() {
     }
 }
 
+/// A PEFT adapter folder: the reference PEFT file (alpha folded in, so alpha = rank) with
+/// `lora_B` divided by 4 and an `adapter_config.json` whose `lora_alpha` is 4 × rank (or
+/// 4 × √rank with rsLoRA) merges to the same golden weights.
+#[test]
+fn peft_adapter_configs_scale_by_lora_alpha() {
+    let golden = Fixtures::load("sd15/lora/golden.safetensors");
+    let names: Vec<String> = golden.tensors.keys().cloned().collect();
+    let scale = scale_of(&json("sd15/lora/lora.json"));
+    let source = "sd15/lora/lora_peft.safetensors";
+    let ranks: std::collections::BTreeSet<usize> = Fixtures::load(source)
+        .tensors
+        .iter()
+        .filter(|(name, _)| name.ends_with("lora_A.weight"))
+        .map(|(_, t)| t.shape[0])
+        .collect();
+    assert_eq!(ranks.len(), 1, "one rank in the file: {ranks:?}");
+    let rank = *ranks.first().unwrap() as f64;
+    for (alpha, rslora) in [(4.0 * rank, false), (4.0 * rank.sqrt(), true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("adapter_model.safetensors");
+        ember_tests::write_edited(
+            source,
+            &file,
+            |name, t| {
+                if name.ends_with("lora_B.weight") {
+                    let quarter: Vec<f32> = t.f32().iter().map(|v| v / 4.0).collect();
+                    *t = ember_tests::Fixture::from_f32(t.shape.clone(), &quarter);
+                }
+                true
+            },
+            Vec::new(),
+        );
+        let config = serde_json::json!({ "r": rank, "lora_alpha": alpha, "use_rslora": rslora });
+        std::fs::write(dir.path().join("adapter_config.json"), config.to_string()).unwrap();
+        let mut model = model("sd15/pipeline");
+        let spec = LoraSpec {
+            path: file.clone(),
+            text_encoder: scale,
+            unet: scale,
+        };
+        let report = set(&mut model, &[spec]).unwrap();
+        assert!(report.is_empty(), "{report:?}");
+        check_merged_weights(&format!("PEFT alpha {alpha}"), &model, &golden, &names);
+    }
+}
+
 #[test]
 fn removing_or_changing_a_lora_starts_from_the_loaded_weights_exactly() {
     let golden = Fixtures::load("sd15/lora/golden.safetensors");

@@ -152,6 +152,17 @@ fn classify(key: &str) -> Option<(Network, ModuleName, &'static str, String)> {
         ("text_encoder_2.", Network::TextEncoder(1)),
         ("text_encoder.", Network::TextEncoder(0)),
     ];
+    // PEFT's own `save_pretrained` of one network: `base_model.model.<path>`; a text
+    // model's paths start with `text_model.`.
+    if let Some(name) = stem.strip_prefix("base_model.model.") {
+        let network = if name.starts_with("text_model.") {
+            Network::TextEncoder(0)
+        } else {
+            Network::Unet
+        };
+        let module = ModuleName::Dotted(name.to_string());
+        return Some((network, module, part, stem.to_string()));
+    }
     for (prefix, network) in peft {
         if let Some(name) = stem.strip_prefix(prefix) {
             let module = ModuleName::Dotted(name.to_string());
@@ -269,11 +280,65 @@ impl LoraFile {
                 dora_scale,
             });
         }
+        apply_adapter_config(path, &mut adapters)?;
         Ok(Self {
             path: path.to_path_buf(),
             adapters,
         })
     }
+}
+
+/// A PEFT adapter folder's `adapter_config.json` beside the file: its `lora_alpha` (or the
+/// `alpha_pattern` entry whose name ends the module's path) over the rank, or over the
+/// rank's square root with `use_rslora`, scales every dotted-name adapter that has no
+/// `.alpha` of its own. Without the file such adapters scale by 1 (diffusers' own files
+/// fold the alpha into `lora_B`).
+fn apply_adapter_config(path: &Path, adapters: &mut [Adapter]) -> Result<()> {
+    let config_path = path.with_file_name("adapter_config.json");
+    if !config_path.is_file() {
+        return Ok(());
+    }
+    let bad = |m: String| Error::invalid_model(&config_path, m);
+    let text = std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
+    let config: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not JSON ({e})")))?;
+    let Some(alpha) = config.get("lora_alpha").and_then(serde_json::Value::as_f64) else {
+        return Err(bad("no number `lora_alpha`".into()));
+    };
+    let rslora = config
+        .get("use_rslora")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    let patterns = config
+        .get("alpha_pattern")
+        .and_then(serde_json::Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for adapter in adapters.iter_mut() {
+        let ModuleName::Dotted(module) = &adapter.module else {
+            continue;
+        };
+        let (None, Some(dim)) = (adapter.alpha, adapter.dim()) else {
+            continue;
+        };
+        let alpha = patterns
+            .iter()
+            .find(|(name, _)| module == *name || module.ends_with(&format!(".{name}")))
+            .and_then(|(_, v)| v.as_f64())
+            .unwrap_or(alpha);
+        if !alpha.is_finite() || alpha.abs() > 1e6 {
+            return Err(bad(format!("lora_alpha {alpha} is not a usable number")));
+        }
+        // `scale()` divides by the rank; rsLoRA divides by its square root instead.
+        let dim = dim as f64;
+        let effective = if rslora {
+            alpha * dim / dim.sqrt()
+        } else {
+            alpha
+        };
+        adapter.alpha = Some(effective as f32);
+    }
+    Ok(())
 }
 
 /// A1111's short hash of a LoRA: for `.safetensors`, the SHA-256 of the data after the header
