@@ -1,5 +1,6 @@
-//! `ember bench unet|vae-decode|text-encoder|preview`: times a network (or the per-step live
-//! preview) and prints GFLOP/s.
+//! `ember bench unet|vae-decode|text-encoder|preview|controlnet|lora`: times a network (or
+//! the per-step live preview) and prints GFLOP/s; a ControlNet call is timed beside a UNet
+//! call of the same size, and `lora` times merging, changing and removing a kohya LoRA.
 
 use inference::bench::{self, BenchConfig, Target};
 use inference::device::{DeviceKind, Precision};
@@ -8,6 +9,9 @@ use super::BenchArgs;
 
 pub fn run(args: &BenchArgs) -> Result<(), String> {
     let err = |e: inference::Error| e.to_string();
+    if args.target == "lora" {
+        return lora(args);
+    }
     let config = BenchConfig {
         target: Target::parse(&args.target).map_err(err)?,
         family: bench::parse_arch(&args.arch).map_err(err)?,
@@ -22,6 +26,39 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         precision: Precision::parse(&args.precision).map_err(err)?,
     };
     let result = bench::run(&config).map_err(err)?;
+    if config.target == Target::ControlNet {
+        let unet = bench::run(&BenchConfig {
+            target: Target::Unet,
+            ..config
+        })
+        .map_err(err)?;
+        let (c, u) = (result.median().as_secs_f64(), unet.median().as_secs_f64());
+        if args.json {
+            let json = serde_json::json!({
+                "implementation": "ember", "target": "controlnet", "arch": args.arch,
+                "size": args.size, "batch": args.batch, "device": args.device,
+                "precision": args.precision, "controlnet_median_s": c, "unet_median_s": u,
+                "ratio": c / u,
+            });
+            println!("{json}");
+        } else {
+            println!(
+                "controlnet {} {}x{} batch {} ({}, {}): ControlNet call {} beside UNet call {} \
+                 (ratio {:.2}; a step with it costs {:.2}x the step without)",
+                args.arch,
+                args.size,
+                args.size,
+                args.batch,
+                args.precision,
+                args.device,
+                seconds(c),
+                seconds(u),
+                c / u,
+                (c + u) / u
+            );
+        }
+        return Ok(());
+    }
     let median = result.median().as_secs_f64();
     let min = result.times.iter().min().map_or(0.0, |t| t.as_secs_f64());
     let peak = inference::memory::peak_resident_bytes();
@@ -63,4 +100,44 @@ fn seconds(s: f64) -> String {
     } else {
         format!("{:.3} ms", s * 1e3)
     }
+}
+
+/// `ember bench lora`.
+fn lora(args: &BenchArgs) -> Result<(), String> {
+    let err = |e: inference::Error| e.to_string();
+    let device = DeviceKind::parse(&args.device)
+        .map_err(err)?
+        .device()
+        .map_err(err)?;
+    let options = inference::weights::LoadOptions::new(
+        device,
+        Precision::parse(&args.precision).map_err(err)?,
+    );
+    let family = bench::parse_arch(&args.arch).map_err(err)?;
+    let t = bench::lora::run(family, args.rank, &options).map_err(err)?;
+    let s = |d: std::time::Duration| d.as_secs_f64();
+    if args.json {
+        let json = serde_json::json!({
+            "implementation": "ember", "target": "lora", "arch": args.arch, "rank": args.rank,
+            "device": args.device, "precision": args.precision, "modules": t.modules,
+            "file_bytes": t.file_bytes, "first_merge_s": s(t.first_merge),
+            "change_strength_s": s(t.change_strength), "remove_s": s(t.remove),
+        });
+        println!("{json}");
+    } else {
+        println!(
+            "lora {} rank {} ({}, {}): {} modules, {}; first merge {}, strength change {}, \
+             removal {}",
+            args.arch,
+            args.rank,
+            args.precision,
+            args.device,
+            t.modules,
+            inference::memory::human_bytes(t.file_bytes),
+            seconds(s(t.first_merge)),
+            seconds(s(t.change_strength)),
+            seconds(s(t.remove))
+        );
+    }
+    Ok(())
 }

@@ -39,7 +39,8 @@ enum Command {
 /// `ember bench` options.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// unet, vae-decode, text-encoder or preview (the live preview of one step).
+    /// unet, vae-decode, text-encoder, preview (the live preview of one step), controlnet
+    /// (one ControlNet call beside one UNet call) or lora (merging a kohya LoRA).
     pub target: String,
     /// sd15, sd2, sdxl or sdxl-refiner.
     #[arg(long, default_value = "sd15")]
@@ -61,6 +62,9 @@ pub struct BenchArgs {
     /// Print one JSON line instead of text.
     #[arg(long)]
     pub json: bool,
+    /// `lora`: the LoRA's rank.
+    #[arg(long, default_value_t = 32)]
+    pub rank: usize,
 }
 
 /// `ember generate` options; names and defaults are documented in README.md.

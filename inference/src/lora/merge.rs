@@ -165,6 +165,43 @@ fn ldm_flat_to_dotted(flat: &str) -> String {
     s.replace('_', ".").replace('\u{1}', "_")
 }
 
+/// The modules a kohya LoRA usually trains, as its keys name them (`lora_unet_…`,
+/// `lora_te_…`, SDXL's `lora_te1_…` / `lora_te2_…`), with their `[out, in]` shapes: every
+/// linear layer of the UNet's transformer blocks and of the text encoders' layers. What
+/// `ember bench lora` writes its file for.
+pub fn kohya_linear_targets(model: &mut Model) -> Vec<(String, [usize; 2])> {
+    let encoders = model.encoders.len();
+    let mut networks = vec![(Network::Unet, "lora_unet_".to_string())];
+    networks.extend((0..encoders).map(|i| {
+        let prefix = if encoders == 1 {
+            "lora_te_".to_string()
+        } else {
+            format!("lora_te{}_", i + 1)
+        };
+        (Network::TextEncoder(i), prefix)
+    }));
+    let mut targets = Vec::new();
+    for (network, prefix) in networks {
+        for (path, shape) in with_network(model, network, &mut |m| m.shapes()) {
+            let diffusers = module_to_diffusers(&path);
+            let Some(module) = diffusers.strip_suffix(".weight") else {
+                continue;
+            };
+            let trained = match network {
+                Network::Unet => module.contains(".transformer_blocks."),
+                Network::TextEncoder(_) => module.contains(".layers."),
+            };
+            if let ([out, inp], true) = (shape.as_slice(), trained) {
+                targets.push((
+                    format!("{prefix}{}", module.replace('.', "_")),
+                    [*out, *inp],
+                ));
+            }
+        }
+    }
+    targets
+}
+
 /// Merges `specs` into `model` (after taking out whatever was merged before); an empty list
 /// restores the loaded weights. Returns report lines (partial matches).
 pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {

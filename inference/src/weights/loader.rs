@@ -423,3 +423,43 @@ pub(super) fn detected_with(
         ..Detected::plain(family, unet.in_channels)
     }
 }
+
+/// A model of `family`'s released architecture with random weights (the benchmarks':
+/// nothing is read from disk).
+pub fn random_model(family: Family, options: &LoadOptions) -> Result<Model> {
+    use burn::module::Module;
+    let configs = Configs::preset(family, 4);
+    let (d, dtype) = (&options.device, options.precision.dtype());
+    let mut cast = crate::bench::Cast(dtype);
+    let networks = Networks {
+        encoders: configs
+            .encoders
+            .iter()
+            .map(|c| c.init(d).map(&mut cast))
+            .collect(),
+        unet: configs.unet.init(d).map(&mut cast),
+        vae: configs.vae.init(d).map(&mut cast),
+        reports: Vec::new(),
+    };
+    let tokenizers = family
+        .spec()
+        .encoders
+        .iter()
+        .map(|e| ClipTokenizer::bundled(e.pad))
+        .collect::<Result<Vec<_>>>()?;
+    let info = ModelInfo {
+        path: PathBuf::from("(random weights)"),
+        name: format!("random {}", family.spec().label),
+        layout: crate::model::Layout::SingleFile(super::source::FileFormat::Safetensors),
+        detected: Detected {
+            family,
+            inpainting: false,
+            unet_in_channels: 4,
+            prediction: None,
+            zero_terminal_snr: false,
+        },
+        tensor_count: 0,
+        report: Default::default(),
+    };
+    Ok(networks.into_model(configs, info, tokenizers, None, false, options))
+}

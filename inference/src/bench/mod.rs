@@ -2,6 +2,8 @@
 //! refiner) with random weights (no file needed) and counts their floating-point work, to
 //! compare with PyTorch on the same machine.
 
+pub mod lora;
+
 use std::time::{Duration, Instant};
 
 use burn::module::Module;
@@ -22,6 +24,8 @@ pub enum Target {
     TextEncoder,
     /// The live preview of one step (latents -> RGB on the device, read back).
     Preview,
+    /// One ControlNet call (SD 1.5's ControlNet architecture, random weights).
+    ControlNet,
 }
 
 impl Target {
@@ -32,8 +36,10 @@ impl Target {
             "vae-decode" => Ok(Target::VaeDecode),
             "text-encoder" => Ok(Target::TextEncoder),
             "preview" => Ok(Target::Preview),
+            "controlnet" => Ok(Target::ControlNet),
             other => Err(Error::settings(format!(
-                "unknown benchmark {other:?}; valid: unet, vae-decode, text-encoder, preview"
+                "unknown benchmark {other:?}; valid: unet, vae-decode, text-encoder, preview, \
+                 controlnet, lora"
             ))),
         }
     }
@@ -154,6 +160,38 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
                 flops,
             )
         }
+        Target::ControlNet => {
+            let cfg = crate::models::controlnet::ControlNetConfig {
+                unet: (spec.unet_preset)(4),
+                // SD 1.5's ControlNets (control_v11p_sd15_*).
+                embedding_channels: vec![16, 32, 96, 256],
+                conditioning_channels: 3,
+            };
+            let net = cfg.init(d).map(&mut Cast(dtype));
+            let x = random([b, 4, latent, latent], d).cast(dtype);
+            let ctx = cfg.unet.cross_attention_dim;
+            let context = random([b, 77, ctx, 1], d).reshape([b, 77, ctx]).cast(dtype);
+            let hint = random([b, 3, config.size, config.size], d).cast(dtype);
+            if cfg.unet.addition.is_some() {
+                return Err(Error::settings(
+                    "the ControlNet benchmark runs SD 1.x / 2.x architectures (--arch sd15 or sd2)",
+                ));
+            }
+            (
+                Box::new(move || {
+                    let r = net.forward(
+                        x.clone(),
+                        &vec![500.0; b],
+                        (&context, None),
+                        hint.clone(),
+                        1.0,
+                    );
+                    sync(r.mid);
+                }),
+                // Not counted: compare the time with `ember bench unet` (the CLI prints both).
+                0.0,
+            )
+        }
         Target::Preview => {
             let z = random([b, 4, latent, latent], d).cast(dtype);
             let config = config.clone();
@@ -195,7 +233,7 @@ fn random(dims: [usize; 4], device: &Device) -> Tensor<4> {
 }
 
 /// Casts every float parameter (random initialisation happens in f32).
-struct Cast(burn::tensor::DType);
+pub(crate) struct Cast(pub burn::tensor::DType);
 
 impl burn::module::ModuleMapper for Cast {
     fn map_float<const D: usize>(

@@ -1,0 +1,122 @@
+//! `ember bench lora`: how long merging a kohya LoRA takes on a family's released
+//! architecture with random weights: the first merge (reading the file, keeping the
+//! originals), a change of strength (merged again from the kept originals) and taking it
+//! out (the originals written back).
+
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::family::Family;
+use crate::lora::merge::{LoraSpec, kohya_linear_targets, set};
+use crate::weights::LoadOptions;
+
+/// What `ember bench lora` measured.
+#[derive(Clone, Debug)]
+pub struct LoraTimes {
+    /// Modules the LoRA changes, and the file's size in bytes.
+    pub modules: usize,
+    pub file_bytes: u64,
+    pub first_merge: Duration,
+    pub change_strength: Duration,
+    pub remove: Duration,
+}
+
+/// Builds the family's model with random weights and times [`run_on`] it.
+pub fn run(family: Family, rank: usize, options: &LoadOptions) -> Result<LoraTimes> {
+    if !(1..=256).contains(&rank) {
+        return Err(Error::settings(format!(
+            "rank {rank} is out of range (1–256; kohya's usual ranks are 8–128)"
+        )));
+    }
+    let mut model = crate::weights::loader::random_model(family, options)?;
+    run_on(&mut model, rank)
+}
+
+/// Writes a rank-`rank` kohya LoRA for every linear layer of `model`'s transformer blocks
+/// and text encoders (f16 factors, as kohya saves them) and times merging it, changing its
+/// strength and removing it. Every module must match.
+pub fn run_on(model: &mut crate::model::Model, rank: usize) -> Result<LoraTimes> {
+    let model = &mut *model;
+    let targets = kohya_linear_targets(model);
+    let path = std::env::temp_dir().join(format!(
+        "ember-bench-lora-{}.safetensors",
+        std::process::id()
+    ));
+    write_lora(&path, &targets, rank)?;
+    let file_bytes = std::fs::metadata(&path)
+        .map_err(|e| Error::io(&path, e))?
+        .len();
+    let spec = |strength: f32| LoraSpec {
+        path: path.clone(),
+        text_encoder: strength,
+        unet: strength,
+    };
+    let timed = |model: &mut crate::model::Model, specs: &[LoraSpec]| -> Result<Duration> {
+        let start = Instant::now();
+        let report = set(model, specs)?;
+        if !report.is_empty() {
+            return Err(Error::settings(format!(
+                "the benchmark LoRA did not match: {report:?}"
+            )));
+        }
+        Ok(start.elapsed())
+    };
+    let result = (|| {
+        Ok(LoraTimes {
+            modules: targets.len(),
+            file_bytes,
+            first_merge: timed(model, &[spec(1.0)])?,
+            change_strength: timed(model, &[spec(0.5)])?,
+            remove: timed(model, &[])?,
+        })
+    })();
+    let _ = std::fs::remove_file(&path);
+    result
+}
+
+/// A kohya file: `<key>.lora_down.weight` `[rank, in]`, `.lora_up.weight` `[out, rank]`
+/// and `.alpha` (rank / 2), small pseudo-random f16 values.
+fn write_lora(path: &std::path::Path, targets: &[(String, [usize; 2])], rank: usize) -> Result<()> {
+    use safetensors::{Dtype, tensor::TensorView};
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut values = |n: usize| -> Vec<u8> {
+        (0..n)
+            .flat_map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let v = (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                half::f16::from_f32(v * 0.02).to_le_bytes()
+            })
+            .collect()
+    };
+    let mut buffers = Vec::new();
+    for (key, [out, inp]) in targets {
+        buffers.push((
+            format!("{key}.lora_down.weight"),
+            vec![rank, *inp],
+            values(rank * inp),
+            Dtype::F16,
+        ));
+        buffers.push((
+            format!("{key}.lora_up.weight"),
+            vec![*out, rank],
+            values(out * rank),
+            Dtype::F16,
+        ));
+        let alpha = half::f16::from_f32(rank as f32 / 2.0)
+            .to_le_bytes()
+            .to_vec();
+        buffers.push((format!("{key}.alpha"), vec![], alpha, Dtype::F16));
+    }
+    let views = buffers
+        .iter()
+        .map(|(name, shape, bytes, dtype)| {
+            TensorView::new(*dtype, shape.clone(), bytes)
+                .map(|v| (name.clone(), v))
+                .map_err(|e| Error::settings(format!("benchmark LoRA: {e}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    safetensors::serialize_to_file(views, None, path)
+        .map_err(|e| Error::settings(format!("benchmark LoRA {}: {e}", path.display())))
+}
