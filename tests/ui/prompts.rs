@@ -92,11 +92,24 @@ fn restoring_an_image_names_the_loras_it_used_that_are_missing() {
     let home = tempfile::tempdir().unwrap();
     let models = home.path().join("models");
     std::fs::create_dir_all(models.join("Lora")).unwrap();
-    std::fs::write(models.join("Lora/inkstyle.safetensors"), b"lora").unwrap();
+    // Safetensors-shaped files: A1111's short hash covers what follows the header.
+    let lora = |name: &str, data: &[u8]| {
+        let mut bytes = 2u64.to_le_bytes().to_vec();
+        bytes.extend_from_slice(b"{}");
+        bytes.extend_from_slice(data);
+        std::fs::write(models.join(format!("Lora/{name}.safetensors")), bytes).unwrap();
+        inference::hashing::sha256_bytes(data)[..12].to_string()
+    };
+    let ink = lora("inkstyle", b"ink weights");
+    let pencil = lora("pencil", b"pencil weights");
+    assert_ne!(ink, "0123456789ab");
     let png = home.path().join("a1111.png");
-    let parameters = "a cat <lora:inkstyle:0.8> <lora:watercolor:0.5>\nSteps: 20, Sampler: Euler, \
-                      CFG scale: 7, Seed: 5, Size: 512x512, Lora hashes: \"inkstyle: 0123456789ab, \
-                      watercolor: ba9876543210\"";
+    let parameters = format!(
+        "a cat <lora:pencil:1> <lora:inkstyle:0.8> <lora:watercolor:0.5>\nSteps: 20, Sampler: \
+         Euler, CFG scale: 7, Seed: 5, Size: 512x512, Lora hashes: \"inkstyle: 0123456789ab, \
+         watercolor: ba9876543210, pencil: {pencil}\""
+    );
+    let parameters = parameters.as_str();
     let image = inference::imaging::ImageRgb8 {
         width: 8,
         height: 8,
@@ -110,7 +123,7 @@ fn restoring_an_image_names_the_loras_it_used_that_are_missing() {
         .as_mut()
         .unwrap()
         .perform(Action::SetModelsFolder(models));
-    step_until(&mut w, "the scan", |a| a.models.len() == 1);
+    step_until(&mut w, "the scan", |a| a.models.len() == 2);
     drop_files(&mut w, &[&png]);
     step_until(&mut w, "the restore", |a| {
         a.settings.prompt.contains("watercolor")
@@ -121,4 +134,11 @@ fn restoring_an_image_names_the_loras_it_used_that_are_missing() {
         app(&w).session.notices
     );
     assert!(!has_notice(app(&w), "inkstyle ["), "inkstyle is in Lora/");
+    // inkstyle is there, but not the file the image used; pencil (checked first, on the
+    // same thread) is.
+    step_until(&mut w, "the LoRA hashes to be compared", |a| {
+        has_notice(a, &format!("inkstyle in your folders (hash {ink})"))
+    });
+    assert!(has_notice(app(&w), "used (0123456789ab)"));
+    assert!(!has_notice(app(&w), "LoRA pencil"), "pencil's hash matches");
 }

@@ -85,6 +85,9 @@ pub enum Request {
     Scan { dir: PathBuf, stop: CancelToken },
     /// Look these files' hashes up in the cache (after the engine hashed them).
     LookUp { paths: Vec<PathBuf> },
+    /// Hash these LoRA files (A1111's short hash) and answer those that differ from the
+    /// hash an image recorded: `(name, file, recorded hash)`.
+    CheckLoras(Vec<(String, PathBuf, String)>),
 }
 
 #[derive(Debug)]
@@ -96,6 +99,12 @@ pub enum Reply {
     },
     /// A model's hash, found in the cache.
     Hashed { path: PathBuf, hash: String },
+    /// A LoRA whose file is not the one an image used (or could not be read).
+    LoraDiffers {
+        name: String,
+        recorded: String,
+        found: Result<String, String>,
+    },
 }
 
 /// Serves a request on the models thread.
@@ -111,6 +120,23 @@ pub fn serve(request: Request, reply: &dyn Fn(Reply)) {
             for path in paths {
                 if let Some(hash) = hashing::cached_model_hash(&path, cache.as_deref()) {
                     reply(Reply::Hashed { path, hash });
+                }
+            }
+        }
+        Request::CheckLoras(checks) => {
+            for (name, path, recorded) in checks {
+                let found = inference::lora::file::short_hash(&path).map_err(|e| e.to_string());
+                // A1111 writes the short hash's first 12 hex digits; older images fewer.
+                let same = found.as_ref().is_ok_and(|h| {
+                    let n = recorded.len().min(h.len());
+                    n >= 8 && h[..n].eq_ignore_ascii_case(&recorded[..n])
+                });
+                if !same {
+                    reply(Reply::LoraDiffers {
+                        name,
+                        recorded,
+                        found,
+                    });
                 }
             }
         }

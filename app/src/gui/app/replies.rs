@@ -78,6 +78,20 @@ impl EmberApp {
                     entry.hash = models::Hash::Known(hash);
                 }
             }
+            models::Reply::LoraDiffers {
+                name,
+                recorded,
+                found,
+            } => {
+                let text = match found {
+                    Ok(hash) => format!(
+                        "the LoRA {name} in your folders (hash {hash}) is not the file the \
+                         image used ({recorded}): the image may come out differently"
+                    ),
+                    Err(e) => format!("the LoRA {name} could not be checked: {e}"),
+                };
+                self.session.notify(Level::Warning, text);
+            }
         }
     }
 
@@ -127,6 +141,19 @@ impl EmberApp {
             _ => Vec::new(),
         };
         let dirs = self.lora_dirs();
+        // Found ones are hashed on the models thread and compared there (files are large).
+        let checks: Vec<(String, std::path::PathBuf, String)> = tags
+            .iter()
+            .filter_map(|tag| {
+                let path = inference::lora::tags::find(&tag.name, &dirs)?;
+                let (_, hash) = hashes.iter().find(|(n, _)| *n == tag.name)?;
+                Some((tag.name.clone(), path, hash.clone()))
+            })
+            .collect();
+        if !checks.is_empty() {
+            self.models_service
+                .send(models::Request::CheckLoras(checks));
+        }
         let missing: Vec<String> = tags
             .iter()
             .filter(|tag| inference::lora::tags::find(&tag.name, &dirs).is_none())
