@@ -116,3 +116,40 @@ fn the_controlnet_run_reproduces_through_the_engine() {
     assert_eq!(latents(&off), latents(&plain));
     assert_ne!(latents(&request), latents(&plain));
 }
+
+/// A ControlNet of another family is refused by name before anything runs (the tree's SD
+/// 1.x ControlNet on its SDXL model, and our SDXL ControlNet on its SD 1.x model), and the
+/// model is left as it was.
+#[test]
+fn a_controlnet_of_another_family_is_refused() {
+    use inference::api::ControlRequest;
+    use inference::control::{MapSettings, Module};
+
+    let options = LoadOptions::new(Device::flex(), Precision::F32);
+    let sdxl_controlnet =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("extra/models/sdxl_controlnet");
+    for (model_dir, controlnet, says) in [
+        ("sdxl/pipeline", reference("sd15/controlnet"), "SDXL"),
+        ("sd15/pipeline", sdxl_controlnet, "pooled text"),
+    ] {
+        let mut model = load(&reference(model_dir), &options).unwrap();
+        let mut request = model.request("a house", 1);
+        request.controlnets = vec![ControlRequest {
+            model: controlnet,
+            image: inference::imaging::ImageRgb8 {
+                width: request.width,
+                height: request.height,
+                pixels: vec![0; (request.width * request.height * 3) as usize],
+            },
+            scale: 1.0,
+            start: 0.0,
+            end: 1.0,
+            map: MapSettings::new(Module::None),
+        }];
+        let err = inference::control::set_for_request(&mut model, &request)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("does not fit the loaded model") && err.contains(says), "{err}");
+        assert!(model.controlnets.is_empty(), "{model_dir}: nothing loaded");
+    }
+}

@@ -2,7 +2,9 @@
 //! `tests/extra/make_runs.py` on tiny seeded models of our own (`tests/extra/models`, with
 //! the vocabulary of `assets/clip`), so they hold on any reference tree: every diffusers
 //! scheduler class x every timestep spacing, strength < 1 for img2img and 4- and 9-channel
-//! inpainting, v-prediction with zero-terminal SNR, CFG rescale, SDXL's second prompt.
+//! inpainting, v-prediction with zero-terminal SNR, CFG rescale, SDXL's second prompt; and
+//! (`tests/extra/make_controlnet_runs.py`, in `control_runs/`) an SDXL ControlNet made from
+//! the tiny SDXL UNet, at full guidance and with a scale and start / end fractions.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -68,7 +70,7 @@ fn assemble(dir: &Path, model: &str, unet: Option<&str>) -> PathBuf {
 /// Runs one recorded case on `model`; `Err` says how it differs from diffusers.
 fn check(
     run: &Json,
-    model: &Model,
+    model: &mut Model,
     tensors: &Fixtures,
     config: SchedulerConfig,
 ) -> Result<(), String> {
@@ -93,6 +95,20 @@ fn check(
     if let Some(mask) = run["mask_image"].as_str() {
         r.mask = Some(imaging::load_mask(&extra.join(mask), size).unwrap());
     }
+    if let Some(controlnet) = run["controlnet"].as_str() {
+        use inference::control::{MapSettings, Module};
+        let number = |key: &str| run[key].as_f64().unwrap() as f32;
+        r.controlnets = vec![inference::api::ControlRequest {
+            model: extra.join("models").join(controlnet),
+            image: imaging::load_rgb(&extra.join(run["control_image"].as_str().unwrap()), None)
+                .unwrap(),
+            scale: number("controlnet_conditioning_scale"),
+            start: number("control_guidance_start"),
+            end: number("control_guidance_end"),
+            map: MapSettings::new(Module::None),
+        }];
+    }
+    inference::control::set_for_request(model, &r).map_err(|e| e.to_string())?;
     let quiet = &mut |_: inference::api::Progress| std::ops::ControlFlow::Continue(());
     let g = generate(model, &r, quiet).map_err(|e| e.to_string())?;
     let expected = tensors.get("final_latents").f64();
@@ -127,7 +143,17 @@ fn check(
 
 #[test]
 fn extra_diffusers_runs_reproduce() {
-    let dir = extra_dir().join("runs");
+    check_runs_in("runs");
+}
+
+#[test]
+fn sdxl_controlnet_runs_reproduce() {
+    check_runs_in("control_runs");
+}
+
+/// Every recorded run in `extra/<folder>`.
+fn check_runs_in(folder: &str) {
+    let dir = extra_dir().join(folder);
     let scratch = tempfile::tempdir().unwrap();
     let mut models: HashMap<(String, Option<String>), Model> = HashMap::new();
     let mut failures = Vec::new();

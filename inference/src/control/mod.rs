@@ -67,6 +67,16 @@ pub fn set_for_request(model: &mut Model, request: &GenerateRequest) -> Result<(
         if model.controlnets.iter().any(|(p, _)| p == path) {
             continue;
         }
+        let config = crate::weights::controlnet::config_of(path)?;
+        crate::weights::controlnet::check_fit(&config, &model.unet_config).map_err(|why| {
+            Error::invalid_model(
+                path,
+                format!(
+                    "this ControlNet does not fit the loaded model ({}): {why}",
+                    model.spec().label
+                ),
+            )
+        })?;
         let options = LoadOptions::new(model.device.clone(), model.precision);
         let net = crate::weights::controlnet::load(path, &options)?;
         model.controlnets.push((path.to_path_buf(), net));

@@ -42,6 +42,72 @@ pub fn folder_weights(dir: &Path) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The architecture of the ControlNet at `path`: a folder's `config.json`; for a single
+/// file, the `config.json` in its folder when there is one, else SD 1.5's.
+pub fn config_of(path: &Path) -> Result<ControlNetConfig> {
+    if path.is_dir() {
+        return read_config(path);
+    }
+    match path.parent().filter(|d| d.join("config.json").is_file()) {
+        Some(dir) => read_config(dir),
+        None => Ok(ControlNetConfig {
+            unet: crate::models::unet::UNetConfig::sd15(4),
+            embedding_channels: vec![16, 32, 96, 256],
+            conditioning_channels: 3,
+        }),
+    }
+}
+
+/// Why a ControlNet of `config` cannot guide a UNet of `unet`, if it cannot: its residuals
+/// must have the UNet's skip connections' shapes and it must read the same conditioning.
+pub fn check_fit(
+    config: &ControlNetConfig,
+    unet: &crate::models::unet::UNetConfig,
+) -> std::result::Result<(), String> {
+    let c = &config.unet;
+    let family = |cross: usize, added: bool| match (cross, added) {
+        (768, false) => " (SD 1.x)",
+        (1024, false) => " (SD 2.x)",
+        (2048, true) => " (SDXL)",
+        _ => "",
+    };
+    if c.cross_attention_dim != unet.cross_attention_dim
+        || c.addition.is_some() != unet.addition.is_some()
+    {
+        return Err(format!(
+            "it reads {}-wide text{}{}, and the loaded model {}-wide{}{}: use a ControlNet made \
+             for the model's family",
+            c.cross_attention_dim,
+            if c.addition.is_some() {
+                " with pooled text and size ids"
+            } else {
+                ""
+            },
+            family(c.cross_attention_dim, c.addition.is_some()),
+            unet.cross_attention_dim,
+            if unet.addition.is_some() {
+                " with pooled text and size ids"
+            } else {
+                ""
+            },
+            family(unet.cross_attention_dim, unet.addition.is_some()),
+        ));
+    }
+    if c.block_out_channels != unet.block_out_channels
+        || c.layers_per_block != unet.layers_per_block
+    {
+        return Err(format!(
+            "its blocks have {:?} channels ({} layers each), the model's UNet {:?} ({}): it was \
+             made for another architecture",
+            c.block_out_channels,
+            c.layers_per_block,
+            unet.block_out_channels,
+            unet.layers_per_block
+        ));
+    }
+    Ok(())
+}
+
 /// A ControlNet from a diffusers folder.
 pub fn load_folder(dir: &Path, options: &LoadOptions) -> Result<ControlNet> {
     let config = read_config(dir)?;
@@ -77,15 +143,7 @@ pub fn load_folder(dir: &Path, options: &LoadOptions) -> Result<ControlNet> {
 /// A ControlNet from an original single file. Its architecture is the `config.json` in the
 /// file's folder when there is one (a diffusers ControlNet config), else SD 1.5's.
 pub fn load_single_file(path: &Path, options: &LoadOptions) -> Result<ControlNet> {
-    let beside = path.parent().filter(|d| d.join("config.json").is_file());
-    let config = match beside {
-        Some(dir) => read_config(dir)?,
-        None => ControlNetConfig {
-            unet: crate::models::unet::UNetConfig::sd15(4),
-            embedding_channels: vec![16, 32, 96, 256],
-            conditioning_channels: 3,
-        },
-    };
+    let config = config_of(path)?;
     let layout = UNetLayout {
         layers_per_block: config.unet.layers_per_block,
         up_attention: config.unet.up_attention.clone(),
