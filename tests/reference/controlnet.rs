@@ -149,7 +149,10 @@ fn a_controlnet_of_another_family_is_refused() {
         let err = inference::control::set_for_request(&mut model, &request)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("does not fit the loaded model") && err.contains(says), "{err}");
+        assert!(
+            err.contains("does not fit the loaded model") && err.contains(says),
+            "{err}"
+        );
         assert!(model.controlnets.is_empty(), "{model_dir}: nothing loaded");
     }
 }

@@ -65,6 +65,32 @@ fn matrix(t: &PackTensor, device: &Device) -> Result<Tensor<2>> {
     Ok(flat_f32(&data, device)?.reshape([s[0], rest(s)]))
 }
 
+/// A plain LoRA's `factor · ΔW` for a linear weight held `[in, out]` (Burn's layout):
+/// `downᵀ · (factor · up)ᵀ`, so that no full-size transpose or scaling pass is made (the
+/// weights are up to 10 M elements, the factors a few thousand). `None` for other kinds.
+pub fn linear_delta_in_out(
+    adapter: &Adapter,
+    factor: f32,
+    device: &Device,
+) -> Option<Result<Tensor<2>>> {
+    let Factors::LoRa {
+        up,
+        down,
+        mid: None,
+    } = &adapter.factors
+    else {
+        return None;
+    };
+    if shape(up).len() != 2 && rest(&shape(up)[1..]) != 1 {
+        return None;
+    }
+    Some((|| {
+        let up = matrix(up, device)?.mul_scalar(factor);
+        let down = matrix(down, device)?;
+        Ok(down.transpose().matmul(up.transpose()))
+    })())
+}
+
 /// The unscaled change `ΔW` of one adapter, flattened in the weight's (PyTorch) order, for a
 /// weight of `(out, in × kernel)` elements with `kernel` positions per input channel.
 pub fn delta(adapter: &Adapter, kernel: usize, device: &Device) -> Result<Tensor<1>> {

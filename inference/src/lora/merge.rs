@@ -9,10 +9,10 @@ use std::path::PathBuf;
 
 use burn::module::Module;
 use burn::store::burn_pack::Tensor as PackTensor;
-use burn::store::{BurnToPyTorchAdapter, ModuleSnapshot, PathFilter, PyTorchToBurnAdapter, bridge};
-use burn::tensor::TensorData;
+use burn::store::{BurnToPyTorchAdapter, ModuleSnapshot, PathFilter, bridge};
+use burn::tensor::Tensor;
 
-use super::delta::{delta, dora, flat_f32, target_size};
+use super::delta::{delta, dora, target_size};
 use super::file::{Adapter, LoraFile, ModuleName, Network};
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -31,8 +31,9 @@ pub struct LoraSpec {
 /// What a model holds of merged LoRAs.
 #[derive(Default)]
 pub struct LoraState {
-    /// The touched weights as loaded (PyTorch layout, the model's dtype).
-    originals: HashMap<(Network, String), TensorData>,
+    /// The touched weights as loaded: the very tensors, flattened (Burn's layout, the
+    /// model's dtype), put back as they are.
+    originals: HashMap<(Network, String), Tensor<1>>,
     /// What is merged now.
     applied: Vec<LoraSpec>,
     /// Short hashes already computed, by file, with the file's size and modification time
@@ -82,8 +83,8 @@ trait NetworkModule {
     fn shapes(&self) -> Vec<(String, Vec<usize>)>;
     /// The current value of `paths` (PyTorch layout).
     fn read(&self, paths: &[String]) -> Vec<PackTensor>;
-    /// Writes PyTorch-layout tensors named by path; returns the paths not found.
-    fn write(&mut self, tensors: Vec<PackTensor>) -> Vec<String>;
+    /// Replaces weights in place by path ([`super::swap::map_weights`]).
+    fn map_weights(&mut self, wanted: &dyn Fn(&str) -> bool, f: &mut super::swap::WeightFn<'_>);
 }
 
 impl<M: Module> NetworkModule for M {
@@ -99,13 +100,10 @@ impl<M: Module> NetworkModule for M {
         self.collect(Some(filter), Some(Box::new(BurnToPyTorchAdapter)), true)
     }
 
-    fn write(&mut self, tensors: Vec<PackTensor>) -> Vec<String> {
-        let names: Vec<String> = tensors.iter().map(|t| t.name.clone()).collect();
-        let result = self.apply(tensors, None, Some(Box::new(PyTorchToBurnAdapter)), true);
-        names
-            .into_iter()
-            .filter(|n| !result.applied.contains(n))
-            .collect()
+    fn map_weights(&mut self, wanted: &dyn Fn(&str) -> bool, f: &mut super::swap::WeightFn<'_>) {
+        // `Module::map` takes the module by value: swap a placeholder-free copy in and out.
+        let module = self.clone();
+        *self = super::swap::map_weights(module, wanted, f);
     }
 }
 
@@ -313,74 +311,142 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
     let dtype = model.precision.dtype();
     let device = model.device.clone();
     for &network in &networks {
-        let touched: Vec<(&String, &Vec<(f32, &Adapter)>)> = updates
+        let touched: HashMap<&str, &Vec<(f32, &Adapter)>> = updates
             .iter()
             .filter(|((n, _), _)| *n == network)
-            .map(|((_, p), u)| (p, u))
+            .map(|((_, p), u)| (p.as_str(), u))
             .collect();
         if touched.is_empty() {
             continue;
         }
-        let paths: Vec<String> = touched.iter().map(|(p, _)| (*p).clone()).collect();
-        let current = with_network(model, network, &mut |m| m.read(&paths));
-        let mut merged = Vec::with_capacity(current.len());
-        for tensor in current {
-            let original = bridge::to_data(&tensor)
-                .map_err(|e| Error::settings(format!("reading `{}`: {e}", tensor.name)))?;
-            let shape: Vec<usize> = original.shape().to_vec();
-            let mut w = flat_f32(&original, &device)?;
-            let kernel: usize = shape[2..].iter().product();
-            let dims = (shape[0], shape[1], kernel);
-            for (strength, adapter) in &updates[&(network, tensor.name.clone())] {
-                let change = delta(adapter, kernel, &device)?.mul_scalar(adapter.scale());
-                w = match &adapter.dora_scale {
-                    Some(m) => dora(w, change, m, dims, *strength, &device)?,
-                    None => w + change.mul_scalar(*strength),
-                };
-            }
-            let (bytes, _, stored) = w.cast(dtype).into_data().into_parts();
-            merged.push(PackTensor::new(
-                tensor.name.clone(),
-                stored,
-                shape,
-                None,
-                bytes,
-            ));
-            model
-                .lora
-                .originals
-                .insert((network, tensor.name), original);
+        // First every merged weight, so that an error leaves the model as loaded...
+        let mut merged: HashMap<String, Tensor<1>> = HashMap::new();
+        let mut failed = None;
+        let wanted = |path: &str| touched.contains_key(path);
+        with_network(model, network, &mut |m| {
+            m.map_weights(&wanted, &mut |path, w, dims| {
+                if failed.is_none() {
+                    match merge_weight(w, dims, touched[path], &device) {
+                        Ok(t) => {
+                            merged.insert(path.to_string(), t.cast(dtype));
+                        }
+                        Err(e) => failed = Some(e),
+                    }
+                }
+                None
+            })
+        });
+        if let Some(e) = failed {
+            return Err(e);
         }
-        let lost = with_network(model, network, &mut |m| m.write(merged.clone()));
-        if let Some(path) = lost.first() {
-            return Err(Error::settings(format!(
-                "merging LoRA: `{path}` could not be written"
-            )));
+        // ...then swapped in, the loaded tensors kept as they are.
+        let originals = &mut model.lora.originals;
+        let mut kept = Vec::new();
+        let into_model = |path: &str, w: Tensor<1>, _: &[usize]| {
+            kept.push((path.to_string(), w));
+            merged.remove(path)
+        };
+        let mut into_model = into_model;
+        match network {
+            Network::Unet => model.unet.map_weights(&wanted, &mut into_model),
+            Network::TextEncoder(i) => model.encoders[i]
+                .network
+                .map_weights(&wanted, &mut into_model),
+        }
+        for (path, w) in kept {
+            originals.insert((network, path), w);
         }
     }
     model.lora.applied = specs.to_vec();
     Ok(report)
 }
 
-/// Puts every weight a LoRA touched back as it was loaded.
+/// Puts every weight a LoRA touched back: the loaded tensors themselves.
 pub fn restore(model: &mut Model) -> Result<()> {
-    let mut by_network: HashMap<Network, Vec<PackTensor>> = HashMap::new();
-    for ((network, path), data) in &model.lora.originals {
-        by_network
-            .entry(*network)
-            .or_default()
-            .push(bridge::from_data(data.clone(), path.clone(), None));
-    }
-    for (network, tensors) in by_network {
-        let lost = with_network(model, network, &mut |m| m.write(tensors.clone()));
-        if let Some(path) = lost.first() {
+    let mut originals = std::mem::take(&mut model.lora.originals);
+    let networks: Vec<Network> = {
+        let mut n: Vec<Network> = originals.keys().map(|(n, _)| *n).collect();
+        n.sort();
+        n.dedup();
+        n
+    };
+    for network in networks {
+        let wanted = |path: &str| originals.contains_key(&(network, path.to_string()));
+        let mut back = std::collections::HashMap::new();
+        for ((n, path), t) in &originals {
+            if *n == network {
+                back.insert(path.clone(), t.clone());
+            }
+        }
+        let mut put_back = |path: &str, _: Tensor<1>, _: &[usize]| back.remove(path);
+        with_network(model, network, &mut |m| {
+            m.map_weights(&wanted, &mut put_back)
+        });
+        if let Some(path) = back.keys().next() {
             return Err(Error::settings(format!(
                 "restoring `{path}` after a LoRA failed"
             )));
         }
     }
+    originals.clear();
+    model.lora.originals = originals;
     model.lora.applied.clear();
     Ok(())
+}
+
+/// `w` (flat, in the network's layout: Burn's `[in, out]` for a linear layer, PyTorch's for
+/// a convolution) with `updates` merged, in f32 as A1111 merges them.
+fn merge_weight(
+    w: Tensor<1>,
+    dims: &[usize],
+    updates: &[(f32, &Adapter)],
+    device: &burn::tensor::Device,
+) -> Result<Tensor<1>> {
+    let n: usize = dims.iter().product();
+    let linear = dims.len() == 2;
+    // `(out, in, kernel)` in PyTorch's terms.
+    let (out, inputs, kernel) = if linear {
+        (dims[1], dims[0], 1)
+    } else {
+        (dims[0], dims[1], dims[2..].iter().product())
+    };
+    let to_torch = |t: Tensor<1>| {
+        if linear {
+            t.reshape([inputs, out]).transpose().reshape([n])
+        } else {
+            t
+        }
+    };
+    let from_torch = |t: Tensor<1>| {
+        if linear {
+            t.reshape([out, inputs]).transpose().reshape([n])
+        } else {
+            t
+        }
+    };
+    let mut w = w.cast(burn::tensor::DType::F32);
+    for (strength, adapter) in updates {
+        if linear && adapter.dora_scale.is_none() {
+            let factor = adapter.scale() * strength;
+            if let Some(change) = super::delta::linear_delta_in_out(adapter, factor, device) {
+                w = w + change?.reshape([n]);
+                continue;
+            }
+        }
+        let change = delta(adapter, kernel, device)?.mul_scalar(adapter.scale());
+        w = match &adapter.dora_scale {
+            Some(m) => from_torch(dora(
+                to_torch(w),
+                change,
+                m,
+                (out, inputs, kernel),
+                *strength,
+                device,
+            )?),
+            None => w + from_torch(change.mul_scalar(*strength)),
+        };
+    }
+    Ok(w)
 }
 
 /// A weight as the model holds it now, in PyTorch layout and f32 (for checks and reports):

@@ -4,6 +4,7 @@
 pub mod delta;
 pub mod file;
 pub mod merge;
+mod swap;
 pub mod tags;
 
 pub use file::Network;
