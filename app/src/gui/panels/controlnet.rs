@@ -238,11 +238,13 @@ fn strengths(ui: &mut egui::Ui, s: &mut ControlUnitSettings) {
     ui.add(
         Slider::new(&mut s.start, 0.0..=1.0)
             .step_by(0.01)
+            .fixed_decimals(2)
             .text("Starting control step"),
     );
     ui.add(
         Slider::new(&mut s.end, 0.0..=1.0)
             .step_by(0.01)
+            .fixed_decimals(2)
             .text("Ending control step"),
     );
     if s.start > s.end {
