@@ -48,7 +48,7 @@ fn control_maps_match_the_extensions_opencv_steps() {
             number("pixel_perfect_resolution") as u32,
             "{case}: preprocessor resolution"
         );
-        let ours = control_map(&image, &map, target);
+        let ours = control_map(&image, &map, target).unwrap();
         assert_eq!((ours.width, ours.height), target, "{case}");
         let diffs: Vec<u8> = ours
             .pixels
@@ -74,4 +74,30 @@ fn control_maps_match_the_extensions_opencv_steps() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// A very wide image would need an outsized map at the preprocessor resolution (or to cover
+/// the image size): refused with the sizes, before any work.
+#[test]
+fn outsized_maps_are_refused() {
+    let image = inference::imaging::ImageRgb8 {
+        width: 16_000,
+        height: 100,
+        pixels: vec![128; 16_000 * 100 * 3],
+    };
+    let canny = MapSettings::new(Module::Canny);
+    let err = control_map(&image, &canny, (512, 512)).unwrap_err();
+    assert!(
+        err.contains("16000x100") && err.contains("preprocessor resolution"),
+        "{err}"
+    );
+    let none = MapSettings::new(Module::None);
+    let err = control_map(&image, &none, (512, 512)).unwrap_err();
+    assert!(err.contains("before cropping"), "{err}");
+    // Stretching needs no outsized map.
+    let stretch = MapSettings {
+        resize: FitMode::Resize,
+        ..none
+    };
+    assert!(control_map(&image, &stretch, (512, 512)).is_ok());
 }

@@ -175,7 +175,8 @@ fn a_pasted_image_goes_on_the_canvas_and_outpainting_grows_it() {
         .settings
         .canvas
         .outpaint_pixels = 16;
-    click(&mut w, "Right");
+    // The outpaint buttons sit below the form: scrolled to, as a person would.
+    crate::scroll_and_click(&mut w, "Right");
     let source = app(&w).canvas.source.clone().unwrap();
     assert_eq!((source.width, source.height), (56, 24));
     assert_eq!(app(&w).canvas.size, (56, 24));

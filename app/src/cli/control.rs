@@ -49,7 +49,8 @@ pub fn requests(args: &GenerateArgs, size: (u32, u32)) -> Result<Vec<ControlRequ
             let image = load_rgb(&args.control_image[i], None).map_err(|e| e.to_string())?;
             Ok(ControlRequest {
                 model,
-                image: control_map(&image, &map, size),
+                image: control_map(&image, &map, size)
+                    .map_err(|e| format!("ControlNet {i}: {e}"))?,
                 scale: args.control_scale.get(i).copied().unwrap_or(1.0),
                 start: args.control_start.get(i).copied().unwrap_or(0.0),
                 end: args.control_end.get(i).copied().unwrap_or(1.0),

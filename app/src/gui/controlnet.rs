@@ -141,7 +141,8 @@ impl ControlUnits {
             return None;
         }
         if unit.preview.as_ref().is_none_or(|(k, _)| *k != key) {
-            let map = control_map(image, &key.map, size);
+            // An image that cannot make a map shows none; Generate says why.
+            let map = control_map(image, &key.map, size).ok()?;
             let colour =
                 egui::ColorImage::from_rgb([map.width as usize, map.height as usize], &map.pixels);
             let texture = ctx.load_texture(format!("control map {i}"), colour, Default::default());
@@ -182,7 +183,7 @@ pub fn requests(
         }
         requests.push(ControlRequest {
             model,
-            image: control_map(image, &map, size),
+            image: control_map(image, &map, size).map_err(|e| format!("{name}: {e}"))?,
             scale: unit.weight,
             start: unit.start,
             end: unit.end,

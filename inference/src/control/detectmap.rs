@@ -10,22 +10,31 @@ use crate::imaging::ImageRgb8;
 use super::morphology::{Gray, binary_post};
 use super::resize::{Interpolation, resize};
 
-/// `map` at `(w, h)` by `mode`.
-pub fn fit(map: &ImageRgb8, mode: FitMode, (w, h): (u32, u32)) -> ImageRgb8 {
+/// The size a map of `(old_w, old_h)` is resized to before `mode` crops or pads it to
+/// `(w, h)`.
+pub fn scaled_size((old_w, old_h): (u32, u32), mode: FitMode, (w, h): (u32, u32)) -> (u32, u32) {
     if mode == FitMode::Resize {
-        return high_quality_resize(map, (w, h));
+        return (w, h);
     }
-    let (old_w, old_h) = (f64::from(map.width), f64::from(map.height));
+    let (old_w, old_h) = (f64::from(old_w), f64::from(old_h));
     let (k0, k1) = (f64::from(h) / old_h, f64::from(w) / old_w);
     let k = if mode == FitMode::Fill {
         k0.min(k1)
     } else {
         k0.max(k1)
     };
-    let size = (
+    (
         ((old_w * k).round_ties_even() as u32).max(1),
         ((old_h * k).round_ties_even() as u32).max(1),
-    );
+    )
+}
+
+/// `map` at `(w, h)` by `mode`.
+pub fn fit(map: &ImageRgb8, mode: FitMode, (w, h): (u32, u32)) -> ImageRgb8 {
+    if mode == FitMode::Resize {
+        return high_quality_resize(map, (w, h));
+    }
+    let size = scaled_size((map.width, map.height), mode, (w, h));
     let border = (mode == FitMode::Fill).then(|| median_border(map));
     let scaled = high_quality_resize(map, size);
     let mut out = Vec::with_capacity((w * h * 3) as usize);

@@ -183,12 +183,61 @@ pub fn pixel_perfect_resolution(
     (k * f64::from(raw_h.min(raw_w))).round_ties_even() as u32
 }
 
+/// The most pixels a map may have on its way to the generation size (at the preprocessor
+/// resolution, or scaled to cover the size): 32 MP, far above any usual case, well below
+/// what a very wide image would ask for.
+pub const MAX_MAP_PIXELS: u64 = 1 << 25;
+
 /// The control map for a generation of `target` (`(width, height)`): the module's output
-/// fitted by the resize mode.
-pub fn control_map(image: &ImageRgb8, settings: &MapSettings, target: (u32, u32)) -> ImageRgb8 {
+/// fitted by the resize mode. `Err` says why an image would need an outsized map.
+pub fn control_map(
+    image: &ImageRgb8,
+    settings: &MapSettings,
+    target: (u32, u32),
+) -> Result<ImageRgb8, String> {
+    if image.width == 0 || image.height == 0 || target.0 == 0 || target.1 == 0 {
+        return Err("the control image or the image size is empty".into());
+    }
     let resolution = settings.resolution_for((image.width, image.height), target);
+    let too_big = |(w, h): (u32, u32), what: &str| {
+        (u64::from(w) * u64::from(h) > MAX_MAP_PIXELS).then(|| {
+            format!(
+                "the {}x{} control image would become a {w}x{h} map {what}; crop it closer \
+                 to the image's shape{}",
+                image.width,
+                image.height,
+                if settings.module.uses_resolution() {
+                    ", or lower the preprocessor resolution"
+                } else {
+                    ""
+                }
+            )
+        })
+    };
+    let detected_size = if settings.module.uses_resolution() {
+        scaled_short_side((image.width, image.height), resolution)
+    } else {
+        (image.width, image.height)
+    };
+    if let Some(e) = too_big(detected_size, "at the preprocessor resolution") {
+        return Err(e);
+    }
+    let fitted = super::detectmap::scaled_size(detected_size, settings.resize, target);
+    if let Some(e) = too_big(fitted, "before cropping") {
+        return Err(e);
+    }
     let detected = detect(image, settings, resolution);
-    super::detectmap::fit(&detected, settings.resize, target)
+    Ok(super::detectmap::fit(&detected, settings.resize, target))
+}
+
+/// `(w, h)` with its short side scaled to `resolution` (`np.round`, ties to even).
+fn scaled_short_side((w, h): (u32, u32), resolution: u32) -> (u32, u32) {
+    let (w, h) = (f64::from(w), f64::from(h));
+    let k = f64::from(resolution) / w.min(h);
+    (
+        ((w * k).round_ties_even() as u32).max(1),
+        ((h * k).round_ties_even() as u32).max(1),
+    )
 }
 
 /// The module's map at `resolution` (before fitting).
@@ -231,17 +280,13 @@ fn at_resolution(
     resolution: u32,
     f: impl Fn(&ImageRgb8) -> ImageRgb8,
 ) -> ImageRgb8 {
-    let (w, h) = (f64::from(image.width), f64::from(image.height));
-    let k = f64::from(resolution) / w.min(h);
-    let how = if k > 1.0 {
+    let short = image.width.min(image.height);
+    let how = if resolution > short {
         Interpolation::Cubic
     } else {
         Interpolation::Area
     };
-    let size = (
-        ((w * k).round_ties_even() as u32).max(1),
-        ((h * k).round_ties_even() as u32).max(1),
-    );
+    let size = scaled_short_side((image.width, image.height), resolution);
     let scaled = resize(image, size, how);
     let padded = pad_edges(
         &scaled,
