@@ -75,6 +75,30 @@ fn decode(path: &Path) -> Result<image::DynamicImage> {
         .map_err(|e| bad(format!("corrupt or unsupported image ({e})")))
 }
 
+/// RGBA pixels made RGB as A1111's ControlNet extension does (`HWC3`): transparent pixels
+/// over white, `color * a + 255 * (1 - a)` truncated.
+pub fn rgba_over_white(width: u32, height: u32, rgba: &[u8]) -> ImageRgb8 {
+    let pixels = rgba
+        .chunks_exact(4)
+        .flat_map(|p| {
+            let a = f32::from(p[3]) / 255.0;
+            [0, 1, 2].map(|c| (f32::from(p[c]) * a + 255.0 * (1.0 - a)).clamp(0.0, 255.0) as u8)
+        })
+        .collect();
+    ImageRgb8 {
+        width,
+        height,
+        pixels,
+    }
+}
+
+/// Reads an image for a ControlNet: any transparency over white ([`rgba_over_white`]).
+pub fn load_rgb_over_white(path: &Path) -> Result<ImageRgb8> {
+    let rgba = decode(path)?.to_rgba8();
+    let (width, height) = rgba.dimensions();
+    Ok(rgba_over_white(width, height, rgba.as_raw()))
+}
+
 /// Reads an RGB image (any alpha is dropped), resized to `size` with Lanczos if it differs.
 pub fn load_rgb(path: &Path, size: Option<(u32, u32)>) -> Result<ImageRgb8> {
     let mut img = decode(path)?.to_rgb8();

@@ -186,6 +186,10 @@ CASES = [
     ("photo", "none", 0.5, 0.5, 512, "fill", 96, 96),
     ("segments", "none", 0.5, 0.5, 512, "resize", 64, 40),
     ("segments", "none", 0.5, 0.5, 512, "fill", 40, 48),
+    # Whole-number shrinking factors (OpenCV's fast area path): 2x and 4x.
+    ("photo", "none", 0.5, 0.5, 512, "resize", 32, 24),
+    ("photo", "none", 0.5, 0.5, 512, "resize", 16, 12),
+    ("photo", "threshold", 100, 0.5, 24, "resize", 24, 32),
 ]
 
 

@@ -124,10 +124,19 @@ fn each_lora_in_the_prompt_gets_a_weight_slider() {
         ember_app::gui::paths::Paths::under(home.path()),
     );
     w.step();
-    w.state_mut().as_mut().unwrap().settings.prompt =
-        "a cat <lora:ink:0.8> <lora:pen:0.5:1>".into();
+    // Weights off the slider's step and range.
+    let prompt = "a cat <lora:ink:0.82> <lora:pen:0.5:3>";
+    w.state_mut().as_mut().unwrap().settings.prompt = prompt.into();
     w.step();
     click(&mut w, "LoRA weights (2)");
+    for _ in 0..3 {
+        w.step();
+    }
+    assert_eq!(
+        app(&w).settings.prompt,
+        prompt,
+        "showing the sliders changes nothing"
+    );
     assert!(
         w.query_all_by_label("ink").next().is_some(),
         "a slider for ink"

@@ -6,7 +6,7 @@
 use inference::api::ControlRequest;
 use inference::canvas::FitMode;
 use inference::control::{MapSettings, Module, control_map};
-use inference::imaging::load_rgb;
+use inference::imaging::load_rgb_over_white;
 
 use super::GenerateArgs;
 
@@ -46,7 +46,7 @@ pub fn requests(args: &GenerateArgs, size: (u32, u32)) -> Result<Vec<ControlRequ
                 ));
             }
             let map = map_settings(args, i, &mut cannies, &mut thresholds)?;
-            let image = load_rgb(&args.control_image[i], None).map_err(|e| e.to_string())?;
+            let image = load_rgb_over_white(&args.control_image[i]).map_err(|e| e.to_string())?;
             Ok(ControlRequest {
                 model,
                 image: control_map(&image, &map, size)

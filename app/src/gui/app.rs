@@ -305,7 +305,9 @@ impl EmberApp {
                 .collect();
             let generate = i.consume_key(egui::Modifiers::COMMAND, egui::Key::Enter);
             let cancel = i.consume_key(egui::Modifiers::NONE, egui::Key::Escape);
-            (dropped, i.pointer.latest_pos(), generate, cancel)
+            // Where the pointer is now, not where it last was: during an OS drag some
+            // platforms report no pointer, and the drop then goes where files usually go.
+            (dropped, i.pointer.hover_pos(), generate, cancel)
         });
         // An image dropped on a ControlNet unit is its control image.
         let control_unit = pointer.and_then(|p| self.controls.unit_at(p));

@@ -140,7 +140,11 @@ impl ControlUnits {
         if settings.map().check().is_err() {
             return None;
         }
-        if unit.preview.as_ref().is_none_or(|(k, _)| *k != key) {
+        // Not while a slider is dragged (a map can take tens of milliseconds): the last
+        // map stays until the pointer is let go.
+        let dragging = ctx.input(|i| i.pointer.any_down());
+        let stale = unit.preview.as_ref().is_none_or(|(k, _)| *k != key);
+        if stale && !(dragging && unit.preview.is_some()) {
             // An image that cannot make a map shows none; Generate says why.
             let map = control_map(image, &key.map, size).ok()?;
             let colour =

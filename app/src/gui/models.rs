@@ -128,8 +128,10 @@ pub fn serve(request: Request, reply: &dyn Fn(Reply)) {
                 let found = inference::lora::file::short_hash(&path).map_err(|e| e.to_string());
                 // A1111 writes the short hash's first 12 hex digits; older images fewer.
                 let same = found.as_ref().is_ok_and(|h| {
-                    let n = recorded.len().min(h.len());
-                    n >= 8 && h[..n].eq_ignore_ascii_case(&recorded[..n])
+                    // Bytes, not characters: the recorded text comes from an image.
+                    let (h, r) = (h.as_bytes(), recorded.as_bytes());
+                    let n = r.len().min(h.len());
+                    n >= 8 && h[..n].eq_ignore_ascii_case(&r[..n])
                 });
                 if !same {
                     reply(Reply::LoraDiffers {

@@ -250,10 +250,19 @@ fn apply_a1111(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
         };
         match super::controlnet::parse_unit(text) {
             Ok(unit) => r.controlnets.push(unit),
-            Err(e) => r.skipped.push(format!("ControlNet {i}: {e}")),
+            Err(e) => {
+                r.skipped.push(format!("ControlNet {i}: {e}"));
+                // A unit Ember cannot run stays in its place, off, so the next ones keep
+                // their numbers (and images).
+                let off = super::controlnet::ControlUnitSettings {
+                    enabled: false,
+                    ..Default::default()
+                };
+                r.controlnets.push((off, None));
+            }
         }
     }
-    if !r.controlnets.is_empty() {
+    if r.controlnets.iter().any(|(unit, _)| unit.enabled) {
         r.applied.push("ControlNet");
     }
     if let Some(name) = p.get("Sampler") {

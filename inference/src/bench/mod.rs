@@ -167,16 +167,16 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
                 embedding_channels: vec![16, 32, 96, 256],
                 conditioning_channels: 3,
             };
-            let net = cfg.init(d).map(&mut Cast(dtype));
-            let x = random([b, 4, latent, latent], d).cast(dtype);
-            let ctx = cfg.unet.cross_attention_dim;
-            let context = random([b, 77, ctx, 1], d).reshape([b, 77, ctx]).cast(dtype);
-            let hint = random([b, 3, config.size, config.size], d).cast(dtype);
             if cfg.unet.addition.is_some() {
                 return Err(Error::settings(
                     "the ControlNet benchmark runs SD 1.x / 2.x architectures (--arch sd15 or sd2)",
                 ));
             }
+            let net = cfg.init(d).map(&mut Cast(dtype));
+            let x = random([b, 4, latent, latent], d).cast(dtype);
+            let ctx = cfg.unet.cross_attention_dim;
+            let context = random([b, 77, ctx, 1], d).reshape([b, 77, ctx]).cast(dtype);
+            let hint = random([b, 3, config.size, config.size], d).cast(dtype);
             (
                 Box::new(move || {
                     let r = net.forward(

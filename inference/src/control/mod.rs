@@ -69,10 +69,16 @@ pub fn set_for_request(model: &mut Model, request: &GenerateRequest) -> Result<(
         }
         let config = crate::weights::controlnet::config_of(path)?;
         crate::weights::controlnet::check_fit(&config, &model.unet_config).map_err(|why| {
+            let assumed = if path.is_file() && !path.with_file_name("config.json").is_file() {
+                " (a single file without a config.json beside it is read as SD 1.5's \
+                 architecture: put the ControlNet's diffusers config.json next to it)"
+            } else {
+                ""
+            };
             Error::invalid_model(
                 path,
                 format!(
-                    "this ControlNet does not fit the loaded model ({}): {why}",
+                    "this ControlNet does not fit the loaded model ({}): {why}{assumed}",
                     model.spec().label
                 ),
             )

@@ -85,6 +85,9 @@ fn area_taps(src: usize, dst: usize) -> Vec<Taps> {
 /// decides ties the maps' later equality tests see).
 fn area(img: &ImageRgb8, (w, h): (u32, u32)) -> ImageRgb8 {
     let (sw, sh) = (img.width as usize, img.height as usize);
+    if sw.is_multiple_of(w as usize) && sh.is_multiple_of(h as usize) {
+        return area_whole(img, (w, h));
+    }
     let (xt, yt) = (area_taps(sw, w as usize), area_taps(sh, h as usize));
     let mut pixels = Vec::with_capacity(w as usize * h as usize * 3);
     let mut buf = vec![0f32; w as usize * 3];
@@ -113,6 +116,38 @@ fn area(img: &ImageRgb8, (w, h): (u32, u32)) -> ImageRgb8 {
     ImageRgb8 {
         width: w,
         height: h,
+        pixels,
+    }
+}
+
+/// OpenCV's `resizeAreaFast` for whole-number factors: the block's integer sum, made 8-bit
+/// as `(sum + 2) >> 2` for 2×2 blocks (its vector path) and `round(sum * (1 / area))` in f32
+/// for other sizes.
+fn area_whole(img: &ImageRgb8, (w, h): (u32, u32)) -> ImageRgb8 {
+    let (sw, w, h) = (img.width as usize, w as usize, h as usize);
+    let (kx, ky) = (sw / w, img.height as usize / h);
+    let scale = 1.0 / (kx * ky) as f32;
+    let mut pixels = Vec::with_capacity(w * h * 3);
+    for y in 0..h {
+        for x in 0..w {
+            for c in 0..3 {
+                let mut sum = 0u32;
+                for by in 0..ky {
+                    for bx in 0..kx {
+                        sum += u32::from(img.pixels[((y * ky + by) * sw + x * kx + bx) * 3 + c]);
+                    }
+                }
+                pixels.push(if (kx, ky) == (2, 2) {
+                    ((sum + 2) >> 2) as u8
+                } else {
+                    (sum as f32 * scale).round_ties_even().clamp(0.0, 255.0) as u8
+                });
+            }
+        }
+    }
+    ImageRgb8 {
+        width: w as u32,
+        height: h as u32,
         pixels,
     }
 }

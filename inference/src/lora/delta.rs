@@ -202,3 +202,58 @@ pub fn dora(
     let scaled = (v * m / norms).reshape([out * inputs * kernel]);
     Ok(w.clone() + (scaled - w).mul_scalar(strength))
 }
+
+/// `w` (flat, in the network's layout: Burn's `[in, out]` for a linear layer, PyTorch's for
+/// a convolution) with `updates` merged, in f32 as A1111 merges them.
+pub fn merge_weight(
+    w: Tensor<1>,
+    dims: &[usize],
+    updates: &[(f32, &Adapter)],
+    device: &Device,
+) -> Result<Tensor<1>> {
+    let n: usize = dims.iter().product();
+    let linear = dims.len() == 2;
+    // `(out, in, kernel)` in PyTorch's terms.
+    let (out, inputs, kernel) = if linear {
+        (dims[1], dims[0], 1)
+    } else {
+        (dims[0], dims[1], dims[2..].iter().product())
+    };
+    let to_torch = |t: Tensor<1>| {
+        if linear {
+            t.reshape([inputs, out]).transpose().reshape([n])
+        } else {
+            t
+        }
+    };
+    let from_torch = |t: Tensor<1>| {
+        if linear {
+            t.reshape([out, inputs]).transpose().reshape([n])
+        } else {
+            t
+        }
+    };
+    let mut w = w.cast(burn::tensor::DType::F32);
+    for (strength, adapter) in updates {
+        if linear && adapter.dora_scale.is_none() {
+            let factor = adapter.scale() * strength;
+            if let Some(change) = linear_delta_in_out(adapter, factor, device) {
+                w = w + change?.reshape([n]);
+                continue;
+            }
+        }
+        let change = delta(adapter, kernel, device)?.mul_scalar(adapter.scale());
+        w = match &adapter.dora_scale {
+            Some(m) => from_torch(dora(
+                to_torch(w),
+                change,
+                m,
+                (out, inputs, kernel),
+                *strength,
+                device,
+            )?),
+            None => w + from_torch(change.mul_scalar(*strength)),
+        };
+    }
+    Ok(w)
+}

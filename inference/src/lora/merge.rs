@@ -12,7 +12,7 @@ use burn::store::burn_pack::Tensor as PackTensor;
 use burn::store::{BurnToPyTorchAdapter, ModuleSnapshot, PathFilter, bridge};
 use burn::tensor::Tensor;
 
-use super::delta::{delta, dora, target_size};
+use super::delta::{merge_weight, target_size};
 use super::file::{Adapter, LoraFile, ModuleName, Network};
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -310,6 +310,9 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
     restore(model)?;
     let dtype = model.precision.dtype();
     let device = model.device.clone();
+    // First every merged weight of every network, so that an error leaves the model as
+    // loaded (no network half merged)...
+    let mut merged: HashMap<(Network, String), Tensor<1>> = HashMap::new();
     for &network in &networks {
         let touched: HashMap<&str, &Vec<(f32, &Adapter)>> = updates
             .iter()
@@ -319,16 +322,16 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
         if touched.is_empty() {
             continue;
         }
-        // First every merged weight, so that an error leaves the model as loaded...
-        let mut merged: HashMap<String, Tensor<1>> = HashMap::new();
         let mut failed = None;
+        let mut visited = 0;
         let wanted = |path: &str| touched.contains_key(path);
         with_network(model, network, &mut |m| {
             m.map_weights(&wanted, &mut |path, w, dims| {
+                visited += 1;
                 if failed.is_none() {
                     match merge_weight(w, dims, touched[path], &device) {
                         Ok(t) => {
-                            merged.insert(path.to_string(), t.cast(dtype));
+                            merged.insert((network, path.to_string()), t.cast(dtype));
                         }
                         Err(e) => failed = Some(e),
                     }
@@ -339,14 +342,23 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
         if let Some(e) = failed {
             return Err(e);
         }
-        // ...then swapped in, the loaded tensors kept as they are.
-        let originals = &mut model.lora.originals;
+        if visited != touched.len() {
+            return Err(Error::settings(format!(
+                "merging LoRA: {} of the {} weights it changes were not found in the network",
+                touched.len() - visited,
+                touched.len()
+            )));
+        }
+    }
+    // ...then swapped in, the loaded tensors kept as they are.
+    for &network in &networks {
+        let wanted = |path: &str| merged.contains_key(&(network, path.to_string()));
         let mut kept = Vec::new();
-        let into_model = |path: &str, w: Tensor<1>, _: &[usize]| {
+        let mut into_model = |path: &str, w: Tensor<1>, _: &[usize]| {
+            let new = merged.get(&(network, path.to_string())).cloned();
             kept.push((path.to_string(), w));
-            merged.remove(path)
+            new
         };
-        let mut into_model = into_model;
         match network {
             Network::Unet => model.unet.map_weights(&wanted, &mut into_model),
             Network::TextEncoder(i) => model.encoders[i]
@@ -354,30 +366,27 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
                 .map_weights(&wanted, &mut into_model),
         }
         for (path, w) in kept {
-            originals.insert((network, path), w);
+            model.lora.originals.insert((network, path), w);
         }
     }
     model.lora.applied = specs.to_vec();
     Ok(report)
 }
 
-/// Puts every weight a LoRA touched back: the loaded tensors themselves.
+/// Puts every weight a LoRA touched back: the loaded tensors themselves. On an error the
+/// kept originals stay, so a later restore can still put them back.
 pub fn restore(model: &mut Model) -> Result<()> {
-    let mut originals = std::mem::take(&mut model.lora.originals);
-    let networks: Vec<Network> = {
-        let mut n: Vec<Network> = originals.keys().map(|(n, _)| *n).collect();
-        n.sort();
-        n.dedup();
-        n
-    };
+    let originals = model.lora.originals.clone();
+    let mut networks: Vec<Network> = originals.keys().map(|(n, _)| *n).collect();
+    networks.sort();
+    networks.dedup();
     for network in networks {
         let wanted = |path: &str| originals.contains_key(&(network, path.to_string()));
-        let mut back = std::collections::HashMap::new();
-        for ((n, path), t) in &originals {
-            if *n == network {
-                back.insert(path.clone(), t.clone());
-            }
-        }
+        let mut back: HashMap<String, Tensor<1>> = originals
+            .iter()
+            .filter(|((n, _), _)| *n == network)
+            .map(|((_, path), t)| (path.clone(), t.clone()))
+            .collect();
         let mut put_back = |path: &str, _: Tensor<1>, _: &[usize]| back.remove(path);
         with_network(model, network, &mut |m| {
             m.map_weights(&wanted, &mut put_back)
@@ -388,65 +397,9 @@ pub fn restore(model: &mut Model) -> Result<()> {
             )));
         }
     }
-    originals.clear();
-    model.lora.originals = originals;
+    model.lora.originals.clear();
     model.lora.applied.clear();
     Ok(())
-}
-
-/// `w` (flat, in the network's layout: Burn's `[in, out]` for a linear layer, PyTorch's for
-/// a convolution) with `updates` merged, in f32 as A1111 merges them.
-fn merge_weight(
-    w: Tensor<1>,
-    dims: &[usize],
-    updates: &[(f32, &Adapter)],
-    device: &burn::tensor::Device,
-) -> Result<Tensor<1>> {
-    let n: usize = dims.iter().product();
-    let linear = dims.len() == 2;
-    // `(out, in, kernel)` in PyTorch's terms.
-    let (out, inputs, kernel) = if linear {
-        (dims[1], dims[0], 1)
-    } else {
-        (dims[0], dims[1], dims[2..].iter().product())
-    };
-    let to_torch = |t: Tensor<1>| {
-        if linear {
-            t.reshape([inputs, out]).transpose().reshape([n])
-        } else {
-            t
-        }
-    };
-    let from_torch = |t: Tensor<1>| {
-        if linear {
-            t.reshape([out, inputs]).transpose().reshape([n])
-        } else {
-            t
-        }
-    };
-    let mut w = w.cast(burn::tensor::DType::F32);
-    for (strength, adapter) in updates {
-        if linear && adapter.dora_scale.is_none() {
-            let factor = adapter.scale() * strength;
-            if let Some(change) = super::delta::linear_delta_in_out(adapter, factor, device) {
-                w = w + change?.reshape([n]);
-                continue;
-            }
-        }
-        let change = delta(adapter, kernel, device)?.mul_scalar(adapter.scale());
-        w = match &adapter.dora_scale {
-            Some(m) => from_torch(dora(
-                to_torch(w),
-                change,
-                m,
-                (out, inputs, kernel),
-                *strength,
-                device,
-            )?),
-            None => w + from_torch(change.mul_scalar(*strength)),
-        };
-    }
-    Ok(w)
 }
 
 /// A weight as the model holds it now, in PyTorch layout and f32 (for checks and reports):

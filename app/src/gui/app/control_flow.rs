@@ -31,6 +31,16 @@ impl EmberApp {
                     if i < self.controls.units.len() {
                         self.controls.units.remove(i);
                     }
+                    // Images still being read follow their units down.
+                    self.incoming
+                        .retain(|f| !matches!(f, Incoming::Control(u, _) if *u == i));
+                    for f in &mut self.incoming {
+                        if let Incoming::Control(u, _) = f
+                            && *u > i
+                        {
+                            *u -= 1;
+                        }
+                    }
                 }
             }
             ControlAction::OpenImage { unit, path } => self.read_control_image(unit, path),
@@ -117,6 +127,12 @@ impl EmberApp {
         for (i, (mut unit, name)) in units.into_iter().enumerate().take(MAX_UNITS) {
             let previous = old.get(i);
             unit.image = previous.and_then(|u| u.image.clone());
+            if !unit.enabled {
+                // A unit the image used that Ember cannot run (said in the restore notice).
+                unit.model = previous.and_then(|u| u.model.clone());
+                self.settings.controlnet.push(unit);
+                continue;
+            }
             unit.model = name.as_deref().and_then(|name| self.find_controlnet(name));
             match (&name, &unit.model) {
                 (Some(name), None) => {
@@ -176,20 +192,7 @@ impl EmberApp {
     }
 }
 
-/// An image made RGB as the ControlNet extension's `HWC3` makes it: transparent pixels
-/// over white (`color * a + 255 * (1 - a)`, truncated).
+/// An image made RGB as the ControlNet extension's `HWC3` makes it (over white).
 fn on_white(rgba: &Rgba) -> ImageRgb8 {
-    let pixels = rgba
-        .pixels
-        .chunks_exact(4)
-        .flat_map(|p| {
-            let a = f32::from(p[3]) / 255.0;
-            [0, 1, 2].map(|c| (f32::from(p[c]) * a + 255.0 * (1.0 - a)).clamp(0.0, 255.0) as u8)
-        })
-        .collect();
-    ImageRgb8 {
-        width: rgba.width as u32,
-        height: rgba.height as u32,
-        pixels,
-    }
+    inference::imaging::rgba_over_white(rgba.width as u32, rgba.height as u32, &rgba.pixels)
 }

@@ -255,7 +255,8 @@ fn strengths(ui: &mut egui::Ui, s: &mut ControlUnitSettings) {
     }
 }
 
-/// A weight slider for each LoRA tag in the prompt (the tag is rewritten as it moves).
+/// A weight slider for each LoRA tag in the prompt (the tag is rewritten only when a slider
+/// is moved: showing one never changes a weight, even outside the slider's range).
 pub fn lora_weights(ui: &mut egui::Ui, prompt: &mut String) {
     let spans = inference::lora::tags::spans(prompt);
     if spans.is_empty() {
@@ -267,26 +268,13 @@ pub fn lora_weights(ui: &mut egui::Ui, prompt: &mut String) {
         for (n, (range, tag)) in spans.iter().enumerate() {
             ui.push_id(("lora weight", n), |ui| {
                 let mut t = tag.clone();
-                let split = t.text_encoder != t.unet;
-                let changed = if split {
+                let changed = if t.text_encoder != t.unet {
                     ui.label(&t.name);
-                    let te = ui.add(
-                        Slider::new(&mut t.text_encoder, -1.0..=2.0)
-                            .step_by(0.05)
-                            .text("text encoder"),
-                    );
-                    let unet = ui.add(
-                        Slider::new(&mut t.unet, -1.0..=2.0)
-                            .step_by(0.05)
-                            .text("UNet"),
-                    );
+                    let te = ui.add(weight_slider(&mut t.text_encoder, "text encoder"));
+                    let unet = ui.add(weight_slider(&mut t.unet, "UNet"));
                     te.changed() || unet.changed()
                 } else {
-                    let response = ui.add(
-                        Slider::new(&mut t.unet, -1.0..=2.0)
-                            .step_by(0.05)
-                            .text(&t.name),
-                    );
+                    let response = ui.add(weight_slider(&mut t.unet, &t.name));
                     t.text_encoder = t.unet;
                     response.changed()
                 };
@@ -299,4 +287,11 @@ pub fn lora_weights(ui: &mut egui::Ui, prompt: &mut String) {
             *prompt = inference::lora::tags::set_weights(prompt, range, &tag);
         }
     });
+}
+
+/// A LoRA weight slider that never clamps or rounds what the prompt says.
+fn weight_slider<'a>(value: &'a mut f32, text: &str) -> Slider<'a> {
+    Slider::new(value, -1.0..=2.0)
+        .clamping(egui::SliderClamping::Never)
+        .text(text.to_string())
 }
