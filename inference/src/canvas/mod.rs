@@ -10,6 +10,7 @@
 mod job;
 mod mask;
 mod paint;
+pub(crate) use paint::extend_edges;
 
 pub use job::{CanvasJob, CanvasOptions, canvas_job};
 pub use mask::{Rect, blur_mask, crop_region, invert};

@@ -199,7 +199,7 @@ pub fn fit_mask(mask: &ImageGray8, size: (u32, u32), mode: FitMode) -> ImageGray
 
 /// `img` placed at `offset` on a canvas of `size`, the rest filled by repeating the nearest
 /// edge pixel.
-fn extend_edges(img: &ImageRgb8, size: (u32, u32), offset: (u32, u32)) -> ImageRgb8 {
+pub(crate) fn extend_edges(img: &ImageRgb8, size: (u32, u32), offset: (u32, u32)) -> ImageRgb8 {
     let mut pixels = Vec::with_capacity((size.0 * size.1 * 3) as usize);
     for y in 0..size.1 {
         let sy = y.saturating_sub(offset.1).min(img.height - 1);

@@ -288,10 +288,8 @@ fn at_resolution(
     };
     let size = scaled_short_side((image.width, image.height), resolution);
     let scaled = resize(image, size, how);
-    let padded = pad_edges(
-        &scaled,
-        (size.0.div_ceil(64) * 64, size.1.div_ceil(64) * 64),
-    );
+    let padded64 = (size.0.div_ceil(64) * 64, size.1.div_ceil(64) * 64);
+    let padded = crate::canvas::extend_edges(&scaled, padded64, (0, 0));
     crop_top_left(&f(&padded), size)
 }
 
@@ -308,24 +306,6 @@ pub fn gray_to_rgb(gray: &[u8], width: u32, height: u32) -> ImageRgb8 {
         width,
         height,
         pixels: gray.iter().flat_map(|&v| [v, v, v]).collect(),
-    }
-}
-
-/// `img` on a canvas of `size` at the top-left, the rest repeating the last row and column.
-fn pad_edges(img: &ImageRgb8, size: (u32, u32)) -> ImageRgb8 {
-    let (w, h) = (img.width as usize, img.height as usize);
-    let mut pixels = Vec::with_capacity(size.0 as usize * size.1 as usize * 3);
-    for y in 0..size.1 as usize {
-        let row = y.min(h - 1) * w;
-        for x in 0..size.0 as usize {
-            let i = (row + x.min(w - 1)) * 3;
-            pixels.extend_from_slice(&img.pixels[i..i + 3]);
-        }
-    }
-    ImageRgb8 {
-        width: size.0,
-        height: size.1,
-        pixels,
     }
 }
 
