@@ -52,6 +52,18 @@ fn embeddings_and_loras_in_the_models_list_add_themselves_to_the_prompt() {
     std::fs::write(models.join("embeddings/badhands.pt"), b"ti").unwrap();
     std::fs::create_dir_all(models.join("Lora")).unwrap();
     std::fs::write(models.join("Lora/inkstyle.safetensors"), b"lora").unwrap();
+    // The card picture A1111 / Civitai keep beside a LoRA.
+    let preview = models.join("Lora/inkstyle.preview.png");
+    let picture = inference::imaging::ImageRgb8 {
+        width: 16,
+        height: 16,
+        pixels: vec![200; 16 * 16 * 3],
+    };
+    std::fs::write(
+        &preview,
+        inference::imaging::encode_png(&picture, &[]).unwrap(),
+    )
+    .unwrap();
     let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
     w.step();
     w.state_mut().as_mut().unwrap().settings.prompt = "a cat".into();
@@ -60,6 +72,12 @@ fn embeddings_and_loras_in_the_models_list_add_themselves_to_the_prompt() {
         .unwrap()
         .perform(Action::SetModelsFolder(models.clone()));
     step_until(&mut w, "the scan", |a| a.models.len() == 2);
+    let lora = app(&w)
+        .models
+        .iter()
+        .find(|e| e.name == "inkstyle.safetensors")
+        .expect("the LoRA is listed, its picture is not");
+    assert_eq!(lora.preview.as_ref(), Some(&preview));
     click(&mut w, "Embeddings (1)");
     click(&mut w, "badhands");
     assert_eq!(app(&w).settings.prompt, "a cat, badhands");
@@ -76,6 +94,10 @@ fn embeddings_and_loras_in_the_models_list_add_themselves_to_the_prompt() {
     assert_eq!(dirs.first(), Some(&models.join("embeddings")));
     // A LoRA adds A1111's tag; the request looks tags up in the models folder's Lora/.
     click(&mut w, "LoRA (1)");
+    // The open list asks for the card's picture and shows it once made.
+    step_until(&mut w, "the LoRA's picture", |a| {
+        a.gallery.thumbnail_ready(&preview)
+    });
     click(&mut w, "inkstyle");
     assert_eq!(
         app(&w).settings.prompt,

@@ -77,6 +77,9 @@ pub struct ModelEntry {
     /// The detected family, or why the file is not a usable model.
     pub family: String,
     pub hash: Hash,
+    /// The preview image A1111 and Civitai keep beside an add-on (`name.preview.png`, or
+    /// `name.png`), shown on its card.
+    pub preview: Option<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -193,6 +196,9 @@ fn entry(path: PathBuf, folder_kind: Option<EntryKind>, cache: Option<&Path>) ->
     } else {
         Hash::NotHashed
     };
+    let preview = matches!(kind, EntryKind::Lora | EntryKind::Embedding)
+        .then(|| preview_of(&path))
+        .flatten();
     ModelEntry {
         name: path
             .file_name()
@@ -202,8 +208,27 @@ fn entry(path: PathBuf, folder_kind: Option<EntryKind>, cache: Option<&Path>) ->
         kind,
         family,
         hash,
+        preview,
         path,
     }
+}
+
+/// The preview image beside an add-on file, by A1111's and Civitai's names.
+pub fn preview_of(path: &Path) -> Option<PathBuf> {
+    const NAMES: [&str; 8] = [
+        "preview.png",
+        "preview.jpg",
+        "preview.jpeg",
+        "preview.webp",
+        "png",
+        "jpg",
+        "jpeg",
+        "webp",
+    ];
+    NAMES
+        .iter()
+        .map(|ext| path.with_extension(ext))
+        .find(|p| p.is_file())
 }
 
 /// `inspect`'s family text for files it could not place (see `weights::inspect`).

@@ -171,6 +171,11 @@ impl Gallery {
         }
     }
 
+    /// Whether the thumbnail of `path` has been made (asked for by [`Self::thumbnail`]).
+    pub fn thumbnail_ready(&self, path: &Path) -> bool {
+        matches!(self.thumbs.get(path), Some(ThumbState::Ready(_)))
+    }
+
     /// The thumbnail of an on-screen image, asked for on first sight.
     pub fn thumbnail(&mut self, path: &Path) -> &ThumbState {
         if !self.thumbs.contains_key(path) {

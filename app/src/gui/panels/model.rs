@@ -5,12 +5,16 @@
 use egui::{ProgressBar, RichText};
 
 use super::Parts;
+
+/// Side of an add-on card's picture, in points.
+const CARD_PICTURE: f32 = 40.0;
 use crate::gui::action::Action;
 use crate::gui::dialogs::PathPurpose;
+use crate::gui::gallery::ThumbState;
 use crate::gui::models::{EntryKind, Hash, ModelEntry, human_size};
 use crate::gui::session::ModelState;
 
-pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
+pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     ui.heading("Model");
     match &app.session.model {
         ModelState::Empty => {
@@ -104,7 +108,7 @@ pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
         }
     });
     let loaded = app.session.model().map(|m| m.path.as_path());
-    models_list(ui, app.models, loaded, actions);
+    models_list(ui, app.models, loaded, app.gallery, actions);
 
     if !app.settings.recent_models.is_empty() {
         ui.separator();
@@ -139,6 +143,7 @@ fn models_list(
     ui: &mut egui::Ui,
     entries: &[ModelEntry],
     loaded: Option<&std::path::Path>,
+    thumbs: &mut crate::gui::gallery::Gallery,
     actions: &mut Vec<Action>,
 ) {
     for entry in entries.iter().filter(|e| e.kind == EntryKind::Model) {
@@ -190,11 +195,22 @@ fn models_list(
                     _ => None,
                 };
                 if let Some((label, word)) = word {
-                    if ui
-                        .button(label)
-                        .on_hover_text(entry.path.display().to_string())
-                        .clicked()
-                    {
+                    let clicked = ui
+                        .horizontal(|ui| {
+                            // The card's picture: the preview kept beside the file.
+                            if let Some(preview) = &entry.preview
+                                && let ThumbState::Ready(texture) = thumbs.thumbnail(preview)
+                            {
+                                let size = texture.size_vec2();
+                                let scale = CARD_PICTURE / size.x.max(size.y);
+                                ui.image((texture.id(), size * scale));
+                            }
+                            ui.button(label)
+                                .on_hover_text(entry.path.display().to_string())
+                                .clicked()
+                        })
+                        .inner;
+                    if clicked {
                         actions.push(Action::AddToPrompt(word));
                     }
                     continue;
