@@ -374,3 +374,59 @@ fn the_benchmark_lora_matches_every_module_and_is_removed_exactly() {
     assert!(times.modules > 0);
     assert_eq!(read_weight(&model, Network::Unet, key).unwrap(), before);
 }
+
+/// Damaged LoRAs are refused by name with what is wrong, and the model keeps its weights:
+/// a NaN in a factor, an alpha of 0 (a scale of 0) and an absurd alpha.
+#[test]
+fn damaged_loras_are_refused_and_leave_the_model_as_it_was() {
+    let source = "sd15/lora/lora_kohya.safetensors";
+    let mut model = model("sd15/pipeline");
+    let key = "down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.weight";
+    let before = read_weight(&model, Network::Unet, key).unwrap();
+    let first_down = Fixtures::load(source)
+        .tensors
+        .keys()
+        .find(|k| k.ends_with(".lora_down.weight"))
+        .cloned()
+        .unwrap();
+    let first_alpha = first_down.replace(".lora_down.weight", ".alpha");
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, f32, &str); 3] = [
+        ("nan", first_down.as_str(), f32::NAN, "holds NaN"),
+        (
+            "zero_alpha",
+            first_alpha.as_str(),
+            0.0,
+            "would change nothing",
+        ),
+        ("huge_alpha", first_alpha.as_str(), 1e9, "far outside"),
+    ];
+    for (name, damaged, value, says) in cases {
+        let file = dir.path().join(format!("{name}.safetensors"));
+        ember_tests::write_edited(
+            source,
+            &file,
+            |tensor_name, t| {
+                if tensor_name == damaged {
+                    let mut v = t.f32();
+                    v[0] = value;
+                    *t = ember_tests::Fixture::from_f32(t.shape.clone(), &v);
+                }
+                true
+            },
+            Vec::new(),
+        );
+        let spec = LoraSpec {
+            path: file,
+            text_encoder: 1.0,
+            unet: 1.0,
+        };
+        let err = set(&mut model, &[spec]).unwrap_err().to_string();
+        assert!(err.contains(says) && err.contains(name), "{name}: {err}");
+        assert_eq!(
+            read_weight(&model, Network::Unet, key).unwrap(),
+            before,
+            "{name}"
+        );
+    }
+}

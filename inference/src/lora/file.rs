@@ -256,6 +256,7 @@ impl LoraFile {
                     _ => return Err(bad(format!("`{}` is not one number", tensor.name))),
                 }
             } else {
+                check_finite(&tensor).map_err(bad)?;
                 entry.0.insert(part, tensor);
             }
         }
@@ -281,10 +282,47 @@ impl LoraFile {
             });
         }
         apply_adapter_config(path, &mut adapters)?;
+        for adapter in &adapters {
+            let scale = adapter.scale();
+            if scale == 0.0 || !scale.is_finite() || scale.abs() > MAX_SCALE {
+                return Err(bad(format!(
+                    "`{}` has alpha {} for rank {}: a scale of {scale} (alpha / rank) {}; the \
+                     file is damaged or was saved wrongly",
+                    adapter.key,
+                    adapter.alpha.unwrap_or(f32::NAN),
+                    adapter.dim().unwrap_or(0),
+                    if scale == 0.0 {
+                        "would change nothing"
+                    } else {
+                        "is far outside what training gives (usually 1 or less)"
+                    }
+                )));
+            }
+        }
         Ok(Self {
             path: path.to_path_buf(),
             adapters,
         })
+    }
+}
+
+/// The largest `alpha / rank` a LoRA may have: trainers give 1 or less, a few 16 or 32.
+const MAX_SCALE: f32 = 1000.0;
+
+/// Why a factor cannot be merged, if it has a NaN or an infinity.
+fn check_finite(tensor: &PackTensor) -> std::result::Result<(), String> {
+    let data = burn::store::bridge::to_data(tensor)
+        .map_err(|e| format!("`{}` cannot be read ({e})", tensor.name))?;
+    let values = data
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .map_err(|e| format!("`{}` is not a float tensor ({e:?})", tensor.name))?;
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "`{}` holds {} at index {i}: the file is damaged",
+            tensor.name, values[i]
+        )),
     }
 }
 

@@ -37,6 +37,20 @@ pub struct TensorFile {
     pub tensors: Vec<PackTensor>,
 }
 
+/// The container of a weight file from its first bytes: a safetensors file is an 8-byte
+/// header length and then its JSON header (`{`); a `.ckpt` is a zip (`PK`) or a bare pickle
+/// (protocol 2+: `0x80`). The JSON is checked first: a header length of 128 mod 256 also
+/// starts with `0x80`.
+fn sniff(head: &[u8]) -> FileFormat {
+    if head.get(8) == Some(&b'{') {
+        FileFormat::Safetensors
+    } else if head.starts_with(b"PK\x03\x04") || head.first() == Some(&0x80) {
+        FileFormat::PyTorchPickle
+    } else {
+        FileFormat::Safetensors
+    }
+}
+
 impl TensorFile {
     /// Opens a weight file, checking its container before anything else.
     pub fn open(path: &Path) -> Result<Self> {
@@ -47,16 +61,11 @@ impl TensorFile {
         if meta.len() == 0 {
             return Err(Error::invalid_model(path, "the file is empty"));
         }
-        let mut head = [0u8; 8];
+        let mut head = [0u8; 9];
         let head_len = std::fs::File::open(path)
             .and_then(|mut f| f.read(&mut head))
             .map_err(|e| Error::io(path, e))?;
-        let head = &head[..head_len];
-        let format = if head.starts_with(b"PK\x03\x04") || head.first() == Some(&0x80) {
-            FileFormat::PyTorchPickle
-        } else {
-            FileFormat::Safetensors
-        };
+        let format = sniff(&head[..head_len]);
         let tensors = match format {
             FileFormat::Safetensors => {
                 check_safetensors_header(path, meta.len())?;
@@ -154,4 +163,19 @@ fn open_pickle(path: &Path) -> Result<Vec<PackTensor>> {
         .into_values()
         .map(bridge::from_pytorch)
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_safetensors_header_of_128_mod_256_bytes_is_not_a_pickle() {
+        let mut head = 384u64.to_le_bytes().to_vec();
+        head.push(b'{');
+        assert_eq!(head[0], 0x80);
+        assert_eq!(sniff(&head), FileFormat::Safetensors);
+        assert_eq!(sniff(&[0x80, 0x02, b'}']), FileFormat::PyTorchPickle);
+        assert_eq!(sniff(b"PK\x03\x04rest"), FileFormat::PyTorchPickle);
+    }
 }
