@@ -1,8 +1,8 @@
 //! The desktop app driven through its widgets (egui_kittest: find by label, click, step),
 //! with the fake engine for the flows and the real engine on the reference model.
 
+mod add_ons;
 mod canvas;
-mod controlnet;
 mod families;
 mod first_minutes;
 mod flows;

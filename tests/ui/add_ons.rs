@@ -1,7 +1,8 @@
-//! The form's ControlNet section on the real engine: a unit added by its button, its image
-//! dropped on it, the map shown, the image the window makes equal to `ember generate`'s with
-//! the same ControlNet flags, the unit restored from that image's metadata; and a slider
-//! for each LoRA the prompt names.
+//! Add-ons in the window on the real engine. The form's ControlNet section: a unit added by
+//! its button, its image dropped on it, the map shown, the image the window makes equal to
+//! `ember generate`'s with the same ControlNet flags, the unit restored from that image's
+//! metadata. LoRAs: a prompt's `<lora:…>` tag found in the models folder's `Lora/` makes the
+//! image `ember generate --lora` makes; a slider for each LoRA the prompt names.
 
 use egui_kittest::kittest::Queryable;
 use ember_app::gui::action::{Action, ControlAction};
@@ -145,4 +146,90 @@ fn each_lora_in_the_prompt_gets_a_weight_slider() {
         w.query_all_by_label("text encoder").next().is_some(),
         "pen's split weights"
     );
+}
+
+#[test]
+fn a_lora_tag_makes_the_command_lines_image() {
+    use ember_app::gui::action::Action;
+
+    let home = tempfile::tempdir().unwrap();
+    let models = home.path().join("models");
+    std::fs::create_dir_all(models.join("Lora")).unwrap();
+    let lora = models.join("Lora/kohya.safetensors");
+    std::fs::copy(reference("sd15/lora/lora_kohya.safetensors"), &lora).unwrap();
+    let mut w = open_with_reference_model(home.path());
+    w.state_mut()
+        .as_mut()
+        .unwrap()
+        .perform(Action::SetModelsFolder(models));
+    step_until(&mut w, "the scan", |a| !a.models.is_empty());
+    {
+        let s = &mut w.state_mut().as_mut().unwrap().settings;
+        (s.width, s.height) = (24, 40);
+        s.prompt = "a photograph of an astronaut riding a horse <lora:kohya:0.8>".into();
+        s.negative_prompt = "blurry, low quality".into();
+        s.steps = 3;
+        s.cfg_scale = 7.5;
+        s.sampler = inference::schedule::named::SamplerName::Euler;
+        s.schedule = inference::schedule::named::ScheduleName::Normal;
+        s.seed = 1234;
+        s.seed_locked = true;
+    }
+    click(&mut w, "Generate");
+    step_until(&mut w, "the image to be saved", |a| {
+        !a.display.results.is_empty() && a.display.results.iter().all(|(_, p)| p.is_some())
+    });
+    let from_window = app(&w).display.results[0].1.clone().unwrap();
+    let text = inference::imaging::read_png_text(&from_window).unwrap();
+    let parameters = &text.iter().find(|(k, _)| k == "parameters").unwrap().1;
+    assert!(
+        parameters.contains("Lora hashes: \"kohya: "),
+        "{parameters}"
+    );
+
+    let cli_png = home.path().join("cli.png");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_ember"))
+        .args(["generate", "--model"])
+        .arg(reference("sd15/pipeline"))
+        .args(["--prompt", "a photograph of an astronaut riding a horse"])
+        .args([
+            "--negative",
+            "blurry, low quality",
+            "--steps",
+            "3",
+            "--cfg",
+            "7.5",
+        ])
+        .args(["--seed", "1234", "--width", "24", "--height", "40"])
+        .args(["--sampler", "euler", "--schedule", "normal", "--lora"])
+        .arg(format!("{}:0.8", lora.display()))
+        .arg("--out")
+        .arg(&cli_png)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let a = image::open(&from_window).unwrap().to_rgb8();
+    let b = image::open(&cli_png).unwrap().to_rgb8();
+    assert!(a == b, "the window's image equals the command line's");
+    // And differs from the image without the LoRA (the tag did something).
+    let plain_png = home.path().join("plain.png");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_ember"))
+        .args(["generate", "--model"])
+        .arg(reference("sd15/pipeline"))
+        .args(["--prompt", "a photograph of an astronaut riding a horse"])
+        .args([
+            "--negative",
+            "blurry, low quality",
+            "--steps",
+            "3",
+            "--cfg",
+            "7.5",
+        ])
+        .args(["--seed", "1234", "--width", "24", "--height", "40"])
+        .args(["--sampler", "euler", "--schedule", "normal", "--out"])
+        .arg(&plain_png)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(a != image::open(&plain_png).unwrap().to_rgb8());
 }
