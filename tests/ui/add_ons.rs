@@ -187,49 +187,40 @@ fn a_lora_tag_makes_the_command_lines_image() {
         "{parameters}"
     );
 
-    let cli_png = home.path().join("cli.png");
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_ember"))
-        .args(["generate", "--model"])
-        .arg(reference("sd15/pipeline"))
-        .args(["--prompt", "a photograph of an astronaut riding a horse"])
-        .args([
-            "--negative",
-            "blurry, low quality",
-            "--steps",
-            "3",
-            "--cfg",
-            "7.5",
-        ])
-        .args(["--seed", "1234", "--width", "24", "--height", "40"])
-        .args(["--sampler", "euler", "--schedule", "normal", "--lora"])
-        .arg(format!("{}:0.8", lora.display()))
-        .arg("--out")
-        .arg(&cli_png)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    // The same settings from the command line, with the LoRA as a flag, and without it.
+    let cli = |lora: Option<String>, out: &std::path::Path| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ember"));
+        command
+            .args(["generate", "--model"])
+            .arg(reference("sd15/pipeline"))
+            .args(["--prompt", "a photograph of an astronaut riding a horse"])
+            .args([
+                "--negative",
+                "blurry, low quality",
+                "--steps",
+                "3",
+                "--cfg",
+                "7.5",
+            ])
+            .args(["--seed", "1234", "--width", "24", "--height", "40"])
+            .args(["--sampler", "euler", "--schedule", "normal"]);
+        if let Some(lora) = lora {
+            command.args(["--lora", &lora]);
+        }
+        assert!(command.arg("--out").arg(out).status().unwrap().success());
+        image::open(out).unwrap().to_rgb8()
+    };
     let a = image::open(&from_window).unwrap().to_rgb8();
-    let b = image::open(&cli_png).unwrap().to_rgb8();
-    assert!(a == b, "the window's image equals the command line's");
+    let with_lora = cli(
+        Some(format!("{}:0.8", lora.display())),
+        &home.path().join("cli.png"),
+    );
+    assert!(
+        a == with_lora,
+        "the window's image equals the command line's"
+    );
     // And differs from the image without the LoRA (the tag did something).
     let plain_png = home.path().join("plain.png");
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_ember"))
-        .args(["generate", "--model"])
-        .arg(reference("sd15/pipeline"))
-        .args(["--prompt", "a photograph of an astronaut riding a horse"])
-        .args([
-            "--negative",
-            "blurry, low quality",
-            "--steps",
-            "3",
-            "--cfg",
-            "7.5",
-        ])
-        .args(["--seed", "1234", "--width", "24", "--height", "40"])
-        .args(["--sampler", "euler", "--schedule", "normal", "--out"])
-        .arg(&plain_png)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    assert!(a != image::open(&plain_png).unwrap().to_rgb8());
+    let plain = cli(None, &plain_png);
+    assert!(a != plain);
 }
