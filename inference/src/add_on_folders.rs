@@ -1,4 +1,4 @@
-//! Where add-on files (embeddings, LoRAs) sit relative to a model, by the conventions of
+//! Where add-on files (embeddings, LoRAs, upscalers) sit relative to a model, by the conventions of
 //! A1111 (`models/Stable-diffusion/x.safetensors` beside `embeddings/`, `models/Lora/`) and
 //! ComfyUI (`models/checkpoints/` beside `models/embeddings/`, `models/loras/`).
 
@@ -9,6 +9,9 @@ pub const EMBEDDINGS: &[&str] = &["embeddings"];
 
 /// LoRA folder names.
 pub const LORAS: &[&str] = &["Lora", "loras", "LyCORIS"];
+
+/// Upscaler model folder names (A1111's `ESRGAN/`, `RealESRGAN/`; ComfyUI's `upscale_models/`).
+pub const UPSCALERS: &[&str] = &["ESRGAN", "RealESRGAN", "upscale_models"];
 
 /// The folders named `names` beside `model` and one or two levels up; only those that exist.
 pub fn near_model(model: &Path, names: &[&str]) -> Vec<PathBuf> {

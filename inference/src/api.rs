@@ -14,6 +14,11 @@ use crate::schedule::diffusers::{Prediction, SchedulerConfig};
 use crate::schedule::named::{SamplerName, ScheduleName};
 
 mod checks;
+mod hires;
+
+pub use hires::{
+    DEFAULT_HIRES_STRENGTH, HiresFix, HiresPlan, HiresSize, HiresUpscaler, MAX_HIRES_SCALE,
+};
 
 /// What a loaded model can do, as plain data: what requests are validated against, and what
 /// front ends show (family, sizes, which prompts apply).
@@ -31,6 +36,8 @@ pub struct ModelCapabilities {
     pub max_clip_skip: u32,
     /// A diffusers folder's own scheduler, else A1111's default sampler.
     pub default_sampler: SamplerChoice,
+    /// Pixels per latent cell (8 for every released VAE).
+    pub vae_factor: u32,
 }
 
 impl ModelCapabilities {
@@ -174,6 +181,22 @@ pub struct GenerateRequest {
     /// With a refiner: the fraction of the schedule the base model runs before the refiner
     /// takes over (diffusers' `denoising_end` / `denoising_start`); `None` = no refiner.
     pub refiner_switch: Option<f32>,
+    /// img2img from latents instead of an image (the latent hires-fix pass): no VAE encode.
+    pub init_latents: Option<InitLatents>,
+    /// With an init image or latents, run exactly `steps` steps (the last `steps` of a
+    /// `steps / strength` schedule; A1111's "do exactly the amount of steps the slider
+    /// specifies", and its hires pass) instead of diffusers' `int(steps * strength)`.
+    pub exact_steps: bool,
+    /// A1111's hires fix: a second, img2img pass at a larger size.
+    pub hires: Option<HiresFix>,
+}
+
+/// Latents to start img2img from, `[1, channels, height / f, width / f]`, already scaled by
+/// the VAE's scaling factor (as the sampler holds clean latents).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InitLatents {
+    pub shape: [usize; 4],
+    pub values: Vec<f32>,
 }
 
 /// The noise of the DPM++ SDE samplers (`dpmpp_sde`, `dpmpp_2m_sde`, `dpmpp_2m_sde_heun`,
@@ -307,6 +330,9 @@ impl Default for GenerateRequest {
             negative_aesthetic_score: None,
             cfg_rescale: 0.0,
             refiner_switch: None,
+            init_latents: None,
+            exact_steps: false,
+            hires: None,
         }
     }
 }
@@ -318,6 +344,8 @@ pub enum Stage {
     EncodingImage,
     Denoising,
     Decoding,
+    /// An upscaler's tiles (`step` of `total`).
+    Upscaling,
 }
 
 /// A progress report: `step` of `total` sampler steps done (only while denoising).
@@ -379,5 +407,17 @@ mod tests {
             r.strength = strength;
             assert_eq!(r.effective_steps(), steps, "strength {strength}");
         }
+        // A1111's exact steps (its hires pass): all `steps` run, the last of a schedule of
+        // `int(steps / min(strength, 0.999))`: 20 / 0.55 = 36.36 -> 36.
+        r.exact_steps = true;
+        r.steps = 20;
+        for (strength, schedule) in [(0.55, 36), (0.7, 28), (1.0, 20), (0.5, 40)] {
+            r.strength = strength;
+            assert_eq!(r.schedule_steps(), schedule, "strength {strength}");
+            assert_eq!(r.effective_steps(), 20);
+        }
+        // Without an init image the flag changes nothing.
+        r.init_image = None;
+        assert_eq!((r.schedule_steps(), r.effective_steps()), (20, 20));
     }
 }

@@ -24,6 +24,7 @@ pub mod rng;
 pub mod sampling;
 pub mod schedule;
 pub mod text;
+pub mod upscale;
 pub mod weights;
 pub mod worker;
 

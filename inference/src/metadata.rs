@@ -370,8 +370,11 @@ pub fn for_generation(
         p.push("Model hash", hash);
     }
     p.push("Model", &model.info.name);
-    if request.init_image.is_some() {
+    if request.has_init() {
         p.push("Denoising strength", request.strength);
+    }
+    if let Some(fix) = &request.hires {
+        p.push("Denoising strength", fix.strength);
     }
     if request.clip_skip > 1 {
         p.push("Clip skip", request.clip_skip);
@@ -395,11 +398,27 @@ pub fn for_generation(
         p.push("SDE noise", request.sde_noise.name());
     }
     push_family_fields(&mut p, request, model, refiner);
+    if let Some(fix) = &request.hires {
+        push_hires_fields(&mut p, fix);
+    }
     for (i, c) in request.controlnets.iter().enumerate() {
         p.push(&format!("ControlNet {i}"), controlnet_unit(c));
     }
     p.push("Version", concat!("Ember ", env!("CARGO_PKG_VERSION")));
     p
+}
+
+/// A1111's hires-fix fields: `Hires upscale` or `Hires resize`, `Hires steps` (when not the
+/// first pass's), `Hires upscaler`.
+fn push_hires_fields(p: &mut Parameters, fix: &crate::api::HiresFix) {
+    match fix.size {
+        crate::api::HiresSize::Scale(s) => p.push("Hires upscale", s),
+        crate::api::HiresSize::To(w, h) => p.push("Hires resize", format!("{w}x{h}")),
+    }
+    if fix.steps > 0 {
+        p.push("Hires steps", fix.steps);
+    }
+    p.push("Hires upscaler", fix.upscaler.a1111_name());
 }
 
 /// One unit as A1111's ControlNet extension writes it: all eleven fields in its order,

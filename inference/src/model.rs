@@ -195,6 +195,7 @@ impl Model {
             min_side: ((self.vae_factor() << (levels - 1)).max(8)) as u32,
             max_clip_skip: self.max_clip_skip() as u32,
             default_sampler: self.default_sampler(),
+            vae_factor: self.vae_factor() as u32,
         }
     }
 

@@ -8,6 +8,7 @@ mod bad_input;
 mod canvas;
 mod controlnet;
 mod families;
+mod hires;
 mod info;
 mod kill;
 mod lora;

@@ -24,4 +24,5 @@ mod rng;
 mod sampler_runs;
 mod schedules;
 mod tokenizer;
+mod upscale;
 mod worker;

@@ -81,6 +81,7 @@ pub fn fake_capabilities(path: &Path) -> ModelCapabilities {
         min_side: 8,
         max_clip_skip: 12,
         default_sampler: SamplerChoice::a1111_default(),
+        vae_factor: 8,
     }
 }
 

@@ -13,7 +13,7 @@ use inference::device::{DeviceKind, Precision};
 use inference::imaging::{self, write_atomic};
 use inference::metadata::ModelRef;
 use inference::model::{Layout, Model};
-use inference::pipeline::generate_refined;
+use inference::pipeline::generate_hires;
 use inference::schedule::diffusers::{Prediction, SchedulerConfig};
 use inference::schedule::named::{SamplerName, ScheduleName};
 use inference::weights::{self, LoadOptions};
@@ -72,6 +72,7 @@ fn check_flag_pairs(args: &GenerateArgs) -> Result<(), String> {
     let refiner = args.refiner.is_some();
     needs(args.strength.is_some(), "--strength", "--init-image", init)?;
     needs(args.mask.is_some(), "--mask", "--init-image", init)?;
+    needs(args.exact_steps, "--exact-steps", "--init-image", init)?;
     needs(
         args.refiner_switch.is_some(),
         "--refiner-switch",
@@ -145,6 +146,9 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
             .refiner
             .as_ref()
             .map(|_| args.refiner_switch.unwrap_or(DEFAULT_REFINER_SWITCH)),
+        init_latents: None,
+        exact_steps: args.exact_steps,
+        hires: super::hires::from_args(args)?,
     };
     // Everything that does not need the model fails now, before a long load.
     request.validate_settings().map_err(err)?;
@@ -159,6 +163,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         ..LoadOptions::new(device.clone(), precision)
     };
     check_memory(args, &request, (&options, &refiner_options))?;
+    let upscaler = super::hires::load_upscaler(request.hires.as_ref(), &options)?;
     let mut model = weights::load(&args.model, &options).map_err(err)?;
     for note in model.info.report.notes() {
         eprintln!("note: {note}");
@@ -211,6 +216,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     request
         .validate_refiner(&caps, refiner_caps.as_ref())
         .map_err(err)?;
+    inference::pipeline::hires::hires_plan(&request, &model).map_err(err)?;
     let (loras, lora_warnings) =
         inference::lora::set_for_request(&mut model, &request).map_err(err)?;
     inference::control::set_for_request(&mut model, &request).map_err(err)?;
@@ -224,8 +230,14 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     let mut printer = ProgressPrinter {
         terminal: std::io::stderr().is_terminal(),
     };
-    let mut generation =
-        generate_refined(&model, refiner.as_ref(), &request, &mut printer).map_err(err)?;
+    let mut generation = generate_hires(
+        &model,
+        refiner.as_ref(),
+        upscaler.as_ref(),
+        &request,
+        &mut printer,
+    )
+    .map_err(err)?;
     generation.loras = loras;
     for warning in &generation.warnings {
         eprintln!("warning: {warning}");
@@ -319,6 +331,25 @@ fn hash_of(model: &Model) -> inference::Result<Option<String>> {
 
 /// The PNG paths: `--out` itself, or `<stem>-<i>.png` for a batch. Checked up front.
 fn output_paths(out: &Path, batch: u32) -> Result<Vec<PathBuf>, String> {
+    check_png_out(out)?;
+    let dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if batch <= 1 {
+        return Ok(vec![out.to_path_buf()]);
+    }
+    let stem = out
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok((0..batch)
+        .map(|i| dir.join(format!("{stem}-{i}.png")))
+        .collect())
+}
+
+/// `--out` names a `.png` in an existing folder.
+pub(super) fn check_png_out(out: &Path) -> Result<(), String> {
     if out
         .extension()
         .and_then(|e| e.to_str())
@@ -341,16 +372,7 @@ fn output_paths(out: &Path, batch: u32) -> Result<Vec<PathBuf>, String> {
             dir.display()
         ));
     }
-    if batch <= 1 {
-        return Ok(vec![out.to_path_buf()]);
-    }
-    let stem = out
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    Ok((0..batch)
-        .map(|i| dir.join(format!("{stem}-{i}.png")))
-        .collect())
+    Ok(())
 }
 
 /// `--scheduler-config`, or `--sampler`/`--schedule` (each defaulting sensibly), or `None`

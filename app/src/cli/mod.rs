@@ -1,4 +1,4 @@
-//! `ember generate | info | bench`: argument parsing and error reporting.
+//! `ember generate | info | bench | upscale`: argument parsing and error reporting.
 //!
 //! Every failure is one line on stderr starting with `error:` and a non-zero exit status;
 //! nothing is written when a command fails.
@@ -7,7 +7,9 @@ mod bench;
 mod canvas;
 mod control;
 mod generate;
+mod hires;
 mod info;
+mod upscale;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -34,6 +36,8 @@ enum Command {
     },
     /// Time a network of the real architecture with random weights (no file needed).
     Bench(BenchArgs),
+    /// Upscale an image with an ESRGAN / Real-ESRGAN model (A1111's Extras tab).
+    Upscale(upscale::UpscaleArgs),
 }
 
 /// `ember bench` options.
@@ -243,6 +247,32 @@ pub struct GenerateArgs {
     pub device: String,
     #[arg(long, default_value = "f32")]
     pub precision: String,
+    /// With --init-image, run exactly --steps steps (A1111's "do exactly the amount of
+    /// steps the slider specifies") instead of int(steps * strength).
+    #[arg(long)]
+    pub exact_steps: bool,
+    /// Hires fix: enlarge the first pass by this factor (1 to 4; default 2 when another
+    /// --hires-* flag is given) and denoise it again.
+    #[arg(long)]
+    pub hires_scale: Option<f32>,
+    /// Hires fix to a size WxH instead of a factor (0 for one side keeps the aspect).
+    #[arg(long, value_name = "WxH")]
+    pub hires_size: Option<String>,
+    /// The hires upscaler: Latent (default), "Latent (antialiased)", "Latent (bicubic)",
+    /// "Latent (bicubic antialiased)", "Latent (nearest)", "Latent (nearest-exact)", None,
+    /// Lanczos, Nearest, or an ESRGAN model file or name (looked up in --upscalers and in
+    /// ESRGAN/ beside the model).
+    #[arg(long)]
+    pub hires_upscaler: Option<String>,
+    /// The second pass's steps (default: --steps).
+    #[arg(long)]
+    pub hires_steps: Option<u32>,
+    /// The second pass's denoising strength (default 0.7).
+    #[arg(long, allow_negative_numbers = true)]
+    pub hires_strength: Option<f32>,
+    /// A folder of ESRGAN upscaler models (repeatable) for --hires-upscaler NAME.
+    #[arg(long = "upscalers", value_name = "DIR")]
+    pub upscalers: Vec<PathBuf>,
     /// Output PNG (with A1111-compatible `parameters` metadata).
     #[arg(long)]
     pub out: PathBuf,
@@ -269,6 +299,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Generate(args)) => generate::run(&args),
         Some(Command::Info { file }) => info::run(&file),
         Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::Upscale(args)) => upscale::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -124,7 +124,7 @@ impl GenerateRequest {
             ));
         }
         let family = model.family;
-        if !family.spec().txt2img && self.init_image.is_none() {
+        if !family.spec().txt2img && !self.has_init() {
             return bad(format!(
                 "this is an {family} model: it refines images rather than making them from noise; use it as the refiner of an SDXL model (--refiner), or give it an init image"
             ));
@@ -148,6 +148,31 @@ impl GenerateRequest {
             );
         }
         let matches_size = |w: u32, h: u32| (w, h) == (self.width, self.height);
+        if let Some(latents) = &self.init_latents {
+            let f = model.vae_factor as usize;
+            let channels = model.family.spec().latent_channels;
+            let expected = [
+                1,
+                channels,
+                self.height as usize / f,
+                self.width as usize / f,
+            ];
+            if self.init_image.is_some() || self.mask.is_some() || model.inpainting {
+                return bad("init latents replace the init image; they take no mask".into());
+            }
+            if latents.shape != expected
+                || latents.values.len() != expected.iter().product::<usize>()
+            {
+                return bad(format!(
+                    "init latents of shape {:?} do not fit {}x{} (needs {expected:?})",
+                    latents.shape, self.width, self.height
+                ));
+            }
+            if self.effective_steps() == 0 {
+                return bad("the init latents' strength leaves no denoising step".into());
+            }
+            return Ok(());
+        }
         match (&self.init_image, &self.mask) {
             (None, Some(_)) => bad("a mask needs an init image".into()),
             (None, None) if self.strength < 1.0 => {
@@ -213,9 +238,28 @@ impl GenerateRequest {
         }
     }
 
-    /// Steps that actually run: `int(steps * strength)` with an init image (as diffusers).
+    /// Whether the generation starts from an image or latents (img2img / inpainting).
+    pub fn has_init(&self) -> bool {
+        self.init_image.is_some() || self.init_latents.is_some()
+    }
+
+    /// The length of the schedule the steps are taken from: `steps`, or with
+    /// [`GenerateRequest::exact_steps`] A1111's `int(steps / min(strength, 0.999))`.
+    pub fn schedule_steps(&self) -> u32 {
+        if self.has_init() && self.exact_steps && self.strength > 0.0 {
+            let strength: f64 = self.strength.to_string().parse().unwrap_or(1.0);
+            (f64::from(self.steps) / strength.min(0.999)) as u32
+        } else {
+            self.steps
+        }
+    }
+
+    /// Steps that actually run: `int(steps * strength)` with an init image (as diffusers),
+    /// or `steps` with [`GenerateRequest::exact_steps`].
     pub fn effective_steps(&self) -> u32 {
-        if self.init_image.is_some() {
+        if self.has_init() && self.exact_steps {
+            if self.strength > 0.0 { self.steps } else { 0 }
+        } else if self.has_init() {
             // diffusers' `int(steps * strength)` on the Python float the user wrote: widen
             // the f32 through its shortest decimal form, since `0.9f32 as f64` is
             // 0.89999997..., which would take 8 of 10 steps where diffusers takes 9.

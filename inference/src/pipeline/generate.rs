@@ -65,7 +65,7 @@ impl<F: FnMut(Progress) -> ControlFlow<()>> Observer for F {
 /// The sampling plan for a request on a model: the sampler and schedule, with the model's
 /// zero-terminal-SNR rescale for named schedules (a diffusers config says its own).
 pub fn plan_for(request: &GenerateRequest, model: &ModelCapabilities) -> Result<Plan> {
-    let steps = request.steps as usize;
+    let steps = request.schedule_steps() as usize;
     let mut plan = match &request.sampler {
         SamplerChoice::Diffusers(config) => config.plan(steps, request.eta.unwrap_or(0.0))?,
         SamplerChoice::Named { sampler, schedule } => {
@@ -171,7 +171,7 @@ pub fn generate_refined(
         transfer.combines_v = model.prediction == Prediction::V;
     }
     let mut rng = BatchRng::new(request.seed, batch);
-    if request.init_image.is_some() {
+    if request.has_init() {
         report(observer, Stage::EncodingImage, 0, 0)?;
         plan.keep_last_steps(request.effective_steps() as usize);
     }

@@ -1,10 +1,11 @@
 //! Generation pipelines: text-to-image, image-to-image and inpainting, in one flow, for every
-//! model family, with an optional refiner taking over part-way.
+//! model family, with an optional refiner taking over part-way and an optional hires fix.
 
 mod denoiser;
 mod encode;
 mod generate;
 pub mod guidance;
+pub mod hires;
 mod image_inputs;
 pub mod prompt;
 pub mod scheduled;
@@ -12,3 +13,4 @@ mod start;
 mod torch_mean;
 
 pub use generate::{Observer, StepLatents, generate, generate_refined, plan_for};
+pub use hires::generate_hires;

@@ -77,15 +77,19 @@ impl Start {
     ) -> Result<Self> {
         // diffusers' inpainting at full strength starts from pure noise; img2img and
         // partial-strength inpainting from the noised image.
-        let from_noise =
-            request.init_image.is_none() || (request.mask.is_some() && request.strength >= 1.0);
+        let from_noise = !request.has_init() || (request.mask.is_some() && request.strength >= 1.0);
         // The 4-channel model blends the image back in, so it needs its latents even when
         // starting from noise; the 9-channel model only when starting part-way.
-        let image_latents = match &request.init_image {
-            Some(init) if !model.is_inpainting() || !from_noise => {
+        let image_latents = match (&request.init_image, &request.init_latents) {
+            (Some(init), _) if !model.is_inpainting() || !from_noise => {
                 let image = image_inputs::image_tensor(model, init);
                 Some(image_inputs::encode_image(model, image, rng))
             }
+            // Given latents draw nothing: no posterior sample.
+            (None, Some(latents)) => Some(
+                tensor_from_vec(latents.values.clone(), latents.shape, &model.device)
+                    .repeat_dim(0, shape[0]),
+            ),
             _ => None,
         };
         let noise = tensor_from_vec(rng.randn(shape[1..].iter().product()), shape, &model.device);

@@ -144,18 +144,23 @@ fn check_safetensors_header(path: &Path, file_len: u64) -> Result<()> {
     Ok(())
 }
 
-/// Reads a PyTorch checkpoint's tensors (the `state_dict` entry when there is one).
+/// Where a pickle keeps its weights when they are not at the top level: a Lightning / SD
+/// checkpoint's `state_dict`, or basicsr's (Real-ESRGAN's) `params_ema`, then `params`.
+const NESTED_WEIGHTS: [&str; 3] = ["state_dict", "params_ema", "params"];
+
+/// Reads a PyTorch checkpoint's tensors (from the first [`NESTED_WEIGHTS`] entry present).
 fn open_pickle(path: &Path) -> Result<Vec<PackTensor>> {
     pickle_guard::check_pickle_file(path)?;
     let bad = |e: &dyn std::fmt::Display| {
         Error::invalid_model(path, format!("not a readable PyTorch checkpoint ({e})"))
     };
     let root = PytorchReader::read_pickle_data(path, None).map_err(|e| bad(&e))?;
-    let nested = matches!(&root, PickleValue::Dict(d) if matches!(d.get("state_dict"), Some(PickleValue::Dict(_))));
-    let reader = if nested {
-        PytorchReader::with_top_level_key(path, "state_dict")
-    } else {
-        PytorchReader::new(path)
+    let nested = NESTED_WEIGHTS.into_iter().find(|key| {
+        matches!(&root, PickleValue::Dict(d) if matches!(d.get(*key), Some(PickleValue::Dict(_))))
+    });
+    let reader = match nested {
+        Some(key) => PytorchReader::with_top_level_key(path, key),
+        None => PytorchReader::new(path),
     }
     .map_err(|e| bad(&e))?;
     Ok(reader

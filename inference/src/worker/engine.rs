@@ -16,7 +16,7 @@ use crate::family::Family;
 use crate::imaging::ImageRgb8;
 use crate::metadata::ModelRef;
 use crate::model::{Layout, Model};
-use crate::pipeline::{Observer, StepLatents, generate_refined};
+use crate::pipeline::{Observer, StepLatents, generate_hires};
 use crate::preview::latent_preview;
 use crate::weights::{self, LoadOptions};
 
@@ -70,6 +70,17 @@ pub trait Engine: Send {
         Ok(None)
     }
 
+    /// Upscales an image with an ESRGAN model; `on_tile(done, total)` may cancel. Engines
+    /// without upscalers refuse.
+    fn upscale(
+        &mut self,
+        request: &crate::upscale::UpscaleRequest,
+        on_tile: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
+    ) -> Result<(ImageRgb8, String)> {
+        let _ = (request, on_tile);
+        Err(crate::Error::settings("this engine has no upscalers"))
+    }
+
     /// A1111's `parameters` text for image `index` of `generation`, made from `request` on
     /// the loaded models.
     fn parameters(
@@ -116,6 +127,8 @@ pub struct BurnEngine {
     speed: Speed,
     /// Never hold a new model beside the old one while it loads.
     one_at_a_time: bool,
+    /// The last hires-fix ESRGAN model, kept for the next job that names it.
+    upscaler: Option<(std::path::PathBuf, crate::upscale::UpscaleModel)>,
 }
 
 impl BurnEngine {
@@ -128,6 +141,7 @@ impl BurnEngine {
             precision,
             speed: Speed::default(),
             one_at_a_time: false,
+            upscaler: None,
         }
     }
 
@@ -324,9 +338,16 @@ impl Engine for BurnEngine {
             ),
             None => None,
         };
-        let mut generation = generate_refined(
+        let upscaler = match request.hires.as_ref().map(|h| &h.upscaler) {
+            Some(crate::api::HiresUpscaler::Model(path)) => {
+                Some(load_upscaler(&mut self.upscaler, path, &self.device)?)
+            }
+            _ => None,
+        };
+        let mut generation = generate_hires(
             model,
             refiner,
+            upscaler,
             request,
             &mut PreviewObserver {
                 progress,
@@ -338,6 +359,17 @@ impl Engine for BurnEngine {
         generation.loras = loras;
         generation.warnings.extend(lora_warnings);
         Ok(generation)
+    }
+
+    fn upscale(
+        &mut self,
+        request: &crate::upscale::UpscaleRequest,
+        on_tile: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
+    ) -> Result<(ImageRgb8, String)> {
+        let model = load_upscaler(&mut self.upscaler, &request.model, &self.device)?;
+        let image = crate::upscale::upscale(model, &request.image, &request.options, on_tile)?;
+        let scale = request.options.scale.unwrap_or(model.scale() as f32);
+        Ok((image, crate::upscale::extras_text(scale, &model.name)))
     }
 
     fn cost(
@@ -378,4 +410,18 @@ impl Engine for BurnEngine {
         crate::metadata::push_generation_fields(&mut p, generation);
         p.to_text()
     }
+}
+
+/// The ESRGAN model at `path`, from `cache` when it is the one kept there (the previous one
+/// is freed before another loads).
+fn load_upscaler<'a>(
+    cache: &'a mut Option<(PathBuf, crate::upscale::UpscaleModel)>,
+    path: &Path,
+    device: &Device,
+) -> Result<&'a crate::upscale::UpscaleModel> {
+    if cache.as_ref().is_none_or(|(p, _)| p != path) {
+        *cache = None;
+        *cache = Some((path.to_path_buf(), crate::upscale::load(path, device)?));
+    }
+    Ok(&cache.as_ref().expect("just filled").1)
 }

@@ -50,7 +50,12 @@ pub fn cost(
     available: Option<u64>,
 ) -> Result<Cost> {
     let rows = rows(request);
-    let size = (request.width, request.height);
+    // A hires fix peaks in its second pass, one image at a time (its rows: 1 or 2).
+    let hires = crate::pipeline::hires::hires_plan(request, model)?;
+    let (size, peak_rows) = match &hires {
+        Some(plan) => (plan.size, rows / request.batch.max(1) as usize),
+        None => ((request.width, request.height), rows),
+    };
     // Attention in tiles (the CPU kernel, fused attention elsewhere): no full matrices.
     let estimate = memory::estimate(
         0,
@@ -58,7 +63,7 @@ pub fn cost(
         &model.unet_config,
         &model.vae_config,
         size,
-        rows,
+        peak_rows,
         false,
     );
     if let Some(free) = available {
@@ -77,7 +82,16 @@ pub fn cost(
             }
         };
         let calls = request.effective_steps().max(1) as f64;
-        Some(Duration::from_secs_f64(per_unit * work as f64 * calls))
+        let second_pass = match (&hires, &request.hires) {
+            (Some(plan), Some(fix)) => {
+                let big = (plan.size.0 as usize / f) * (plan.size.1 as usize / f);
+                (rows * big) as f64 * f64::from(fix.steps_or(request.steps))
+            }
+            _ => 0.0,
+        };
+        Some(Duration::from_secs_f64(
+            per_unit * (work as f64 * calls + second_pass),
+        ))
     } else {
         None
     };

@@ -137,6 +137,14 @@ fn human_duration(d: Duration) -> String {
 }
 
 /// A panic payload as text.
+/// The seed an image's parameters name (0 without one), for the upscaled file's name.
+fn source_seed(parameters: Option<&str>) -> u64 {
+    parameters
+        .map(crate::metadata::Parameters::parse)
+        .and_then(|p| p.get("Seed").and_then(|s| s.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
@@ -219,6 +227,54 @@ fn serve(
                     needs_config,
                 });
             }
+            Command::Upscale {
+                job,
+                request,
+                cancel,
+            } => {
+                emit(Event::JobStarted { job });
+                let start = Instant::now();
+                let mut on_tile = |step, total| {
+                    emit(Event::Progress {
+                        job,
+                        stage: crate::api::Stage::Upscaling,
+                        step,
+                        total,
+                        elapsed: start.elapsed(),
+                    });
+                    if cancel.is_cancelled() || stopping.is_cancelled() {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                };
+                let outcome =
+                    catch_unwind(AssertUnwindSafe(|| engine.upscale(&request, &mut on_tile)));
+                emit(match outcome {
+                    Ok(Ok((image, extras))) => Event::Upscaled {
+                        job,
+                        image: ResultImage {
+                            image,
+                            seed: source_seed(request.source_parameters.as_deref()),
+                            parameters: request.source_parameters.clone().unwrap_or_default(),
+                            extras: Some(extras),
+                        },
+                        elapsed: start.elapsed(),
+                    },
+                    Ok(Err(crate::Error::Cancelled)) => Event::Cancelled { job },
+                    Ok(Err(e)) => Event::Failed {
+                        job,
+                        error: e.to_string(),
+                    },
+                    Err(payload) => Event::Failed {
+                        job,
+                        error: format!(
+                            "internal error while upscaling: {}",
+                            panic_message(&*payload)
+                        ),
+                    },
+                });
+            }
             Command::Generate {
                 job,
                 request,
@@ -298,6 +354,7 @@ fn serve(
                                 image,
                                 seed: request.seed.wrapping_add(i as u64),
                                 parameters,
+                                extras: None,
                             })
                             .collect(),
                         request,

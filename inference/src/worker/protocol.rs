@@ -59,6 +59,13 @@ pub enum Command {
         request: Box<GenerateRequest>,
         cancel: CancelToken,
     },
+    /// Upscale an image with an ESRGAN model (the Extras view); `cancel` stops it within
+    /// one tile.
+    Upscale {
+        job: JobId,
+        request: Box<crate::upscale::UpscaleRequest>,
+        cancel: CancelToken,
+    },
     /// Free a slot's model.
     Unload(ModelRole),
     /// Finish the current command and end the thread.
@@ -126,6 +133,12 @@ pub enum Event {
         elapsed: Duration,
         warnings: Vec<String>,
     },
+    /// An upscale job's result.
+    Upscaled {
+        job: JobId,
+        image: ResultImage,
+        elapsed: Duration,
+    },
     Cancelled {
         job: JobId,
     },
@@ -147,6 +160,7 @@ impl Event {
             Event::JobStarted { job }
             | Event::Progress { job, .. }
             | Event::Finished { job, .. }
+            | Event::Upscaled { job, .. }
             | Event::Cancelled { job }
             | Event::Notice { job, .. }
             | Event::Failed { job, .. } => Some(*job),
@@ -160,8 +174,11 @@ impl Event {
 pub struct ResultImage {
     pub image: ImageRgb8,
     pub seed: u64,
-    /// A1111's `parameters` text for the PNG (model name and hash included).
+    /// A1111's `parameters` text for the PNG (model name and hash included); empty when
+    /// there is none (an upscaled image without metadata).
     pub parameters: String,
+    /// A1111's `extras` text (what an upscale did).
+    pub extras: Option<String>,
 }
 
 /// A live preview: the newest one replaces any the UI has not shown yet.

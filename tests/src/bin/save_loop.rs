@@ -29,6 +29,7 @@ fn main() {
                 fallback_dir: dir.join("fallback"),
                 image,
                 parameters: format!("image {i}\nSteps: 20, Seed: {i}"),
+                extras: None,
                 seed: i,
             },
             &|reply| {

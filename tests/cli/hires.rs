@@ -1,0 +1,247 @@
+//! `ember generate --hires-*` and `ember upscale`: the hires pass of image i is exactly
+//! `ember generate --init-image` (seed + i, `--exact-steps`) on the enlarged first pass, for
+//! Lanczos and for an ESRGAN model; latent hires fixes write A1111's fields; bad settings
+//! and bad upscaler files fail with one line and no file.
+
+use std::path::Path;
+
+use ember_tests::{read_png_rgb, reference};
+use inference::metadata::Parameters;
+
+use crate::{arg, ember};
+
+/// A small txt2img on the reference SD 1.5 folder; `extra` flags appended.
+fn generate(dir: &Path, out: &str, steps: &str, extra: &[&str]) -> std::process::Output {
+    let model = arg(&reference("sd15/pipeline"));
+    let mut args = vec![
+        "generate",
+        "--model",
+        &model,
+        "--prompt",
+        "a red fox in the snow",
+        "--steps",
+        steps,
+        "--seed",
+        "77",
+        "--cfg",
+        "5",
+        "--sampler",
+        "euler",
+        "--schedule",
+        "normal",
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--out", out]);
+    ember(dir, &args)
+}
+
+fn ok(output: &std::process::Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn parameters(path: &Path) -> Parameters {
+    let chunks = inference::imaging::read_png_text(path).unwrap();
+    let text = &chunks.iter().find(|(k, _)| k == "parameters").unwrap().1;
+    Parameters::parse(text)
+}
+
+#[test]
+fn a_lanczos_hires_pass_is_img2img_on_the_enlarged_first_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let size = ["--width", "32", "--height", "48"];
+    let hires = [
+        "--hires-scale",
+        "2",
+        "--hires-upscaler",
+        "Lanczos",
+        "--hires-steps",
+        "3",
+        "--hires-strength",
+        "0.55",
+    ];
+    ok(
+        &generate(d, "hires.png", "4", &[&size[..], &hires[..]].concat()),
+        "hires",
+    );
+    ok(&generate(d, "first.png", "4", &size), "first pass");
+    // The same first pass, enlarged by the init image's Lanczos resize, denoised again.
+    let second = [
+        "--init-image",
+        "first.png",
+        "--width",
+        "64",
+        "--height",
+        "96",
+        "--resize-mode",
+        "resize",
+        "--strength",
+        "0.55",
+        "--exact-steps",
+    ];
+    ok(&generate(d, "second.png", "3", &second), "img2img");
+    let (w, h, hires_pixels) = read_png_rgb(&d.join("hires.png"));
+    assert_eq!((w, h), (64, 96));
+    assert_eq!(hires_pixels, read_png_rgb(&d.join("second.png")).2);
+
+    let p = parameters(&d.join("hires.png"));
+    assert_eq!(
+        p.get("Size"),
+        Some("32x48"),
+        "A1111 writes the first pass's size"
+    );
+    assert_eq!(p.get("Hires upscale"), Some("2"));
+    assert_eq!(p.get("Hires steps"), Some("3"));
+    assert_eq!(p.get("Hires upscaler"), Some("Lanczos"));
+    assert_eq!(p.get("Denoising strength"), Some("0.55"));
+}
+
+#[test]
+fn an_esrgan_hires_pass_is_img2img_on_ember_upscale_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let esrgan = arg(&reference("upscale/esrgan_x4_tiny.pth"));
+    let size = ["--width", "32", "--height", "32"];
+    let hires = [
+        "--hires-scale",
+        "2",
+        "--hires-upscaler",
+        &esrgan,
+        "--hires-strength",
+        "0.5",
+    ];
+    ok(
+        &generate(d, "hires.png", "4", &[&size[..], &hires[..]].concat()),
+        "hires",
+    );
+    ok(&generate(d, "first.png", "4", &size), "first pass");
+    // The x4 model, then Lanczos down to 2x: what `ember upscale --scale 2` makes.
+    let up = ember(
+        d,
+        &[
+            "upscale",
+            "first.png",
+            "--model",
+            &esrgan,
+            "--scale",
+            "2",
+            "--out",
+            "up.png",
+        ],
+    );
+    ok(&up, "upscale");
+    let second = [
+        "--init-image",
+        "up.png",
+        "--strength",
+        "0.5",
+        "--exact-steps",
+    ];
+    ok(&generate(d, "second.png", "4", &second), "img2img");
+    let (w, h, hires_pixels) = read_png_rgb(&d.join("hires.png"));
+    assert_eq!((w, h), (64, 64));
+    assert_eq!(hires_pixels, read_png_rgb(&d.join("second.png")).2);
+    let p = parameters(&d.join("hires.png"));
+    assert_eq!(p.get("Hires upscaler"), Some("esrgan_x4_tiny"));
+    assert_eq!(
+        p.get("Hires steps"),
+        None,
+        "0 = the first pass's steps, not written"
+    );
+
+    // `ember upscale` keeps the source's parameters and adds A1111's `extras` line.
+    let chunks = inference::imaging::read_png_text(&d.join("up.png")).unwrap();
+    let extras = &chunks.iter().find(|(k, _)| k == "extras").unwrap().1;
+    assert_eq!(
+        extras,
+        "Postprocess upscale by: 2, Postprocess upscaler: esrgan_x4_tiny"
+    );
+    assert!(chunks.iter().any(|(k, _)| k == "parameters"));
+}
+
+#[test]
+fn a_latent_hires_fix_runs_every_image_of_a_batch_at_the_larger_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let flags = [
+        "--width",
+        "32",
+        "--height",
+        "32",
+        "--batch",
+        "2",
+        "--hires-size",
+        "48x40",
+        "--hires-upscaler",
+        "Latent (bicubic antialiased)",
+    ];
+    ok(&generate(d, "latent.png", "4", &flags), "latent hires");
+    for (i, seed) in [(0, "77"), (1, "78")] {
+        let path = d.join(format!("latent-{i}.png"));
+        let (w, h, _) = read_png_rgb(&path);
+        // 32x32 to cover 48x40: 48x48, the centre 48x40 kept.
+        assert_eq!((w, h), (48, 40));
+        let p = parameters(&path);
+        assert_eq!(p.get("Seed"), Some(seed));
+        assert_eq!(p.get("Hires resize"), Some("48x40"));
+        assert_eq!(
+            p.get("Hires upscaler"),
+            Some("Latent (bicubic antialiased)")
+        );
+        assert_eq!(p.get("Denoising strength"), Some("0.7"));
+    }
+}
+
+#[test]
+fn bad_hires_and_upscale_settings_fail_with_one_line_and_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lora = arg(&reference("sd15/lora/lora_kohya.safetensors"));
+    let cases: [(&[&str], &str); 6] = [
+        (&["--hires-scale", "0"], "between 1 and 4"),
+        (&["--hires-scale", "100"], "between 1 and 4"),
+        (
+            &["--hires-upscaler", "4x-Imaginary"],
+            "unknown hires upscaler",
+        ),
+        (&["--hires-upscaler", &lora], "not an ESRGAN upscaler"),
+        (&["--hires-strength", "0"], "strength"),
+        (&["--hires-size", "big"], "WxH"),
+    ];
+    for (flags, expected) in cases {
+        let output = generate(d, "bad.png", "4", flags);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{flags:?} succeeded");
+        assert!(
+            stderr.starts_with("error:") && stderr.contains(expected),
+            "{flags:?}: {stderr}"
+        );
+        assert!(!d.join("bad.png").exists());
+    }
+    let image = arg(&reference("sd15/controlnet/canny_input.png"));
+    let esrgan = arg(&reference("upscale/esrgan_x2_tiny.safetensors"));
+    for (flags, expected) in [
+        (vec!["--model", &lora], "not an ESRGAN upscaler"),
+        (
+            vec!["--model", &esrgan, "--scale", "0.5"],
+            "between 1 and 8",
+        ),
+        (
+            vec!["--model", &esrgan, "--scale", "2", "--tile", "8"],
+            "at least 16",
+        ),
+    ] {
+        let args = [&["upscale", &image][..], &flags[..], &["--out", "bad.png"]].concat();
+        let output = ember(d, &args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success() && stderr.contains(expected),
+            "{flags:?}: {stderr}"
+        );
+        assert!(!d.join("bad.png").exists());
+    }
+}
