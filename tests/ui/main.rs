@@ -9,6 +9,7 @@ mod flows;
 mod gallery;
 mod prompts;
 mod real_engine;
+mod upscale;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

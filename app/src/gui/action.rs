@@ -15,6 +15,8 @@ pub enum View {
     /// Image-to-image, inpainting and outpainting on a source image.
     Canvas,
     Gallery,
+    /// Upscaling an image with an ESRGAN model (A1111's Extras tab).
+    Extras,
 }
 
 /// One thing the user asked for.
@@ -68,6 +70,20 @@ pub enum Action {
     Canvas(CanvasAction),
     /// The ControlNet units' actions (see [`ControlAction`]).
     Control(ControlAction),
+    /// The Extras view's actions (see [`ExtrasAction`]).
+    Extras(ExtrasAction),
+}
+
+/// What the Extras view asks for.
+#[must_use]
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExtrasAction {
+    /// Read this image as the one to upscale (and show the Extras view).
+    OpenImage(PathBuf),
+    /// Upscale with this ESRGAN model file.
+    SetUpscaler(PathBuf),
+    /// Queue the upscale.
+    Upscale,
 }
 
 /// What the ControlNet section asks for.

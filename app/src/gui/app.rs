@@ -6,6 +6,7 @@
 
 mod canvas_flow;
 mod control_flow;
+mod extras_flow;
 mod generate;
 mod replies;
 
@@ -18,7 +19,7 @@ use inference::imaging::ImageRgb8;
 use inference::rng::random_seed;
 use inference::worker::{CancelToken, Engine, JobId, ModelRole, ResultImage, WorkerHandle};
 
-use super::action::{Action, CanvasAction, ControlAction, View};
+use super::action::{Action, CanvasAction, ControlAction, ExtrasAction, View};
 use super::canvas::CanvasState;
 use super::dialogs::{Dialogs, PathPrompt};
 use super::display::Display;
@@ -56,6 +57,10 @@ pub struct EmberApp {
     incoming: Vec<canvas_flow::Incoming>,
     /// The ControlNet units' images and map previews.
     pub controls: crate::gui::controlnet::ControlUnits,
+    /// The Extras view's image and its last upscale.
+    pub extras: crate::gui::extras::ExtrasState,
+    /// An image being read for the Extras view.
+    extras_incoming: Option<PathBuf>,
     /// Canvas jobs whose results must be put back onto their source.
     canvas_jobs: HashMap<JobId, inference::canvas::CanvasJob>,
     worker: WorkerHandle,
@@ -102,6 +107,8 @@ impl EmberApp {
             canvas: CanvasState::default(),
             incoming: Vec::new(),
             controls: Default::default(),
+            extras: Default::default(),
+            extras_incoming: None,
             canvas_jobs: HashMap::new(),
             worker,
             files,
@@ -191,6 +198,7 @@ impl EmberApp {
                 settings: &mut self.settings,
                 canvas: &mut self.canvas,
                 controls: &mut self.controls,
+                extras: &self.extras,
                 gallery: &mut self.gallery,
                 session: &self.session,
                 display: &self.display,
@@ -288,6 +296,7 @@ impl EmberApp {
                 fallback_dir: self.paths.fallback_output.clone(),
                 image: result.image,
                 parameters: result.parameters,
+                extras: result.extras,
                 seed: result.seed,
             });
         }
@@ -318,6 +327,8 @@ impl EmberApp {
                 actions.push(Action::LoadModel(path));
             } else if gallery::is_image_path(&path) && self.view == View::Canvas {
                 actions.push(Action::Canvas(CanvasAction::OpenImage(path)));
+            } else if gallery::is_image_path(&path) && self.view == View::Extras {
+                actions.push(Action::Extras(ExtrasAction::OpenImage(path)));
             } else if gallery::is_image_path(&path) {
                 self.restoring.push(path.clone());
                 self.files.send(gallery::store::Request::Open { path });
@@ -345,6 +356,7 @@ impl EmberApp {
         match action {
             Action::Canvas(canvas) => self.perform_canvas(canvas),
             Action::Control(control) => self.perform_control(control),
+            Action::Extras(extras) => self.perform_extras(extras),
             Action::Notice(text) => self.session.notify(Level::Warning, text),
             Action::Generate => self.generate(),
             Action::Cancel => {

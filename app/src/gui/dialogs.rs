@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use inference::worker::ModelRole;
 
-use super::action::{Action, CanvasAction, ControlAction};
+use super::action::{Action, CanvasAction, ControlAction, ExtrasAction};
 
 /// A dialog that answers faster than this did not open: nobody picks or cancels that fast.
 const TOO_FAST: Duration = Duration::from_millis(150);
 
 const IMAGES: &[&str] = &["png", "jpg", "jpeg", "webp"];
 const CHECKPOINTS: &[&str] = &["safetensors", "ckpt"];
+const UPSCALERS: &[&str] = &["pth", "safetensors", "pt"];
 
 /// What a path is picked for (by dialog or typed).
 #[derive(Clone, Debug, PartialEq)]
@@ -32,6 +33,10 @@ pub enum PathPurpose {
     ControlImage(usize),
     /// A ControlNet unit's model (a file; a diffusers folder through "Type a path…").
     ControlModel(usize),
+    /// The image the Extras view upscales.
+    ExtrasImage,
+    /// An ESRGAN model for the Extras view.
+    Upscaler,
     /// The config folder for a checkpoint of non-standard size.
     ConfigFor {
         model: PathBuf,
@@ -52,6 +57,8 @@ impl PathPurpose {
             PathPurpose::Mask => "Open a mask (white = repaint)",
             PathPurpose::ControlImage(_) => "Open a control image for ControlNet",
             PathPurpose::ControlModel(_) => "Open a ControlNet model",
+            PathPurpose::ExtrasImage => "Open an image to upscale",
+            PathPurpose::Upscaler => "Open an ESRGAN / Real-ESRGAN upscaler model",
             PathPurpose::ConfigFor { .. } => {
                 "Choose the checkpoint's config folder (a diffusers folder describing it)"
             }
@@ -62,9 +69,11 @@ impl PathPurpose {
     fn filter(&self) -> Option<(&'static str, &'static [&'static str])> {
         match self {
             PathPurpose::Model | PathPurpose::Refiner => Some(("Checkpoints", CHECKPOINTS)),
-            PathPurpose::CanvasImage | PathPurpose::Mask | PathPurpose::ControlImage(_) => {
-                Some(("Images", IMAGES))
-            }
+            PathPurpose::CanvasImage
+            | PathPurpose::Mask
+            | PathPurpose::ControlImage(_)
+            | PathPurpose::ExtrasImage => Some(("Images", IMAGES)),
+            PathPurpose::Upscaler => Some(("Upscaler models", UPSCALERS)),
             PathPurpose::ControlModel(_) => Some(("ControlNet models", CHECKPOINTS)),
             _ => None,
         }
@@ -85,6 +94,8 @@ impl PathPurpose {
             PathPurpose::ControlModel(unit) => {
                 Action::Control(ControlAction::SetModel { unit: *unit, path })
             }
+            PathPurpose::ExtrasImage => Action::Extras(ExtrasAction::OpenImage(path)),
+            PathPurpose::Upscaler => Action::Extras(ExtrasAction::SetUpscaler(path)),
             PathPurpose::ConfigFor { model, role } => Action::LoadWithConfig {
                 model: model.clone(),
                 config: path,

@@ -48,6 +48,8 @@ pub fn apply(metadata: &ImageMetadata, settings: &mut Settings, with_seed: bool)
     // A1111, ComfyUI and Fooocus always feed their SDE samplers Brownian trees; Ember writes
     // "SDE noise" only when it did not.
     settings.sde_brownian = true;
+    // Only an A1111 image's own `Hires …` fields turn the hires fix on.
+    settings.hires.enabled = false;
     match metadata {
         ImageMetadata::A1111(p) => apply_a1111(p, settings, with_seed, &mut r),
         ImageMetadata::ComfyUi { samplers, texts } => {
@@ -244,6 +246,7 @@ fn apply_a1111(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
         r.applied.push("SDE noise");
     }
     apply_a1111_sdxl(p, s, r);
+    super::hires::restore(p, &mut s.hires, r);
     for i in 0.. {
         let Some(text) = p.get(&format!("ControlNet {i}")) else {
             break;

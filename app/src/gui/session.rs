@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use inference::api::{GenerateRequest, Stage};
+use inference::upscale::UpscaleRequest;
 use inference::worker::{CancelToken, Command, Event, JobId, ModelRole, ModelSummary, ResultImage};
 
 /// Where the model is.
@@ -22,18 +23,36 @@ pub enum ModelState {
     Ready(Box<ModelSummary>),
 }
 
+/// What a job does.
+#[derive(Clone, Debug)]
+pub enum Work {
+    Generate(Box<GenerateRequest>),
+    /// The Extras view's upscale.
+    Upscale(Box<UpscaleRequest>),
+}
+
+impl Work {
+    /// How the progress line and the queue name the job: `seed 42`, `upscale`.
+    pub fn label(&self) -> String {
+        match self {
+            Work::Generate(r) => format!("seed {}", r.seed),
+            Work::Upscale(_) => "upscale".into(),
+        }
+    }
+}
+
 /// A job waiting its turn.
 #[derive(Clone, Debug)]
 pub struct QueuedJob {
     pub id: JobId,
-    pub request: Box<GenerateRequest>,
+    pub work: Work,
 }
 
 /// The job the worker is running.
 #[derive(Clone, Debug)]
 pub struct RunningJob {
     pub id: JobId,
-    pub request: Box<GenerateRequest>,
+    pub work: Work,
     pub cancel: CancelToken,
     pub stage: Option<Stage>,
     pub step: usize,
@@ -60,6 +79,7 @@ impl RunningJob {
         match self.stage {
             Some(Stage::Denoising) if self.total > 0 => self.step as f32 / self.total as f32,
             Some(Stage::Decoding) => 1.0,
+            Some(Stage::Upscaling) if self.total > 0 => self.step as f32 / self.total as f32,
             _ => 0.0,
         }
     }
@@ -274,38 +294,59 @@ impl Session {
 
     /// Queues a job; it starts when the worker is free (see [`Session::next_command`]).
     pub fn enqueue(&mut self, request: GenerateRequest) -> JobId {
+        self.enqueue_work(Work::Generate(Box::new(request)))
+    }
+
+    /// Queues an upscale (it waits for the generations before it).
+    pub fn enqueue_upscale(&mut self, request: UpscaleRequest) -> JobId {
+        self.enqueue_work(Work::Upscale(Box::new(request)))
+    }
+
+    fn enqueue_work(&mut self, work: Work) -> JobId {
         let id = JobId(self.next_id);
         self.next_id += 1;
-        self.queue.push_back(QueuedJob {
-            id,
-            request: Box::new(request),
-        });
+        self.queue.push_back(QueuedJob { id, work });
         id
     }
 
     /// The next job to send, when none is running and a model is loaded or loading.
     #[must_use]
     pub fn next_command(&mut self) -> Option<Command> {
-        if self.running.is_some() || matches!(self.model, ModelState::Empty) {
+        // An upscale needs no model; a generation waits for one.
+        let ready = |job: &QueuedJob| {
+            matches!(job.work, Work::Upscale(_)) || !matches!(self.model, ModelState::Empty)
+        };
+        if self.running.is_some() || !self.queue.front().is_some_and(ready) {
             return None;
         }
         let job = self.queue.pop_front()?;
         let cancel = CancelToken::new();
+        let total = match &job.work {
+            Work::Generate(request) => request.effective_steps() as usize,
+            Work::Upscale(_) => 0,
+        };
         self.running = Some(RunningJob {
             id: job.id,
-            request: job.request.clone(),
+            work: job.work.clone(),
             cancel: cancel.clone(),
             stage: None,
             step: 0,
-            total: job.request.effective_steps() as usize,
+            total,
             denoise_start: None,
             its: None,
             cancelling: false,
         });
-        Some(Command::Generate {
-            job: job.id,
-            request: job.request,
-            cancel,
+        Some(match job.work {
+            Work::Generate(request) => Command::Generate {
+                job: job.id,
+                request,
+                cancel,
+            },
+            Work::Upscale(request) => Command::Upscale {
+                job: job.id,
+                request,
+                cancel,
+            },
         })
     }
 
@@ -395,6 +436,9 @@ impl Session {
             } => {
                 if let Some(running) = self.running.as_mut().filter(|r| r.id == job) {
                     running.stage = Some(stage);
+                    if stage == Stage::Upscaling {
+                        (running.step, running.total) = (step, total);
+                    }
                     if stage == Stage::Denoising {
                         running.step = step;
                         running.total = total;
@@ -429,13 +473,31 @@ impl Session {
                     elapsed,
                 });
             }
+            Event::Upscaled {
+                job,
+                image,
+                elapsed,
+            } => {
+                self.end_job(job);
+                self.succeeded(Topic::Generate);
+                return Some(Finished {
+                    id: job,
+                    images: vec![image],
+                    elapsed,
+                });
+            }
             Event::Cancelled { job } => {
                 self.end_job(job);
-                self.notify(Level::Info, "generation cancelled");
+                self.notify(Level::Info, "cancelled");
             }
             Event::Failed { job, error } => {
+                let upscale = self
+                    .running
+                    .as_ref()
+                    .is_some_and(|r| r.id == job && matches!(r.work, Work::Upscale(_)));
                 self.end_job(job);
-                let text = format!("generation failed: {error}");
+                let what = if upscale { "upscaling" } else { "generation" };
+                let text = format!("{what} failed: {error}");
                 self.notify_about(Topic::Generate, Level::Error, text);
             }
             Event::Notice { message, .. } => self.notify(Level::Warning, message),

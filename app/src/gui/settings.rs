@@ -73,6 +73,10 @@ pub struct Settings {
     pub config_dirs: std::collections::BTreeMap<PathBuf, PathBuf>,
     /// The ControlNet units (the form's ControlNet section).
     pub controlnet: Vec<super::controlnet::ControlUnitSettings>,
+    /// The hires fix (txt2img only).
+    pub hires: super::hires::HiresSettings,
+    /// The Extras view's upscaler.
+    pub extras: super::extras::ExtrasSettings,
 }
 
 /// Which side panels show (the View menu).
@@ -229,6 +233,8 @@ impl Default for Settings {
             layout: LayoutSettings::default(),
             config_dirs: Default::default(),
             controlnet: Vec::new(),
+            hires: Default::default(),
+            extras: Default::default(),
         }
     }
 }

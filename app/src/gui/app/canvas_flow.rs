@@ -158,7 +158,7 @@ impl EmberApp {
     }
 }
 
-fn to_rgb(rgba: &Rgba) -> ImageRgb8 {
+pub(super) fn to_rgb(rgba: &Rgba) -> ImageRgb8 {
     ImageRgb8 {
         width: rgba.width as u32,
         height: rgba.height as u32,

@@ -68,7 +68,15 @@ impl EmberApp {
         };
         let scored = caps.is_some_and(|c| c.aesthetic_score())
             || refiner.is_some_and(|r| r.capabilities.aesthetic_score());
+        // The hires fix is the Create view's (the canvas is img2img).
+        let hires = match self.view {
+            View::Canvas => None,
+            _ => s
+                .hires
+                .to_request(&self.add_on_dirs(inference::add_on_folders::UPSCALERS))?,
+        };
         let request = GenerateRequest {
+            hires,
             prompt_2: second(&s.prompt_2),
             negative_prompt_2: second(&s.negative_prompt_2),
             cfg_rescale: s.cfg_rescale,

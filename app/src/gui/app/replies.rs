@@ -40,7 +40,9 @@ impl EmberApp {
                 image,
                 metadata,
             } => {
-                if self.canvas_file_opened(&path, &image) {
+                if self.canvas_file_opened(&path, &image)
+                    || self.extras_file_opened(&path, &image, metadata.as_ref())
+                {
                     return;
                 }
                 if let Some(i) = self.restoring.iter().position(|p| *p == path) {

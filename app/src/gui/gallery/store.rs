@@ -39,6 +39,8 @@ pub enum Request {
         fallback_dir: PathBuf,
         image: ImageRgb8,
         parameters: String,
+        /// A1111's `extras` text (an upscale's).
+        extras: Option<String>,
         seed: u64,
     },
     /// List the images in a folder, newest first.
@@ -89,15 +91,21 @@ pub fn serve(request: Request, reply: &dyn Fn(Reply)) {
             fallback_dir,
             image,
             parameters,
+            extras,
             seed,
-        } => match save_numbered(&dir, &image, &parameters, seed) {
+        } => match save_numbered(&dir, &image, (&parameters, extras.as_deref()), seed) {
             Ok(path) => Reply::Saved {
                 job,
                 index,
                 path,
                 problem: None,
             },
-            Err(first) => match save_numbered(&fallback_dir, &image, &parameters, seed) {
+            Err(first) => match save_numbered(
+                &fallback_dir,
+                &image,
+                (&parameters, extras.as_deref()),
+                seed,
+            ) {
                 Ok(path) => Reply::Saved {
                     job,
                     index,
@@ -178,17 +186,23 @@ pub fn next_index(dir: &Path) -> u64 {
         .map_or(0, |n| n + 1)
 }
 
-/// Writes `image` as `dir/NNNNN-<seed>.png` with its `parameters` text chunk, never
-/// replacing an existing file; returns the path.
+/// Writes `image` as `dir/NNNNN-<seed>.png` with its `parameters` text chunk (when not
+/// empty) and `extras` chunk, never replacing an existing file; returns the path.
 pub fn save_numbered(
     dir: &Path,
     image: &ImageRgb8,
-    parameters: &str,
+    (parameters, extras): (&str, Option<&str>),
     seed: u64,
 ) -> Result<PathBuf, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let png =
-        imaging::encode_png(image, &[("parameters", parameters)]).map_err(|e| e.to_string())?;
+    let mut text = Vec::new();
+    if !parameters.is_empty() {
+        text.push(("parameters", parameters));
+    }
+    if let Some(extras) = extras {
+        text.push(("extras", extras));
+    }
+    let png = imaging::encode_png(image, &text).map_err(|e| e.to_string())?;
     let mut index = next_index(dir);
     loop {
         let path = dir.join(format!("{index:05}-{seed}.png"));
@@ -265,9 +279,9 @@ mod tests {
         std::fs::write(dir.path().join("00041-7.png"), b"x").unwrap();
         std::fs::write(dir.path().join("notes-00099.txt"), b"x").unwrap();
         std::fs::write(dir.path().join("123-5.png"), b"x").unwrap();
-        let path = save_numbered(dir.path(), &tiny(), "a cat\nSteps: 20", 1234).unwrap();
+        let path = save_numbered(dir.path(), &tiny(), ("a cat\nSteps: 20", None), 1234).unwrap();
         assert_eq!(path.file_name().unwrap(), "00042-1234.png");
-        let again = save_numbered(dir.path(), &tiny(), "a cat\nSteps: 20", 1234).unwrap();
+        let again = save_numbered(dir.path(), &tiny(), ("a cat\nSteps: 20", None), 1234).unwrap();
         assert_eq!(again.file_name().unwrap(), "00043-1234.png");
         let text = imaging::read_png_text(&path).unwrap();
         assert_eq!(text, [("parameters".into(), "a cat\nSteps: 20".into())]);
@@ -287,6 +301,7 @@ mod tests {
                 fallback_dir: dir.path().join("fallback"),
                 image: tiny(),
                 parameters: "p".into(),
+                extras: None,
                 seed: 5,
             },
             &|r| tx.send(r).unwrap(),
@@ -313,9 +328,9 @@ mod tests {
     #[test]
     fn scan_lists_images_newest_first_and_thumbnails_fit() {
         let dir = tempfile::tempdir().unwrap();
-        let a = save_numbered(dir.path(), &tiny(), "p", 1).unwrap();
+        let a = save_numbered(dir.path(), &tiny(), ("p", None), 1).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let b = save_numbered(dir.path(), &tiny(), "p", 2).unwrap();
+        let b = save_numbered(dir.path(), &tiny(), ("p", None), 2).unwrap();
         std::fs::write(dir.path().join("readme.txt"), b"x").unwrap();
         let listed: Vec<_> = scan(dir.path()).into_iter().map(|e| e.path).collect();
         assert_eq!(listed, [b.clone(), a]);

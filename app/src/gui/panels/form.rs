@@ -1,5 +1,5 @@
 //! The generate form: prompts, seed, steps, CFG, size, sampler and schedule, batch count,
-//! the SDXL second prompt and refiner, and the Generate / Cancel buttons.
+//! the SDXL second prompt and refiner, the hires fix, and the Generate / Cancel buttons.
 
 use egui::{DragValue, RichText, Slider};
 use inference::api::{MAX_BATCH, MAX_SIDE, MAX_STEPS, ModelCapabilities};
@@ -214,6 +214,9 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     });
     if caps.as_ref().is_some_and(|c| c.family == Family::Sdxl) {
         refiner_section(ui, app, actions);
+    }
+    if app.view == View::Generate {
+        super::hires::section(ui, app);
     }
     super::controlnet::lora_weights(ui, &mut app.settings.prompt);
     super::controlnet::section(ui, app, actions);
@@ -458,6 +461,7 @@ mod tests {
             min_side: 8,
             max_clip_skip: 12,
             default_sampler: inference::api::SamplerChoice::a1111_default(),
+            vae_factor: 8,
         }
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use egui::RichText;
 
 use super::Parts;
-use crate::gui::action::{Action, CanvasAction};
+use crate::gui::action::{Action, CanvasAction, ExtrasAction};
 use crate::gui::gallery::{THUMB_SIDE, ThumbState};
 
 pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
@@ -66,6 +66,15 @@ fn details(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
             .clicked()
         {
             actions.push(Action::Canvas(CanvasAction::SendTo(selected.path.clone())));
+        }
+        if ui
+            .button("Send to Extras")
+            .on_hover_text("Upscale this image with an ESRGAN model")
+            .clicked()
+        {
+            actions.push(Action::Extras(ExtrasAction::OpenImage(
+                selected.path.clone(),
+            )));
         }
         if ui.button("Open folder").clicked() {
             actions.push(Action::OpenOutputFolder);

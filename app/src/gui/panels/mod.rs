@@ -5,9 +5,11 @@
 
 mod canvas;
 mod controlnet;
+mod extras;
 mod form;
 mod gallery;
 mod hints;
+mod hires;
 mod model;
 mod output;
 mod prompt_box;
@@ -36,6 +38,8 @@ pub struct Parts<'a> {
     pub canvas: &'a mut CanvasState,
     /// The ControlNet units' images, map previews and drop zones.
     pub controls: &'a mut super::controlnet::ControlUnits,
+    /// The Extras view's image and last upscale.
+    pub extras: &'a super::extras::ExtrasState,
     /// The gallery's selection and thumbnail cache.
     pub gallery: &'a mut Gallery,
     pub session: &'a Session,
@@ -89,6 +93,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>) -> Vec<Action> {
         }
         View::Canvas => canvas::draw(ui, app, &mut actions),
         View::Gallery => gallery::draw(ui, app, &mut actions),
+        View::Extras => extras::draw(ui, app, &mut actions),
     }
     path_prompt(ui, app, &mut actions);
     hover_hint(ui);
@@ -145,6 +150,7 @@ fn top_bar(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
             (View::Generate, "Create"),
             (View::Canvas, "Canvas"),
             (View::Gallery, "Gallery"),
+            (View::Extras, "Extras"),
         ] {
             if ui.selectable_label(app.view == view, name).clicked() && app.view != view {
                 actions.push(Action::Show(view));

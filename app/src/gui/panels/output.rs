@@ -5,9 +5,9 @@ use egui::{ProgressBar, RichText, TextureHandle};
 use inference::api::Stage;
 
 use super::Parts;
-use crate::gui::action::{Action, CanvasAction};
+use crate::gui::action::{Action, CanvasAction, ExtrasAction};
 use crate::gui::dialogs::PathPurpose;
-use crate::gui::session::{ModelState, RunningJob};
+use crate::gui::session::{ModelState, RunningJob, Work};
 
 pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     if matches!(app.session.model, ModelState::Empty)
@@ -27,6 +27,9 @@ pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
                 ui.horizontal(|ui| {
                     if ui.small_button("Send to canvas").clicked() {
                         actions.push(Action::Canvas(CanvasAction::SendTo(path.clone())));
+                    }
+                    if ui.small_button("Send to Extras").clicked() {
+                        actions.push(Action::Extras(ExtrasAction::OpenImage(path.clone())));
                     }
                     let saved = RichText::new(format!("saved {}", path.display())).weak();
                     ui.add(egui::Label::new(saved).truncate())
@@ -68,7 +71,7 @@ fn empty_state(ui: &mut egui::Ui, actions: &mut Vec<Action>) {
 pub fn progress(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     if let Some(job) = &app.session.running {
         ui.horizontal(|ui| {
-            ui.label(format!("seed {}", job.request.seed));
+            ui.label(job.work.label());
             if job.cancelling {
                 ui.add_enabled(false, egui::Button::new("Cancelling…"));
             } else if ui
@@ -88,7 +91,10 @@ pub fn progress(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
                 .queue
                 .iter()
                 .take(8)
-                .map(|j| j.request.seed.to_string())
+                .map(|j| match &j.work {
+                    Work::Generate(r) => r.seed.to_string(),
+                    Work::Upscale(_) => "an upscale".into(),
+                })
                 .collect();
             let more = app.session.queue.len().saturating_sub(8);
             let mut text = format!("queued: seeds {}", seeds.join(", "));
@@ -134,6 +140,7 @@ fn progress_text(job: &RunningJob) -> String {
             t
         }
         Some(Stage::Decoding) => "decoding…".to_string(),
+        Some(Stage::Upscaling) => format!("upscaling: tile {}/{}", job.step, job.total),
     }
 }
 
