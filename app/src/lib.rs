@@ -1,7 +1,9 @@
-//! Ember's application crate: the desktop app ([`gui`]) and the `ember` command line ([`cli`]).
+//! Ember's application crate: the desktop app ([`gui`]), the `ember` command line ([`cli`])
+//! and model downloads ([`download`]), which both use.
 //!
 //! **Invariant:** this crate never names a tensor type; it talks to the engine through
 //! `inference`'s plain-data API.
 
 pub mod cli;
+pub mod download;
 pub mod gui;

@@ -37,7 +37,7 @@ fn kib_field(text: &str, name: &str) -> Option<u64> {
 /// when set, else the kernel's `MemAvailable` (Linux); `None` when neither is known.
 pub fn available_bytes() -> Option<u64> {
     if let Ok(limit) = std::env::var("EMBER_MEMORY_LIMIT") {
-        return parse_size(&limit);
+        return parse_bytes(&limit);
     }
     kib_field(
         &std::fs::read_to_string("/proc/meminfo").ok()?,
@@ -46,7 +46,7 @@ pub fn available_bytes() -> Option<u64> {
 }
 
 /// `123`, `512M`, `8G`, `1.5G` as bytes.
-fn parse_size(text: &str) -> Option<u64> {
+pub fn parse_bytes(text: &str) -> Option<u64> {
     let text = text.trim();
     let (number, unit) = match text.char_indices().last()? {
         (i, c) if c.is_ascii_alphabetic() => (&text[..i], c.to_ascii_uppercase()),
@@ -161,11 +161,11 @@ mod tests {
 
     #[test]
     fn sizes_read_with_suffixes() {
-        assert_eq!(parse_size("512M"), Some(512 << 20));
-        assert_eq!(parse_size("2G"), Some(2 << 30));
-        assert_eq!(parse_size("1.5k"), Some(1536));
-        assert_eq!(parse_size("1000"), Some(1000));
-        assert_eq!(parse_size("lots"), None);
+        assert_eq!(parse_bytes("512M"), Some(512 << 20));
+        assert_eq!(parse_bytes("2G"), Some(2 << 30));
+        assert_eq!(parse_bytes("1.5k"), Some(1536));
+        assert_eq!(parse_bytes("1000"), Some(1000));
+        assert_eq!(parse_bytes("lots"), None);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 mod bad_input;
 mod canvas;
 mod controlnet;
+mod download;
 mod families;
 mod hires;
 mod info;

@@ -10,6 +10,7 @@ pub use serde_json::Value as Json;
 
 pub mod fake_engine;
 pub mod fuzz;
+pub mod http_server;
 pub mod torch_file;
 
 /// The reference tree: `$EMBER_REFERENCE` when set, else `../shared/reference` beside the

@@ -16,7 +16,9 @@ fn a_fresh_window_asks_for_a_checkpoint_and_generate_says_why_it_cannot_run() {
     let home = tempfile::tempdir().unwrap();
     let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
     w.step();
-    w.get_by_label("Drop a Stable Diffusion checkpoint here or choose a models folder");
+    w.get_by_label(
+        "Drop a Stable Diffusion checkpoint here, choose a models folder, or download one",
+    );
     w.get_by_label("No model loaded.");
     click(&mut w, "Generate");
     assert!(

@@ -3,6 +3,7 @@
 
 mod add_ons;
 mod canvas;
+mod download;
 mod families;
 mod first_minutes;
 mod flows;

@@ -1,4 +1,4 @@
-//! `ember generate | info | bench | upscale`: argument parsing and error reporting.
+//! `ember generate | info | bench | upscale | download`: argument parsing and error reporting.
 //!
 //! Every failure is one line on stderr starting with `error:` and a non-zero exit status;
 //! nothing is written when a command fails.
@@ -6,6 +6,8 @@
 mod bench;
 mod canvas;
 mod control;
+mod download;
+pub use download::progress_line as download_progress_line;
 mod generate;
 mod hires;
 mod info;
@@ -38,6 +40,8 @@ enum Command {
     Bench(BenchArgs),
     /// Upscale an image with an ESRGAN / Real-ESRGAN model (A1111's Extras tab).
     Upscale(upscale::UpscaleArgs),
+    /// Download a model (a URL, or a well-known checkpoint by name), resumable and checked.
+    Download(download::DownloadArgs),
 }
 
 /// `ember bench` options.
@@ -300,6 +304,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Info { file }) => info::run(&file),
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Upscale(args)) => upscale::run(&args),
+        Some(Command::Download(args)) => download::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -72,6 +72,19 @@ pub enum Action {
     Control(ControlAction),
     /// The Extras view's actions (see [`ExtrasAction`]).
     Extras(ExtrasAction),
+    /// The Download window's actions (see [`DownloadAction`]).
+    Download(DownloadAction),
+}
+
+/// What the Download window asks for.
+#[must_use]
+#[derive(Clone, Debug, PartialEq)]
+pub enum DownloadAction {
+    /// Show or hide the window.
+    Show(bool),
+    /// Download a catalogue model (by name) or a URL.
+    Start(String),
+    Cancel,
 }
 
 /// What the Extras view asks for.

@@ -6,6 +6,7 @@
 
 mod canvas_flow;
 mod control_flow;
+mod download_flow;
 mod extras_flow;
 mod generate;
 mod replies;
@@ -61,6 +62,8 @@ pub struct EmberApp {
     pub extras: crate::gui::extras::ExtrasState,
     /// An image being read for the Extras view.
     extras_incoming: Option<PathBuf>,
+    /// The Download window and the download under way.
+    pub downloads: crate::gui::downloads::Downloads,
     /// Canvas jobs whose results must be put back onto their source.
     canvas_jobs: HashMap<JobId, inference::canvas::CanvasJob>,
     worker: WorkerHandle,
@@ -109,6 +112,7 @@ impl EmberApp {
             controls: Default::default(),
             extras: Default::default(),
             extras_incoming: None,
+            downloads: Default::default(),
             canvas_jobs: HashMap::new(),
             worker,
             files,
@@ -192,6 +196,7 @@ impl EmberApp {
             unit.drop_zone = None;
         }
         let output_dir = self.output_dir();
+        let models_dir = self.models_dir();
         actions.extend(panels::draw(
             ui,
             &mut panels::Parts {
@@ -199,6 +204,8 @@ impl EmberApp {
                 canvas: &mut self.canvas,
                 controls: &mut self.controls,
                 extras: &self.extras,
+                downloads: &mut self.downloads,
+                models_dir,
                 gallery: &mut self.gallery,
                 session: &self.session,
                 display: &self.display,
@@ -270,6 +277,7 @@ impl EmberApp {
             self.on_models_reply(reply);
         }
         self.gallery.drain(&self.ctx);
+        self.drain_downloads();
         for picked in self.dialogs.drain() {
             self.perform(picked);
         }
@@ -357,6 +365,7 @@ impl EmberApp {
             Action::Canvas(canvas) => self.perform_canvas(canvas),
             Action::Control(control) => self.perform_control(control),
             Action::Extras(extras) => self.perform_extras(extras),
+            Action::Download(download) => self.perform_download(download),
             Action::Notice(text) => self.session.notify(Level::Warning, text),
             Action::Generate => self.generate(),
             Action::Cancel => {

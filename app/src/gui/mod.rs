@@ -10,6 +10,7 @@ pub mod canvas;
 pub mod controlnet;
 pub mod dialogs;
 pub mod display;
+pub mod downloads;
 pub mod extras;
 pub mod gallery;
 pub mod hires;

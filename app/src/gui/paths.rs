@@ -1,5 +1,5 @@
-//! Where the app keeps things: settings, the default output folder, and the fallback
-//! folder used when the output folder cannot be written.
+//! Where the app keeps things: settings, the default output and models folders, and the
+//! fallback folder used when the output folder cannot be written.
 
 use std::path::PathBuf;
 
@@ -12,6 +12,8 @@ pub struct Paths {
     pub default_output: PathBuf,
     /// Results go here when the output folder cannot be written, so none is lost.
     pub fallback_output: PathBuf,
+    /// Downloaded models go here until the user chooses a models folder.
+    pub default_models: PathBuf,
 }
 
 impl Paths {
@@ -38,6 +40,7 @@ impl Paths {
             config_dir,
             default_output,
             fallback_output: data_dir.join("unsaved"),
+            default_models: data_dir.join("models"),
         }
     }
 
@@ -47,6 +50,7 @@ impl Paths {
             config_dir: root.join("config"),
             default_output: root.join("outputs"),
             fallback_output: root.join("unsaved"),
+            default_models: root.join("models"),
         }
     }
 }

@@ -5,6 +5,7 @@
 
 mod canvas;
 mod controlnet;
+mod downloads;
 mod extras;
 mod form;
 mod gallery;
@@ -40,6 +41,10 @@ pub struct Parts<'a> {
     pub controls: &'a mut super::controlnet::ControlUnits,
     /// The Extras view's image and last upscale.
     pub extras: &'a super::extras::ExtrasState,
+    /// The Download window (its typed URL) and the download under way.
+    pub downloads: &'a mut super::downloads::Downloads,
+    /// Where downloads go: the models folder, else the default one.
+    pub models_dir: PathBuf,
     /// The gallery's selection and thumbnail cache.
     pub gallery: &'a mut Gallery,
     pub session: &'a Session,
@@ -96,6 +101,9 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>) -> Vec<Action> {
         View::Extras => extras::draw(ui, app, &mut actions),
     }
     path_prompt(ui, app, &mut actions);
+    if app.downloads.open {
+        downloads::window(ui, app, &mut actions);
+    }
     hover_hint(ui);
     actions
 }
@@ -210,8 +218,9 @@ fn help(ui: &mut egui::Ui, app: &Parts<'_>) {
     ui.separator();
     ui.label(
         "Models: drop a .safetensors or .ckpt checkpoint (SD 1.x, SD 2.x, SDXL) or a \
-         diffusers folder on the window, or choose a models folder in the model panel. \
-         Checkpoints come from their authors' pages (Hugging Face, Civitai).",
+         diffusers folder on the window, choose a models folder in the model panel, or \
+         download one (Download… in the model panel: SD 1.5, SDXL, or any Hugging Face or \
+         Civitai link).",
     );
     ui.label(format!("Settings: {}", app.paths.config_dir.display()));
     ui.label(format!("Images: {}", app.output_dir.display()));

@@ -89,6 +89,15 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
         {
             actions.push(Action::TypePath(PathPurpose::Model));
         }
+        if ui
+            .button("Download…")
+            .on_hover_text("SD 1.5, SDXL, or a Hugging Face or Civitai link")
+            .clicked()
+        {
+            actions.push(Action::Download(crate::gui::action::DownloadAction::Show(
+                true,
+            )));
+        }
     });
 
     ui.separator();

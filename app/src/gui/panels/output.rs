@@ -5,7 +5,7 @@ use egui::{ProgressBar, RichText, TextureHandle};
 use inference::api::Stage;
 
 use super::Parts;
-use crate::gui::action::{Action, CanvasAction, ExtrasAction};
+use crate::gui::action::{Action, CanvasAction, DownloadAction, ExtrasAction};
 use crate::gui::dialogs::PathPurpose;
 use crate::gui::session::{ModelState, RunningJob, Work};
 
@@ -47,7 +47,9 @@ pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
 fn empty_state(ui: &mut egui::Ui, actions: &mut Vec<Action>) {
     ui.vertical_centered(|ui| {
         ui.add_space(ui.available_height() / 3.0);
-        ui.heading("Drop a Stable Diffusion checkpoint here or choose a models folder");
+        ui.heading(
+            "Drop a Stable Diffusion checkpoint here, choose a models folder, or download one",
+        );
         ui.label("A .safetensors or .ckpt file, or a diffusers folder: SD 1.x, SD 2.x and SDXL.");
         ui.label(
             "Checkpoints come from their authors' pages on Hugging Face or Civitai; a models \
@@ -55,12 +57,19 @@ fn empty_state(ui: &mut egui::Ui, actions: &mut Vec<Action>) {
         );
         ui.add_space(12.0);
         ui.horizontal(|ui| {
-            ui.add_space((ui.available_width() - 360.0).max(0.0) / 2.0);
+            ui.add_space((ui.available_width() - 480.0).max(0.0) / 2.0);
             if ui.button("Open model…").clicked() {
                 actions.push(Action::Pick(PathPurpose::Model));
             }
             if ui.button("Choose models folder…").clicked() {
                 actions.push(Action::Pick(PathPurpose::ModelsFolder));
+            }
+            if ui
+                .button("Download a model…")
+                .on_hover_text("SD 1.5, SDXL, or any Hugging Face or Civitai link")
+                .clicked()
+            {
+                actions.push(Action::Download(DownloadAction::Show(true)));
             }
         });
     });
