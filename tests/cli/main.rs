@@ -13,6 +13,7 @@ mod hires;
 mod info;
 mod kill;
 mod lora;
+mod packaging;
 mod prompts;
 mod reproduce;
 

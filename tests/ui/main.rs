@@ -5,6 +5,7 @@ mod add_ons;
 mod canvas;
 mod download;
 mod families;
+mod files;
 mod first_minutes;
 mod flows;
 mod gallery;

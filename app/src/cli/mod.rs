@@ -21,10 +21,12 @@ use clap::{Args, Parser, Subcommand};
 
 /// Ember: Stable Diffusion image generation. Without a command, opens the desktop app.
 #[derive(Parser, Debug)]
-#[command(name = "ember", version, about)]
+#[command(name = "ember", version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Files to open in the app: checkpoints load, images restore their settings.
+    files: Vec<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -299,7 +301,18 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     let result = match cli.command {
-        None => return crate::gui::run(),
+        None => {
+            // A typo of a command must not open a window complaining about a file.
+            if let Some(missing) = cli.files.iter().find(|f| !f.exists()) {
+                eprintln!(
+                    "error: {} is neither a file nor a command (commands: generate, info, \
+                     bench, upscale, download; `ember --help`)",
+                    missing.display()
+                );
+                return ExitCode::from(2);
+            }
+            return crate::gui::run(cli.files);
+        }
         Some(Command::Generate(args)) => generate::run(&args),
         Some(Command::Info { file }) => info::run(&file),
         Some(Command::Bench(args)) => bench::run(&args),

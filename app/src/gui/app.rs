@@ -79,6 +79,17 @@ impl EmberApp {
     /// Starts the worker around `engine` and the file threads; loads the settings and the
     /// last model.
     pub fn new(ctx: &egui::Context, engine: impl Engine + 'static, paths: Paths) -> Self {
+        Self::with_files(ctx, engine, paths, Vec::new())
+    }
+
+    /// [`EmberApp::new`], then `files` opened as if dropped (a model among them is loaded
+    /// instead of the last one).
+    pub fn with_files(
+        ctx: &egui::Context,
+        engine: impl Engine + 'static,
+        paths: Paths,
+        opened: Vec<PathBuf>,
+    ) -> Self {
         let wake = |ctx: &egui::Context| {
             let ctx = ctx.clone();
             move || ctx.request_repaint()
@@ -127,7 +138,13 @@ impl EmberApp {
         if let Some(dir) = app.settings.models_dir.clone() {
             app.scan_models(dir);
         }
-        if let Some(path) = app.settings.last_model.clone().filter(|p| p.exists()) {
+        let model_given = opened.iter().any(|p| models::is_model_path(p));
+        if let Some(path) = app
+            .settings
+            .last_model
+            .clone()
+            .filter(|p| p.exists() && !model_given)
+        {
             app.perform(Action::LoadModel(path));
         }
         let refiner = &app.settings.refiner;
@@ -139,6 +156,7 @@ impl EmberApp {
             app.perform(Action::SetRefiner(Some(path)));
         }
         app.reload_control_images();
+        app.open_files(opened);
         app
     }
 
@@ -328,7 +346,29 @@ impl EmberApp {
         });
         // An image dropped on a ControlNet unit is its control image.
         let control_unit = pointer.and_then(|p| self.controls.unit_at(p));
-        for path in dropped {
+        actions.extend(self.open_paths(dropped, control_unit));
+        if generate {
+            actions.push(Action::Generate);
+        }
+        if cancel {
+            actions.push(Action::Cancel);
+        }
+        actions
+    }
+
+    /// Files given on the command line (`ember model.safetensors`, `ember image.png`, what a
+    /// desktop entry's `%F` passes): opened as if dropped on the window.
+    pub fn open_files(&mut self, paths: Vec<PathBuf>) {
+        for action in self.open_paths(paths, None) {
+            self.perform(action);
+        }
+    }
+
+    /// What dropping `paths` does: models load, images restore their settings (or go to the
+    /// canvas, the Extras view, or the ControlNet unit they were dropped on).
+    fn open_paths(&mut self, paths: Vec<PathBuf>, control_unit: Option<usize>) -> Vec<Action> {
+        let mut actions = Vec::new();
+        for path in paths {
             if let Some(unit) = control_unit.filter(|_| gallery::is_image_path(&path)) {
                 actions.push(Action::Control(ControlAction::OpenImage { unit, path }));
             } else if models::is_model_path(&path) {
@@ -349,12 +389,6 @@ impl EmberApp {
                     ),
                 );
             }
-        }
-        if generate {
-            actions.push(Action::Generate);
-        }
-        if cancel {
-            actions.push(Action::Cancel);
         }
         actions
     }

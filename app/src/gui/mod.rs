@@ -43,8 +43,9 @@ impl eframe::App for EframeApp {
     }
 }
 
-/// Opens the window; returns when it is closed (after the worker has been joined).
-pub fn run() -> ExitCode {
+/// Opens the window with `files` opened in it (models load, images restore their
+/// settings); returns when it is closed (after the worker has been joined).
+pub fn run(files: Vec<std::path::PathBuf>) -> ExitCode {
     let paths = Paths::from_env();
     let mut options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
@@ -67,7 +68,7 @@ pub fn run() -> ExitCode {
         options,
         Box::new(move |cc| {
             let (engine, note) = shared_device::engine(cc);
-            let mut app = EmberApp::new(&cc.egui_ctx, engine, paths);
+            let mut app = EmberApp::with_files(&cc.egui_ctx, engine, paths, files);
             app.session.notify(session::Level::Info, note.short.clone());
             app.device = note;
             Ok(Box::new(EframeApp(app)))
