@@ -121,6 +121,8 @@ impl SamplerChoice {
 pub const MAX_SIDE: u32 = 4096;
 /// Largest number of steps.
 pub const MAX_STEPS: u32 = 1000;
+/// Longest schedule exact img2img steps may take theirs from (`steps / strength`).
+pub const MAX_SCHEDULE_STEPS: u32 = 10_000;
 /// Largest batch.
 pub const MAX_BATCH: u32 = 64;
 /// Largest guidance scale.

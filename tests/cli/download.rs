@@ -88,37 +88,33 @@ fn a_download_is_checked_named_and_resumed_after_a_drop() {
 fn a_download_that_keeps_dropping_resumes_in_the_next_run() {
     let bytes = model_bytes();
     let dir = tempfile::tempdir().unwrap();
-    let flaky = serve(
+    // 1 MB, then nothing more: five fruitless tries in a row end the run.
+    let server = serve(
         bytes.clone(),
-        Behaviour::DropAfter {
-            bytes: 1 << 20,
-            times: 99,
-        },
+        Behaviour::DropAfterThenStall { bytes: 1 << 20 },
     );
-    let url = flaky.url("/model.safetensors");
+    let url = server.url("/model.safetensors");
     let out = ember(dir.path(), &["download", &url, "--to", "."]);
     failed(&out, "run the same download again to resume");
     assert!(!dir.path().join("model.safetensors").exists());
-    let part = std::fs::metadata(dir.path().join("model.safetensors.part"))
-        .unwrap()
-        .len();
-    assert_eq!(part, 5 << 20, "five tries of 1 MB each");
+    let part = std::fs::metadata(dir.path().join("model.safetensors.part")).unwrap();
+    assert_eq!(part.len(), 1 << 20);
+    assert_eq!(server.requests().len(), 6, "{:?}", server.requests());
 
-    let good = serve(bytes.clone(), Behaviour::Serve);
-    let out = ember(
-        dir.path(),
-        &["download", &good.url("/model.safetensors"), "--to", "."],
-    );
+    // The same URL working again: the next run asks only for the rest.
+    server.set_behaviour(Behaviour::Serve);
+    let out = ember(dir.path(), &["download", &url, "--to", "."]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(good.requests(), ["GET /model.safetensors bytes=5242880-"]);
+    assert_eq!(server.requests(), ["GET /model.safetensors bytes=1048576-"]);
     assert_eq!(
         std::fs::read(dir.path().join("model.safetensors")).unwrap(),
         bytes
     );
+    assert!(!dir.path().join("model.safetensors.part.source").exists());
 }
 
 #[test]
@@ -233,5 +229,8 @@ fn a_slow_download_is_cancelled_promptly_and_keeps_its_part() {
         "stopped {stop:?} after the cancel"
     );
     assert!(started.elapsed() < Duration::from_secs(20));
-    assert_eq!(files_in(dir.path()), ["model.safetensors.part"]);
+    assert_eq!(
+        files_in(dir.path()),
+        ["model.safetensors.part", "model.safetensors.part.source"]
+    );
 }

@@ -245,3 +245,15 @@ fn bad_hires_and_upscale_settings_fail_with_one_line_and_no_file() {
         assert!(!d.join("bad.png").exists());
     }
 }
+
+#[test]
+fn a_tiny_hires_strength_is_refused_before_the_first_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = generate(dir.path(), "bad.png", "4", &["--hires-strength", "0.0001"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("raise the strength"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("bad.png").exists());
+}

@@ -25,19 +25,25 @@ MODES = {
     "bicubic_aa": ("bicubic", True),
 }
 SIZES = [(12, 18), (16, 24), (10, 15), (5, 7)]
+# A wide input where float rounding decides nearest-exact's source (64 -> 100: 512 px to 800).
+WIDE_SIZES = [(5, 100), (2, 41)]
 
 
 def main():
     torch.manual_seed(7)
     x = torch.randn(1, 4, 8, 12, dtype=torch.float32) * 3.0
-    tensors = {"input": x.contiguous()}
+    wide = torch.randn(1, 2, 3, 64, dtype=torch.float32) * 3.0
+    tensors = {"input": x.contiguous(), "input_wide": wide.contiguous()}
     cases = []
     for name, (mode, antialias) in MODES.items():
-        for h, w in SIZES:
-            y = F.interpolate(x, size=(h, w), mode=mode, antialias=antialias)
-            key = f"{name}_{h}x{w}"
-            tensors[key] = y.contiguous()
-            cases.append({"tensor": key, "mode": mode, "antialias": antialias, "size": [h, w]})
+        for source, sizes in (("input", SIZES), ("input_wide", WIDE_SIZES)):
+            for h, w in sizes:
+                y = F.interpolate(tensors[source], size=(h, w), mode=mode, antialias=antialias)
+                key = f"{name}_{source}_{h}x{w}"
+                tensors[key] = y.contiguous()
+                cases.append(
+                    {"tensor": key, "input": source, "mode": mode, "antialias": antialias, "size": [h, w]}
+                )
     os.makedirs(OUT, exist_ok=True)
     save_file(tensors, os.path.join(OUT, "latent_interpolate.safetensors"))
     with open(os.path.join(OUT, "latent_interpolate.json"), "w") as f:

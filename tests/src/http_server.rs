@@ -17,6 +17,10 @@ pub enum Behaviour {
         bytes: usize,
         times: usize,
     },
+    /// The first answer stops after `bytes` bytes, every later one at once.
+    DropAfterThenStall {
+        bytes: usize,
+    },
     /// Announce a length `by` bytes short of the file's, and send that much.
     ShortLength {
         by: usize,
@@ -32,9 +36,19 @@ pub enum Behaviour {
 pub struct TestServer {
     pub base: String,
     pub log: Arc<Mutex<Vec<String>>>,
+    behaviour: Arc<Mutex<Behaviour>>,
+    answered: Arc<AtomicUsize>,
 }
 
 impl TestServer {
+    /// Answers from now on as `behaviour` does (counting answers afresh): the same URL
+    /// misbehaving in one run and working in the next.
+    pub fn set_behaviour(&self, behaviour: Behaviour) {
+        *self.behaviour.lock().unwrap() = behaviour;
+        self.answered.store(0, Ordering::SeqCst);
+        self.log.lock().unwrap().clear();
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
@@ -52,16 +66,24 @@ pub fn serve(file: Vec<u8>, behaviour: Behaviour) -> TestServer {
     let log = Arc::new(Mutex::new(Vec::new()));
     let file = Arc::new(file);
     let answered = Arc::new(AtomicUsize::new(0));
-    let server_log = log.clone();
+    let behaviour = Arc::new(Mutex::new(behaviour));
+    let (server_log, server_answered, server_behaviour) =
+        (log.clone(), answered.clone(), behaviour.clone());
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let (file, log, answered) = (file.clone(), server_log.clone(), answered.clone());
+            let (file, log, answered) = (file.clone(), server_log.clone(), server_answered.clone());
+            let behaviour = *server_behaviour.lock().unwrap();
             std::thread::spawn(move || {
                 let _ = answer(stream, &file, behaviour, &log, &answered);
             });
         }
     });
-    TestServer { base, log }
+    TestServer {
+        base,
+        log,
+        behaviour,
+        answered,
+    }
 }
 
 fn answer(
@@ -154,6 +176,11 @@ fn answer(
         Behaviour::DropAfter { bytes, times } if nth < times => {
             stream.write_all(&body[..bytes.min(body.len())])?;
             // Closing with bytes still announced: the client sees the connection end early.
+            stream.shutdown(std::net::Shutdown::Both)
+        }
+        Behaviour::DropAfterThenStall { bytes } => {
+            let bytes = if nth == 0 { bytes } else { 0 };
+            stream.write_all(&body[..bytes.min(body.len())])?;
             stream.shutdown(std::net::Shutdown::Both)
         }
         Behaviour::Slow { chunk, pause } => {

@@ -311,7 +311,13 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                 );
                 return ExitCode::from(2);
             }
-            return crate::gui::run(cli.files);
+            // Absolute, so a model remembered as the last one loads from anywhere.
+            let files = cli
+                .files
+                .iter()
+                .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()))
+                .collect();
+            return crate::gui::run(files);
         }
         Some(Command::Generate(args)) => generate::run(&args),
         Some(Command::Info { file }) => info::run(&file),

@@ -50,7 +50,7 @@ pub fn run(args: &UpscaleArgs) -> Result<(), String> {
         channel_order: ChannelOrder::parse(&args.channel_order).map_err(err)?,
     };
     if let Some(scale) = args.scale {
-        upscale::target_size((1, 1), scale).map_err(err)?;
+        upscale::check_scale(scale).map_err(err)?;
     }
     let image = imaging::load_rgb(&args.image, None).map_err(err)?;
     let device = DeviceKind::parse(&args.device)

@@ -3,21 +3,22 @@
 //!
 //! **Invariant:** the bytes go to `<name>.part` and become `<name>` only once complete,
 //! checked and (for model files) readable as a model; nothing ever replaces an existing file.
-//! A dropped connection is resumed with a `Range` request, within one run and across runs.
+//! A dropped connection is resumed with a `Range` request, within one run and across runs,
+//! and only onto bytes of the same URL and version (`part`).
 
 pub mod catalogue;
 mod names;
+mod part;
 mod transfer;
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
-
 pub use names::{checked_url, free_space};
+use part::Part;
+pub use part::sha256_file;
 pub use transfer::Tokens;
 
 /// Tries per run; each resumes where the last ended.
@@ -148,15 +149,37 @@ pub fn download(
             .and_then(|n| names::safe_file_name(&n))
             .filter(|n| dir.join(format!("{n}.part")).exists())
     });
-    let mut attempts = 0;
+    // Tries in a row that brought nothing; a try that brings bytes starts the count again.
+    let mut fruitless = 0;
     let mut speed = Speed::default();
     loop {
-        let part = name.as_ref().map(|n| dir.join(format!("{n}.part")));
-        let have = part
+        let part = name.as_deref().map(|n| Part::new(dir, n));
+        let (have, version) = part
             .as_ref()
-            .and_then(|p| std::fs::metadata(p).ok())
-            .map_or(0, |m| m.len());
-        let answer = transfer::get(&agent, &target.url, have, &options.tokens)?;
+            .map_or((0, None), |p| p.resumable(&target.url));
+        let answer = match transfer::get(
+            &agent,
+            &target.url,
+            (have, version.as_deref()),
+            &options.tokens,
+        ) {
+            Ok(answer) => answer,
+            // No connection, a timeout: worth another try.
+            Err(e) => {
+                fruitless += 1;
+                if fruitless >= ATTEMPTS {
+                    return Err(Failure::Failed(e));
+                }
+                pause(fruitless, options)?;
+                continue;
+            }
+        };
+        // A part that is already whole: the server has nothing after it.
+        if let (416, Some(p), Some((None, Some(total)))) = (answer.status, &part, answer.range)
+            && total == have
+        {
+            return p.finish(&dir.join(name.as_deref().unwrap_or_default()), target);
+        }
         check_status(&answer, &target.url, &options.tokens)?;
         if name.is_none() {
             let named = answer
@@ -164,18 +187,16 @@ pub fn download(
                 .as_deref()
                 .and_then(names::safe_file_name)
                 .ok_or_else(|| format!("{} gives the file no usable name", answer.url))?;
+            let resumable = Part::new(dir, &named).resumable(&target.url).0 > 0;
             name = Some(named);
-            // A part file of that name from an earlier run: ask again for the rest.
-            if dir
-                .join(format!("{}.part", name.as_deref().unwrap_or_default()))
-                .exists()
-            {
+            // A part of that name from an earlier run of this URL: ask again for the rest.
+            if resumable {
                 continue;
             }
         }
         let name = name.clone().unwrap_or_default();
         let final_path = dir.join(&name);
-        let part = dir.join(format!("{name}.part"));
+        let part = Part::new(dir, &name);
         if final_path.exists() {
             return Err(Failure::Failed(format!(
                 "{} already exists; Ember never replaces a file (remove it or download elsewhere)",
@@ -183,19 +204,22 @@ pub fn download(
             )));
         }
         let (start, total) = match (answer.status, answer.range) {
-            (206, Some((start, total))) if start == have => (start, total),
+            (206, Some((Some(start), total))) if start == have => (start, total),
             (206, _) => {
                 return Err(Failure::Failed(format!(
                     "{} answered a resume with the wrong part of the file",
                     answer.url
                 )));
             }
-            // A server that ignores `Range` sends the whole file again.
+            // A server that ignores `Range` (or whose file changed) sends it whole again.
             _ => (0, answer.length),
         };
         check_size(total, target.size, &answer.url)?;
         check_free_space(dir, total.map(|t| t.saturating_sub(start)))?;
-        let written = copy_body(answer.body, (&part, start), total, options, &mut |done| {
+        if start == 0 {
+            part.record(&target.url, answer.version.as_deref())?;
+        }
+        let written = part.fill(answer.body, (start, total), options, &mut |done| {
             on_progress(&speed.update(done, total));
         });
         match written {
@@ -205,33 +229,44 @@ pub fn download(
                 return Err(Failure::Failed(e.trim_start_matches("disk:").trim().into()));
             }
             Ok(done) if total.is_some_and(|t| done > t) => {
-                let _ = std::fs::remove_file(&part);
+                part.discard();
                 return Err(Failure::Failed(format!(
                     "{} sent more bytes than it announced; the partial file was removed",
                     answer.url
                 )));
             }
             ended => {
-                attempts += 1;
-                if attempts >= ATTEMPTS {
-                    let got = std::fs::metadata(&part).map_or(0, |m| m.len());
+                let got = std::fs::metadata(&part.path).map_or(0, |m| m.len());
+                fruitless = if got > have { 0 } else { fruitless + 1 };
+                if fruitless >= ATTEMPTS {
                     let why = match ended {
                         Err(Failure::Failed(e)) => format!(" ({e})"),
                         _ => String::new(),
                     };
                     return Err(Failure::Failed(format!(
-                        "the connection kept ending early{why}: {got} of {} bytes are in {}; run the \
-                         same download again to resume",
+                        "the connection kept ending early{why}: {got} of {} bytes are in {}; run \
+                         the same download again to resume",
                         total.map_or("?".into(), |t| t.to_string()),
-                        part.display()
+                        part.path.display()
                     )));
                 }
-                std::thread::sleep(Duration::from_millis(200 * attempts as u64));
+                pause(fruitless, options)?;
             }
         }
     }
     let name = name.unwrap_or_default();
-    finish(&dir.join(format!("{name}.part")), &dir.join(&name), target)
+    Part::new(dir, &name).finish(&dir.join(&name), target)
+}
+
+/// Waits before try `n` again (longer each time), unless cancelled meanwhile.
+fn pause(n: usize, options: &Options) -> Result<(), Failure> {
+    for _ in 0..(2 * n) {
+        if options.cancel.load(Ordering::Relaxed) {
+            return Err(Failure::Cancelled);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
 }
 
 /// Refuses answers that carry no model: errors, login pages, HTML.
@@ -277,7 +312,7 @@ fn check_status(answer: &transfer::Answer, url: &str, tokens: &Tokens) -> Result
 }
 
 fn names_host(url: &str) -> String {
-    names::host(url).unwrap_or(url).to_string()
+    names::host(url).unwrap_or_else(|| url.to_string())
 }
 
 fn check_size(total: Option<u64>, expected: Option<u64>, url: &str) -> Result<(), String> {
@@ -304,121 +339,6 @@ fn check_free_space(dir: &Path, needed: Option<u64>) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// Appends the body to `part` from byte `start`; returns the part's length when the body
-/// ends. `Err("disk: …")` is a write failure (not worth retrying).
-fn copy_body(
-    body: ureq::Body,
-    (part, start): (&Path, u64),
-    total: Option<u64>,
-    options: &Options,
-    on_bytes: &mut dyn FnMut(u64),
-) -> Result<u64, Failure> {
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(start == 0)
-        .append(start > 0)
-        .open(part)
-        .map_err(|e| format!("disk: cannot write {}: {e}", part.display()))?;
-    let mut reader = body.into_reader();
-    let mut buffer = vec![0u8; CHUNK];
-    let mut done = start;
-    loop {
-        if options.cancel.load(Ordering::Relaxed) {
-            return Err(Failure::Cancelled);
-        }
-        let n = match reader.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) => {
-                let _ = file.flush();
-                return Err(Failure::Failed(format!("the connection broke: {e}")));
-            }
-        };
-        // Never more than announced: the rest is a lying server's.
-        let keep = total.map_or(n as u64, |t| (n as u64).min(t.saturating_sub(done))) as usize;
-        file.write_all(&buffer[..keep])
-            .map_err(|e| disk_error(part, &e))?;
-        done += n as u64;
-        on_bytes(done);
-    }
-    file.sync_all().map_err(|e| disk_error(part, &e))?;
-    Ok(done)
-}
-
-fn disk_error(part: &Path, e: &std::io::Error) -> Failure {
-    let what = if e.kind() == std::io::ErrorKind::StorageFull {
-        "the disk is full".to_string()
-    } else {
-        e.to_string()
-    };
-    Failure::Failed(format!(
-        "disk: could not write {} ({what}); what was downloaded stays there for a resume",
-        part.display()
-    ))
-}
-
-/// Checks the finished part (hash, model container) and gives it its name.
-fn finish(part: &Path, final_path: &Path, target: &Target) -> Result<PathBuf, Failure> {
-    let reject = |message: String| {
-        let _ = std::fs::remove_file(part);
-        Failure::Failed(message)
-    };
-    if let Some(expected) = &target.sha256 {
-        let actual =
-            sha256_file(part).map_err(|e| format!("cannot read {}: {e}", part.display()))?;
-        if &actual != expected {
-            return Err(reject(format!(
-                "the download's SHA-256 is {actual}, not {expected}: the file is damaged or not \
-                 the one expected, and was removed"
-            )));
-        }
-    }
-    if is_model_name(final_path)
-        && let Err(e) = inference::weights::TensorFile::open(part)
-    {
-        return Err(reject(format!(
-            "the download is not a usable model file ({e}); it was removed"
-        )));
-    }
-    // Never over an existing file, even one that appeared meanwhile.
-    if final_path.exists() {
-        return Err(Failure::Failed(format!(
-            "{} appeared while downloading; the download stays in {}",
-            final_path.display(),
-            part.display()
-        )));
-    }
-    std::fs::rename(part, final_path)
-        .map_err(|e| format!("cannot name the download {}: {e}", final_path.display()))?;
-    Ok(final_path.to_path_buf())
-}
-
-fn is_model_name(path: &Path) -> bool {
-    path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
-        ["safetensors", "ckpt", "pt", "pth", "bin"].contains(&e.to_ascii_lowercase().as_str())
-    })
-}
-
-/// Lower-case hex SHA-256 of a file.
-pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; CHUNK];
-    loop {
-        let n = file.read(&mut buffer)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buffer[..n]);
-    }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
 }
 
 /// Download speed over a sliding window of about two seconds.

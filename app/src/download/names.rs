@@ -15,7 +15,7 @@ pub fn checked_url(url: &str) -> Result<String, String> {
             "{url:?} is not an HTTP(S) address; Ember downloads over https:// (or http://)"
         ));
     }
-    if host(url).is_none_or(str::is_empty) {
+    if host(url).is_none_or(|h| h.is_empty()) {
         return Err(format!("{url:?} names no host"));
     }
     let is_hf = host(url).is_some_and(|h| h == "huggingface.co" || h == "hf.co");
@@ -26,11 +26,11 @@ pub fn checked_url(url: &str) -> Result<String, String> {
 }
 
 /// The host of an `http(s)://host[:port]/…` URL, lower-cased.
-pub fn host(url: &str) -> Option<&str> {
+pub fn host(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
     let authority = rest.split(['/', '?', '#']).next()?;
     let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    Some(host.split(':').next().unwrap_or(host))
+    Some(host.split(':').next().unwrap_or(host).to_ascii_lowercase())
 }
 
 /// The file name a `Content-Disposition` header gives (`filename*=UTF-8''…` preferred).
@@ -102,7 +102,20 @@ pub fn safe_file_name(name: &str) -> Option<String> {
     while !cleaned.is_char_boundary(cut) {
         cut -= 1;
     }
-    let cleaned = cleaned[..cut].to_string();
+    let mut cleaned = cleaned[..cut].to_string();
+    // Windows' device names are no file names, whatever their extension.
+    let stem = cleaned
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_uppercase();
+    let reserved = ["CON", "PRN", "AUX", "NUL"].contains(&stem.as_str())
+        || ((stem.starts_with("COM") || stem.starts_with("LPT"))
+            && stem.len() == 4
+            && stem.as_bytes()[3].is_ascii_digit());
+    if reserved {
+        cleaned.insert(0, '_');
+    }
     (!cleaned.is_empty()).then_some(cleaned)
 }
 
@@ -155,8 +168,12 @@ mod tests {
                 .contains("known model name")
         );
         assert_eq!(
-            host("https://user@civitai.com:443/api?x=1"),
+            host("https://user@CivitAI.com:443/api?x=1").as_deref(),
             Some("civitai.com")
+        );
+        assert_eq!(
+            checked_url("https://HuggingFace.co/a/b/blob/main/m.pt").unwrap(),
+            "https://HuggingFace.co/a/b/resolve/main/m.pt"
         );
     }
 
@@ -178,5 +195,8 @@ mod tests {
         );
         assert_eq!(safe_file_name(".hidden").unwrap(), "hidden");
         assert_eq!(safe_file_name("../"), None);
+        assert_eq!(safe_file_name("CON.pth").unwrap(), "_CON.pth");
+        assert_eq!(safe_file_name("com1").unwrap(), "_com1");
+        assert_eq!(safe_file_name("console.pth").unwrap(), "console.pth");
     }
 }

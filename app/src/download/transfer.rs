@@ -27,9 +27,15 @@ impl Tokens {
         }
     }
 
-    /// The token for `url`'s host, if it has one.
+    /// The token for `url`'s host, if it has one; never over plain http.
     pub fn for_url(&self, url: &str) -> Option<&str> {
-        match host(url)? {
+        if !url
+            .get(..8)
+            .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+        {
+            return None;
+        }
+        match host(url)?.as_str() {
             "huggingface.co" | "hf.co" => self.huggingface.as_deref(),
             "civitai.com" => self.civitai.as_deref(),
             _ => None,
@@ -58,19 +64,31 @@ pub struct Answer {
     pub name: Option<String>,
     /// `Content-Length`.
     pub length: Option<u64>,
-    /// From `Content-Range: bytes START-END/TOTAL` of a 206.
-    pub range: Option<(u64, Option<u64>)>,
+    /// `Content-Range: bytes START-END/TOTAL` (a 206) as `(START, TOTAL)`; a 416's
+    /// `bytes */TOTAL` as `(None, TOTAL)`.
+    pub range: Option<(Option<u64>, Option<u64>)>,
     pub content_type: String,
+    /// The file's version (`ETag`, else `Last-Modified`), for resuming it with `If-Range`.
+    pub version: Option<String>,
     pub body: ureq::Body,
 }
 
-/// GETs `url` from byte `from` (a `Range` request when above 0).
-pub fn get(agent: &ureq::Agent, url: &str, from: u64, tokens: &Tokens) -> Result<Answer, String> {
+/// GETs `url` from byte `from` (a `Range` request when above 0, sent `If-Range: version`
+/// so a changed file comes whole).
+pub fn get(
+    agent: &ureq::Agent,
+    url: &str,
+    (from, version): (u64, Option<&str>),
+    tokens: &Tokens,
+) -> Result<Answer, String> {
     let mut url = url.to_string();
     for _ in 0..=MAX_REDIRECTS {
         let mut request = agent.get(&url);
         if from > 0 {
             request = request.header("Range", format!("bytes={from}-"));
+            if let Some(v) = version {
+                request = request.header("If-Range", v);
+            }
         }
         if let Some(token) = tokens.for_url(&url) {
             request = request.header("Authorization", format!("Bearer {token}"));
@@ -96,6 +114,7 @@ pub fn get(agent: &ureq::Agent, url: &str, from: u64, tokens: &Tokens) -> Result
         let length = header("content-length").and_then(|v| v.trim().parse().ok());
         let range = header("content-range").and_then(|v| parse_content_range(&v));
         let content_type = header("content-type").unwrap_or_default();
+        let version = header("etag").or_else(|| header("last-modified"));
         return Ok(Answer {
             status,
             url,
@@ -103,6 +122,7 @@ pub fn get(agent: &ureq::Agent, url: &str, from: u64, tokens: &Tokens) -> Result
             length,
             range,
             content_type,
+            version,
             body: response.into_body(),
         });
     }
@@ -126,17 +146,21 @@ fn join(base: &str, location: &str) -> String {
     format!("{dir}/{location}")
 }
 
-/// `bytes 100-199/1000` as `(100, Some(1000))` (`*` total as `None`).
-fn parse_content_range(value: &str) -> Option<(u64, Option<u64>)> {
+/// `bytes 100-199/1000` as `(Some(100), Some(1000))`, `bytes */1000` as `(None, Some(1000))`
+/// (`*` total as `None`).
+fn parse_content_range(value: &str) -> Option<(Option<u64>, Option<u64>)> {
     let spec = value.trim().strip_prefix("bytes")?.trim();
     let (range, total) = spec.split_once('/')?;
-    let start = range.split_once('-')?.0.trim().parse().ok()?;
+    let start = match range.trim() {
+        "*" => None,
+        r => Some(r.split_once('-')?.0.trim().parse().ok()?),
+    };
     Some((start, total.trim().parse().ok()))
 }
 
 /// A transport error in words: the host, and what failed.
 fn describe(url: &str, error: &ureq::Error) -> String {
-    let host = host(url).unwrap_or(url);
+    let host = host(url).unwrap_or_else(|| url.to_string());
     match error {
         ureq::Error::Timeout(_) => format!("{host} did not answer in time"),
         ureq::Error::HostNotFound => format!("{host} was not found (no network, or a typo?)"),
@@ -174,15 +198,21 @@ mod tests {
         );
         assert_eq!(tokens.for_url("https://cdn-lfs.huggingface.co/x"), None);
         assert_eq!(tokens.for_url("https://evil.example/huggingface.co"), None);
+        assert_eq!(
+            tokens.for_url("http://huggingface.co/a/resolve/main/x"),
+            None
+        );
+        assert_eq!(tokens.for_url("https://HuggingFace.co/a"), Some("hf"));
     }
 
     #[test]
     fn content_ranges_parse() {
         assert_eq!(
             parse_content_range("bytes 100-199/1000"),
-            Some((100, Some(1000)))
+            Some((Some(100), Some(1000)))
         );
-        assert_eq!(parse_content_range("bytes 5-9/*"), Some((5, None)));
+        assert_eq!(parse_content_range("bytes 5-9/*"), Some((Some(5), None)));
+        assert_eq!(parse_content_range("bytes */77"), Some((None, Some(77))));
         assert_eq!(parse_content_range("items 1-2/3"), None);
     }
 }

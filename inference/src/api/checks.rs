@@ -44,6 +44,15 @@ impl GenerateRequest {
                 self.steps
             ));
         }
+        if self.schedule_steps() > MAX_SCHEDULE_STEPS {
+            return bad(format!(
+                "{} exact steps at strength {} need a schedule of {} steps (at most \
+                 {MAX_SCHEDULE_STEPS}); raise the strength",
+                self.steps,
+                self.strength,
+                self.schedule_steps()
+            ));
+        }
         if !self.cfg_scale.is_finite() || self.cfg_scale < 0.0 || self.cfg_scale > MAX_CFG {
             return bad(format!(
                 "CFG scale must be a number between 0 and {MAX_CFG}, got {}",
@@ -247,7 +256,7 @@ impl GenerateRequest {
     /// [`GenerateRequest::exact_steps`] A1111's `int(steps / min(strength, 0.999))`.
     pub fn schedule_steps(&self) -> u32 {
         if self.has_init() && self.exact_steps && self.strength > 0.0 {
-            let strength: f64 = self.strength.to_string().parse().unwrap_or(1.0);
+            let strength = crate::upscale::typed(self.strength);
             (f64::from(self.steps) / strength.min(0.999)) as u32
         } else {
             self.steps

@@ -148,42 +148,52 @@ impl HiresFix {
                 self.strength
             ));
         }
-        let (ux, uy) = match self.size {
+        // In u64: `ry * w` of a huge typed size must not overflow.
+        let (w64, h64) = (u64::from(w), u64::from(h));
+        let (ux, uy): (u64, u64) = match self.size {
             HiresSize::Scale(s) => {
                 if !s.is_finite() || !(1.0..=MAX_HIRES_SCALE).contains(&s) {
                     return bad(format!(
                         "the hires scale must be between 1 and {MAX_HIRES_SCALE}, got {s}"
                     ));
                 }
-                (
-                    (f64::from(w) * f64::from(s)) as u32,
-                    (f64::from(h) * f64::from(s)) as u32,
-                )
+                // A1111's `int(width * hr_scale)` on the number as typed.
+                let scale = crate::upscale::typed(s);
+                ((w64 as f64 * scale) as u64, (h64 as f64 * scale) as u64)
             }
             HiresSize::To(0, 0) => return bad("a hires size needs a width or a height".into()),
-            HiresSize::To(0, ry) => (ry * w / h, ry),
-            HiresSize::To(rx, 0) => (rx, rx * h / w),
+            HiresSize::To(0, ry) => (u64::from(ry) * w64 / h64, u64::from(ry)),
+            HiresSize::To(rx, 0) => (u64::from(rx), u64::from(rx) * h64 / w64),
             HiresSize::To(rx, ry) => {
+                let (rx, ry) = (u64::from(rx), u64::from(ry));
                 // Cover the requested size keeping the aspect, then crop the centre.
                 if (w as f64 / h as f64) < (rx as f64 / ry as f64) {
-                    (rx, rx * h / w)
+                    (rx, rx * h64 / w64)
                 } else {
-                    (ry * w / h, ry)
+                    (ry * w64 / h64, ry)
                 }
             }
         };
         let (rx, ry) = match self.size {
-            HiresSize::To(rx, ry) if rx > 0 && ry > 0 => (rx, ry),
+            HiresSize::To(rx, ry) if rx > 0 && ry > 0 => (u64::from(rx), u64::from(ry)),
             _ => (ux, uy),
         };
-        let size = (rx / f * f, ry / f * f);
-        if ux > max_side || uy > max_side || size.0 < f || size.1 < f {
+        let max = u64::from(max_side);
+        let f = u64::from(f);
+        if ux > max || uy > max || rx < f || ry < f {
             return bad(format!(
                 "the hires pass would be {ux}x{uy}; Ember generates between {f} and {max_side} \
                  pixels a side"
             ));
         }
-        let offset = (((ux - size.0) / f / 2) * f, ((uy - size.1) / f / 2) * f);
+        // A1111: the latents are `ux // f` wide, `(ux - rx) // f` of them cut away, half (rounded
+        // down) on the left.
+        let (tx, ty) = ((ux - rx) / f, (uy - ry) / f);
+        let size = ((ux / f - tx) * f, (uy / f - ty) * f);
+        let offset = ((tx / 2) * f, (ty / 2) * f);
+        let (ux, uy) = (ux as u32, uy as u32);
+        let size = (size.0 as u32, size.1 as u32);
+        let offset = (offset.0 as u32, offset.1 as u32);
         Ok(HiresPlan {
             upscaled: (ux, uy),
             size,
@@ -221,6 +231,15 @@ mod tests {
         // int(512 * 1.3) = 665, floored to 664 for the latents.
         let p = plan(HiresSize::Scale(1.3), (512, 512));
         assert_eq!((p.upscaled, p.size), ((665, 665), (664, 664)));
+        // 640 * 1.3 is 832.0000000000001 in doubles (A1111), 831.99996 from the f32 1.3.
+        assert_eq!(plan(HiresSize::Scale(1.3), (640, 640)).size, (832, 832));
+        // A size off the latent grid: A1111 keeps ux // 8 - (ux - rx) // 8 latent columns:
+        // 512x768 to 1020x1020 covers as 1020x1530; 127 - 0 columns, 191 - 63 rows.
+        let p = plan(HiresSize::To(1020, 1020), (512, 768));
+        assert_eq!(
+            (p.upscaled, p.size, p.offset),
+            ((1020, 1530), (1016, 1024), (0, 248))
+        );
         assert_eq!(plan(HiresSize::To(1024, 0), (512, 768)).size, (1024, 1536));
         // 512x768 to 1024x1024: cover with 1024x1536, crop the centre.
         let p = plan(HiresSize::To(1024, 1024), (512, 768));
@@ -236,6 +255,7 @@ mod tests {
             HiresSize::Scale(f32::NAN),
             HiresSize::To(0, 0),
             HiresSize::To(9000, 0),
+            HiresSize::To(9_000_000, 1),
         ] {
             assert!(fix(size).plan((512, 512), 8, 4096).is_err(), "{size:?}");
         }

@@ -31,8 +31,15 @@ pub fn hires_plan(request: &GenerateRequest, model: &Model) -> Result<Option<Hir
         ));
     }
     let f = model.vae_factor() as u32;
-    fix.plan((request.width, request.height), f, MAX_SIDE)
-        .map(Some)
+    let plan = fix.plan((request.width, request.height), f, MAX_SIDE)?;
+    // The second pass's own checks (its exact steps' schedule), before the first pass runs.
+    let mut second = second_pass_request(request, fix, &plan, 0);
+    second.init_latents = Some(InitLatents {
+        shape: [0; 4],
+        values: Vec::new(),
+    });
+    second.validate_settings()?;
+    Ok(Some(plan))
 }
 
 /// Runs a generation with its hires fix (plain [`generate_refined`] without one).

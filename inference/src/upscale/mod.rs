@@ -88,20 +88,35 @@ pub fn extras_text(scale: f32, model: &str) -> String {
     format!("Postprocess upscale by: {scale}, Postprocess upscaler: {model}")
 }
 
-/// The size `(w, h)` scaled by `scale` as A1111 computes it (`int(w * scale)`), checked
-/// against the output limits.
+/// An f32 setting as the Python float a person typed (`1.3`, not 1.2999999523…): A1111
+/// does its size arithmetic in doubles on the number from the UI.
+pub fn typed(v: f32) -> f64 {
+    v.to_string().parse().unwrap_or(f64::from(v))
+}
+
+/// The size `(w, h)` scaled by `scale` as A1111's upscalers compute it
+/// (`int(w * scale // 8 * 8)`: whole multiples of 8), checked against the output limits.
 pub fn target_size((w, h): (u32, u32), scale: f32) -> Result<(u32, u32)> {
+    check_scale(scale)?;
+    let side = |v: u32| ((f64::from(v) * typed(scale) / 8.0).floor() * 8.0) as u32;
+    let out = (side(w), side(h));
+    if out.0 == 0 || out.1 == 0 {
+        return Err(Error::settings(format!(
+            "a {w}x{h} image upscaled by {scale} is under 8 pixels a side"
+        )));
+    }
+    check_output_size(out)?;
+    Ok(out)
+}
+
+/// Refuses factors outside 1 to [`MAX_SCALE`].
+pub fn check_scale(scale: f32) -> Result<()> {
     if !scale.is_finite() || !(1.0..=MAX_SCALE).contains(&scale) {
         return Err(Error::settings(format!(
             "the upscale factor must be between 1 and {MAX_SCALE}, got {scale}"
         )));
     }
-    let out = (
-        (f64::from(w) * f64::from(scale)) as u32,
-        (f64::from(h) * f64::from(scale)) as u32,
-    );
-    check_output_size(out)?;
-    Ok(out)
+    Ok(())
 }
 
 /// Refuses outputs over [`MAX_OUTPUT_SIDE`] or [`MAX_OUTPUT_PIXELS`].
@@ -121,9 +136,10 @@ pub fn check_output_size((w, h): (u32, u32)) -> Result<()> {
     Ok(())
 }
 
-/// Upscales `image` with `model` to `options.scale` (the model's own by default): the model
-/// runs as many times as needed (at most 3) and a Lanczos resize makes the exact size, as
-/// A1111's upscalers do. `on_tile(done, total)` reports each tile and may cancel.
+/// Upscales `image` with `model` to `options.scale` (the model's own by default) as A1111's
+/// `Upscaler.upscale` does: the model runs at least once and until the image covers the
+/// target (at most 3 times), then a Lanczos resize makes the exact size.
+/// `on_tile(done, total)` reports each tile and may cancel.
 pub fn upscale(
     model: &UpscaleModel,
     image: &ImageRgb8,
@@ -132,16 +148,26 @@ pub fn upscale(
 ) -> Result<ImageRgb8> {
     let native = model.scale() as f32;
     let target = target_size((image.width, image.height), options.scale.unwrap_or(native))?;
-    upscale_to(model, image, target, options, on_tile)
+    run_passes(model, image, target, (options, true), on_tile)
 }
 
-/// [`upscale`] to an exact size (`options.scale` is not read): the model runs until the
-/// image covers `target` (at most 3 times), then a Lanczos resize.
+/// [`upscale`] to an exact size (`options.scale` is not read), for the hires fix: the model
+/// runs only while the image does not cover `target`.
 pub fn upscale_to(
     model: &UpscaleModel,
     image: &ImageRgb8,
     target: (u32, u32),
     options: &UpscaleOptions,
+    on_tile: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
+) -> Result<ImageRgb8> {
+    run_passes(model, image, target, (options, false), on_tile)
+}
+
+fn run_passes(
+    model: &UpscaleModel,
+    image: &ImageRgb8,
+    target: (u32, u32),
+    (options, at_least_once): (&UpscaleOptions, bool),
     on_tile: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
 ) -> Result<ImageRgb8> {
     check_output_size(target)?;
@@ -153,14 +179,18 @@ pub fn upscale_to(
         )));
     }
     let mut current = image.clone();
-    for _ in 0..MAX_PASSES {
-        if current.width >= target.0 && current.height >= target.1 {
+    let s = model.scale() as u32;
+    for pass in 0..MAX_PASSES {
+        let covered = current.width >= target.0 && current.height >= target.1;
+        if covered && !(at_least_once && pass == 0) {
             break;
         }
-        check_output_size((
-            current.width.saturating_mul(model.scale() as u32),
-            current.height.saturating_mul(model.scale() as u32),
-        ))?;
+        // A pass that would overshoot the output limit runs on the image shrunk so that it
+        // lands on the target instead (the Lanczos resize would only shrink it again).
+        if check_output_size((current.width * s, current.height * s)).is_err() {
+            let smaller = (target.0.div_ceil(s).max(1), target.1.div_ceil(s).max(1));
+            current = resample::lanczos(&current, smaller);
+        }
         let input = to_planar_unit(&current, options.channel_order);
         let out = tiles::run_tiled(
             model,

@@ -100,7 +100,9 @@ fn taps_at(mode: InterpolateMode, i: usize, input: usize, output: usize) -> Vec<
             vec![(src, 1.0)]
         }
         InterpolateMode::NearestExact => {
-            let src = ((i as f64 + 0.5) * f64::from(scale)).floor() as usize;
+            // torch: `floorf((i + 0.5) * scale)`: the product in double, rounded to float
+            // before the floor (which moves some sources by one, e.g. 64 -> 100, i = 87).
+            let src = (((i as f64 + 0.5) * f64::from(scale)) as f32).floor() as usize;
             vec![(src.min(last), 1.0)]
         }
         InterpolateMode::Bilinear => {

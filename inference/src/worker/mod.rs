@@ -136,7 +136,6 @@ fn human_duration(d: Duration) -> String {
     }
 }
 
-/// A panic payload as text.
 /// The seed an image's parameters name (0 without one), for the upscaled file's name.
 fn source_seed(parameters: Option<&str>) -> u64 {
     parameters
@@ -145,6 +144,7 @@ fn source_seed(parameters: Option<&str>) -> u64 {
         .unwrap_or(0)
 }
 
+/// A panic payload as text.
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()

@@ -10,6 +10,10 @@ use inference::api::{GenerateRequest, Stage};
 use inference::upscale::UpscaleRequest;
 use inference::worker::{CancelToken, Command, Event, JobId, ModelRole, ModelSummary, ResultImage};
 
+mod jobs;
+
+pub use jobs::{QueuedJob, RunningJob, Work};
+
 /// Where the model is.
 #[derive(Clone, Debug)]
 pub enum ModelState {
@@ -21,68 +25,6 @@ pub enum ModelState {
         cancel: CancelToken,
     },
     Ready(Box<ModelSummary>),
-}
-
-/// What a job does.
-#[derive(Clone, Debug)]
-pub enum Work {
-    Generate(Box<GenerateRequest>),
-    /// The Extras view's upscale.
-    Upscale(Box<UpscaleRequest>),
-}
-
-impl Work {
-    /// How the progress line and the queue name the job: `seed 42`, `upscale`.
-    pub fn label(&self) -> String {
-        match self {
-            Work::Generate(r) => format!("seed {}", r.seed),
-            Work::Upscale(_) => "upscale".into(),
-        }
-    }
-}
-
-/// A job waiting its turn.
-#[derive(Clone, Debug)]
-pub struct QueuedJob {
-    pub id: JobId,
-    pub work: Work,
-}
-
-/// The job the worker is running.
-#[derive(Clone, Debug)]
-pub struct RunningJob {
-    pub id: JobId,
-    pub work: Work,
-    pub cancel: CancelToken,
-    pub stage: Option<Stage>,
-    pub step: usize,
-    pub total: usize,
-    /// When and at which step denoising was first seen (speed is measured from there).
-    denoise_start: Option<(Instant, usize)>,
-    /// Denoising steps per second.
-    pub its: Option<f64>,
-    /// Cancel was asked; the worker stops within a UNet block.
-    pub cancelling: bool,
-}
-
-impl RunningJob {
-    /// Seconds left in denoising at the measured speed.
-    pub fn eta(&self) -> Option<Duration> {
-        let its = self.its.filter(|s| *s > 0.0)?;
-        Some(Duration::from_secs_f64(
-            self.total.saturating_sub(self.step) as f64 / its,
-        ))
-    }
-
-    /// Done fraction for the progress bar.
-    pub fn fraction(&self) -> f32 {
-        match self.stage {
-            Some(Stage::Denoising) if self.total > 0 => self.step as f32 / self.total as f32,
-            Some(Stage::Decoding) => 1.0,
-            Some(Stage::Upscaling) if self.total > 0 => self.step as f32 / self.total as f32,
-            _ => 0.0,
-        }
-    }
 }
 
 /// How much a notice matters: info notices go after [`INFO_LIFETIME`], warnings after
@@ -312,14 +254,15 @@ impl Session {
     /// The next job to send, when none is running and a model is loaded or loading.
     #[must_use]
     pub fn next_command(&mut self) -> Option<Command> {
-        // An upscale needs no model; a generation waits for one.
+        // An upscale needs no model, so it goes ahead of generations waiting for one.
         let ready = |job: &QueuedJob| {
             matches!(job.work, Work::Upscale(_)) || !matches!(self.model, ModelState::Empty)
         };
-        if self.running.is_some() || !self.queue.front().is_some_and(ready) {
+        if self.running.is_some() {
             return None;
         }
-        let job = self.queue.pop_front()?;
+        let index = self.queue.iter().position(ready)?;
+        let job = self.queue.remove(index)?;
         let cancel = CancelToken::new();
         let total = match &job.work {
             Work::Generate(request) => request.effective_steps() as usize,

@@ -1,0 +1,101 @@
+//! The jobs the session queues and runs: what each does ([`Work`]), and the running one's
+//! progress, speed and time left.
+
+use std::time::{Duration, Instant};
+
+use inference::api::{GenerateRequest, Stage};
+use inference::upscale::UpscaleRequest;
+use inference::worker::{CancelToken, JobId};
+
+/// What a job does.
+#[derive(Clone, Debug)]
+pub enum Work {
+    Generate(Box<GenerateRequest>),
+    /// The Extras view's upscale.
+    Upscale(Box<UpscaleRequest>),
+}
+
+impl Work {
+    /// How the progress line and the queue name the job: `seed 42`, `upscale`.
+    pub fn label(&self) -> String {
+        match self {
+            Work::Generate(r) => format!("seed {}", r.seed),
+            Work::Upscale(_) => "upscale".into(),
+        }
+    }
+}
+
+/// A job waiting its turn.
+#[derive(Clone, Debug)]
+pub struct QueuedJob {
+    pub id: JobId,
+    pub work: Work,
+}
+
+/// The job the worker is running.
+#[derive(Clone, Debug)]
+pub struct RunningJob {
+    pub id: JobId,
+    pub work: Work,
+    pub cancel: CancelToken,
+    pub stage: Option<Stage>,
+    pub step: usize,
+    pub total: usize,
+    /// When and at which step denoising was first seen (speed is measured from there).
+    pub(super) denoise_start: Option<(Instant, usize)>,
+    /// Denoising steps per second.
+    pub its: Option<f64>,
+    /// Cancel was asked; the worker stops within a UNet block.
+    pub cancelling: bool,
+}
+
+impl RunningJob {
+    /// Seconds left in denoising at the measured speed.
+    pub fn eta(&self) -> Option<Duration> {
+        let its = self.its.filter(|s| *s > 0.0)?;
+        Some(Duration::from_secs_f64(
+            self.total.saturating_sub(self.step) as f64 / its,
+        ))
+    }
+
+    /// Done fraction for the progress bar.
+    pub fn fraction(&self) -> f32 {
+        match self.stage {
+            Some(Stage::Denoising) if self.total > 0 => self.step as f32 / self.total as f32,
+            Some(Stage::Decoding) => 1.0,
+            Some(Stage::Upscaling) if self.total > 0 => self.step as f32 / self.total as f32,
+            _ => 0.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use inference::worker::Command;
+
+    use super::super::Session;
+
+    #[test]
+    fn an_upscale_goes_ahead_of_generations_waiting_for_a_model() {
+        let mut session = Session::default();
+        session.enqueue(Default::default());
+        let image = inference::imaging::ImageRgb8 {
+            width: 8,
+            height: 8,
+            pixels: vec![0; 8 * 8 * 3],
+        };
+        session.enqueue_upscale(inference::upscale::UpscaleRequest {
+            image,
+            model: "4x.pth".into(),
+            options: Default::default(),
+            source_parameters: None,
+        });
+        // No model: the generation waits, the upscale runs.
+        assert!(matches!(
+            session.next_command(),
+            Some(Command::Upscale { .. })
+        ));
+        assert_eq!(session.queue.len(), 1);
+        assert!(session.next_command().is_none(), "one job at a time");
+    }
+}
