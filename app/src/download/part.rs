@@ -195,4 +195,26 @@ mod tests {
         std::fs::remove_file(dir.path().join("model.safetensors.part.source")).unwrap();
         assert_eq!(part.resumable("https://a/model.safetensors"), (0, None));
     }
+
+    /// A disk that fills mid-way (Linux's /dev/full answers every write with ENOSPC): one
+    /// clear error that says so and keeps the bytes for a resume.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_full_disk_is_named_and_not_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let part = Part::new(dir.path(), "model.safetensors");
+        std::os::unix::fs::symlink("/dev/full", &part.path).unwrap();
+        let body = ureq::Body::builder().data(vec![7u8; 4096]);
+        let options = Options::new(dir.path().to_path_buf());
+        let err = part
+            .fill(body, (0, Some(4096)), &options, &mut |_| {})
+            .unwrap_err();
+        let Failure::Failed(message) = err else {
+            panic!("not a failure: {err:?}")
+        };
+        assert!(
+            message.starts_with("disk:") && message.contains("the disk is full"),
+            "{message}"
+        );
+    }
 }
