@@ -65,6 +65,16 @@ impl PathPurpose {
         }
     }
 
+    /// An example path for the typed-path prompt.
+    pub fn example(&self) -> &'static str {
+        match self.filter() {
+            Some(("Images", _)) => "/home/you/Pictures/image.png",
+            Some(("Upscaler models", _)) => "/home/you/models/ESRGAN/4x-UltraSharp.pth",
+            Some(_) => "/home/you/models/model.safetensors",
+            None => "/home/you/models",
+        }
+    }
+
     /// Whether a folder is picked (else a file, with these extensions).
     fn filter(&self) -> Option<(&'static str, &'static [&'static str])> {
         match self {

@@ -106,18 +106,18 @@ fn controls(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
             "A1111 feeds the network blue-green-red; the models were trained on RGB, which \
              ComfyUI feeds (off)",
         );
-    if let Some(source) = &app.extras.source {
-        let (w, h) = (source.image.width, source.image.height);
-        match inference::upscale::target_size((w, h), s.scale) {
-            Ok((tw, th)) => ui.weak(format!("{w}×{h} to {tw}×{th}")),
-            Err(e) => ui.colored_label(ui.visuals().warn_fg_color, e.to_string()),
-        };
-    }
     let ready = app.extras.source.is_some() && s.upscaler.is_some();
     if ui
         .add_enabled(ready, egui::Button::new(RichText::new("Upscale").strong()))
         .clicked()
     {
         actions.push(Action::Extras(ExtrasAction::Upscale));
+    }
+    if let Some(source) = &app.extras.source {
+        let (w, h) = (source.image.width, source.image.height);
+        match inference::upscale::target_size((w, h), s.scale) {
+            Ok((tw, th)) => ui.weak(format!("{w}×{h} to {tw}×{th}")),
+            Err(e) => ui.colored_label(ui.visuals().warn_fg_color, e.to_string()),
+        };
     }
 }

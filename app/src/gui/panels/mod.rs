@@ -124,7 +124,7 @@ fn path_prompt(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>
             ui.add(
                 egui::TextEdit::singleline(&mut prompt.text)
                     .desired_width(420.0)
-                    .hint_text("/home/you/models/model.safetensors"),
+                    .hint_text(prompt.purpose.example()),
             )
             .labelled_by(label.id);
             let path = std::path::PathBuf::from(prompt.text.trim());
