@@ -59,3 +59,35 @@ fn a_bad_link_is_a_notice_and_leaves_no_file() {
     assert!(left.iter().all(|n| *n == 0), "nothing written: {left:?}");
     assert!(app(&w).session.model().is_none());
 }
+
+#[test]
+fn a_slow_download_is_cancelled_from_the_window_and_can_resume() {
+    let home = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(reference("sd15/checkpoint.safetensors")).unwrap();
+    let server = serve(
+        bytes,
+        Behaviour::Slow {
+            chunk: 64 << 10,
+            pause: Duration::from_millis(50),
+        },
+    );
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    click(&mut w, "Download a model…");
+    w.state_mut().as_mut().unwrap().downloads.url = server.url("/model.safetensors");
+    w.step();
+    click(&mut w, "Download link");
+    step_until(&mut w, "progress", |a| {
+        a.downloads
+            .active
+            .as_ref()
+            .is_some_and(|d| d.progress.is_some_and(|p| p.done > 0))
+    });
+    click(&mut w, "Cancel download");
+    step_until(&mut w, "the cancel", |a| a.downloads.active.is_none());
+    assert!(has_notice(app(&w), "download cancelled"));
+    let models = home.path().join("models");
+    assert!(models.join("model.safetensors.part").exists(), "kept for a resume");
+    assert!(!models.join("model.safetensors").exists());
+    assert!(app(&w).session.model().is_none());
+}
