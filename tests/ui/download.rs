@@ -87,7 +87,10 @@ fn a_slow_download_is_cancelled_from_the_window_and_can_resume() {
     step_until(&mut w, "the cancel", |a| a.downloads.active.is_none());
     assert!(has_notice(app(&w), "download cancelled"));
     let models = home.path().join("models");
-    assert!(models.join("model.safetensors.part").exists(), "kept for a resume");
+    assert!(
+        models.join("model.safetensors.part").exists(),
+        "kept for a resume"
+    );
     assert!(!models.join("model.safetensors").exists());
     assert!(app(&w).session.model().is_none());
 }
