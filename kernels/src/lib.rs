@@ -2,13 +2,15 @@
 //!
 //! Today these are CPU kernels for the operations where Burn's CPU backend (burn-flex) is far
 //! behind PyTorch in an SD UNet (see README's performance section): attention, SiLU, GELU and
-//! GroupNorm. Each public function takes the fast path for contiguous float32 tensors on the
+//! GroupNorm; and the low-rank weight update a LoRA merge makes (`low_rank`). Each public function takes the fast path for contiguous float32 tensors on the
 //! CPU device and otherwise runs the plain-Burn reference (`reference` module), so GPU
 //! backends are unaffected. The fast paths work in place on the tensor's own buffer when it
 //! is not shared (burn-flex's `into_data`/`from_data` move the buffer without copying).
 
 pub mod attention;
+mod gemm;
 pub mod group_norm;
+pub mod low_rank;
 pub mod reference;
 pub mod simd_math;
 

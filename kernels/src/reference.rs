@@ -26,3 +26,8 @@ pub fn geglu(x: Tensor<3>) -> Tensor<3> {
 pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
     module::attention(q, k, v, None, None, Default::default())
 }
+
+/// `base + scale * lhs @ rhs` (a weight with a low-rank update merged in).
+pub fn add_product(base: Tensor<2>, lhs: Tensor<2>, rhs: Tensor<2>, scale: f32) -> Tensor<2> {
+    base + lhs.matmul(rhs).mul_scalar(scale)
+}
