@@ -13,6 +13,7 @@ pub mod loader;
 pub mod pickle_guard;
 pub mod plan;
 pub mod prediction;
+mod safetensors_file;
 mod single_file;
 pub mod source;
 

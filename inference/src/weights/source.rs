@@ -6,9 +6,9 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use burn::store::bridge;
 use burn::store::burn_pack::Tensor as PackTensor;
 use burn::store::pytorch_reader::{PickleValue, PytorchReader};
-use burn::store::{ModuleStore, SafetensorsStore, bridge};
 
 use super::pickle_guard;
 use crate::error::{Error, Result};
@@ -67,14 +67,7 @@ impl TensorFile {
             .map_err(|e| Error::io(path, e))?;
         let format = sniff(&head[..head_len]);
         let tensors = match format {
-            FileFormat::Safetensors => {
-                check_safetensors_header(path, meta.len())?;
-                let mut store = SafetensorsStore::from_file(path);
-                let all = store.get_all_tensors().map_err(|e| {
-                    Error::invalid_model(path, format!("not a valid .safetensors file ({e})"))
-                })?;
-                all.values().cloned().collect()
-            }
+            FileFormat::Safetensors => super::safetensors_file::open(path, meta.len())?,
             FileFormat::PyTorchPickle => open_pickle(path)?,
         };
         if tensors.is_empty() {
@@ -86,62 +79,6 @@ impl TensorFile {
             tensors,
         })
     }
-}
-
-/// Largest safetensors header Ember reads (the format's own limit is 100 MB).
-const MAX_HEADER_BYTES: u64 = 100_000_000;
-
-/// Validates the safetensors container (header size, JSON, offsets inside the file) with
-/// messages that say which of these is wrong.
-fn check_safetensors_header(path: &Path, file_len: u64) -> Result<()> {
-    let bad = |message: String| Error::invalid_model(path, message);
-    if file_len < 8 {
-        return Err(bad(format!(
-            "truncated: {file_len} bytes is too short for a .safetensors file"
-        )));
-    }
-    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut len_bytes = [0u8; 8];
-    file.read_exact(&mut len_bytes)
-        .map_err(|e| Error::io(path, e))?;
-    let header_len = u64::from_le_bytes(len_bytes);
-    if header_len > MAX_HEADER_BYTES {
-        return Err(bad(format!(
-            "not a .safetensors file (its header would be {header_len} bytes, over the 100 MB limit)"
-        )));
-    }
-    if header_len + 8 > file_len {
-        return Err(bad(format!(
-            "truncated or not a .safetensors file: the header needs {header_len} bytes but the file has {}",
-            file_len - 8
-        )));
-    }
-    let mut header = vec![0u8; header_len as usize];
-    file.read_exact(&mut header)
-        .map_err(|e| Error::io(path, e))?;
-    let header: serde_json::Value = serde_json::from_slice(&header).map_err(|e| {
-        bad(format!(
-            "not a .safetensors file (its header is not valid JSON: {e})"
-        ))
-    })?;
-    let entries = header
-        .as_object()
-        .ok_or_else(|| bad("not a .safetensors file (its header is not a JSON object)".into()))?;
-    let data_len = file_len - 8 - header_len;
-    for (name, info) in entries {
-        if name == "__metadata__" {
-            continue;
-        }
-        let end = info["data_offsets"][1]
-            .as_u64()
-            .ok_or_else(|| bad(format!("corrupt header entry for {name:?}")))?;
-        if end > data_len {
-            return Err(bad(format!(
-                "truncated: tensor {name:?} ends at byte {end} of the data but the file holds {data_len} bytes of data"
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// Where a pickle keeps its weights when they are not at the top level: a Lightning / SD
