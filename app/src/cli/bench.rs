@@ -120,23 +120,26 @@ fn lora(args: &BenchArgs) -> Result<(), String> {
         let json = serde_json::json!({
             "implementation": "ember", "target": "lora", "arch": args.arch, "rank": args.rank,
             "device": args.device, "precision": args.precision, "modules": t.modules,
-            "file_bytes": t.file_bytes, "first_merge_s": s(t.first_merge),
-            "change_strength_s": s(t.change_strength), "remove_s": s(t.remove),
+            "file_bytes": t.file_bytes, "merged_bytes": t.merged_bytes,
+            "first_merge_s": s(t.first_merge), "change_strength_s": s(t.change_strength),
+            "remove_s": s(t.remove), "merge_again_s": s(t.merge_again),
         });
         println!("{json}");
     } else {
         println!(
-            "lora {} rank {} ({}, {}): {} modules, {}; first merge {}, strength change {}, \
-             removal {}",
+            "lora {} rank {} ({}, {}): {} modules, {} file, {} of weights changed; first merge {}, \
+             strength change {}, removal {}, merged again {}",
             args.arch,
             args.rank,
             args.precision,
             args.device,
             t.modules,
             inference::memory::human_bytes(t.file_bytes),
+            inference::memory::human_bytes(t.merged_bytes),
             seconds(s(t.first_merge)),
             seconds(s(t.change_strength)),
-            seconds(s(t.remove))
+            seconds(s(t.remove)),
+            seconds(s(t.merge_again))
         );
     }
     Ok(())

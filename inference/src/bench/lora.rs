@@ -1,7 +1,7 @@
 //! `ember bench lora`: how long merging a kohya LoRA takes on a family's released
 //! architecture with random weights: the first merge (reading the file, keeping the
-//! originals), a change of strength (merged again from the kept originals) and taking it
-//! out (the originals written back).
+//! originals), a change of strength (merged again from the kept originals), taking it
+//! out (the originals written back) and merging it again.
 
 use std::time::{Duration, Instant};
 
@@ -16,9 +16,15 @@ pub struct LoraTimes {
     /// Modules the LoRA changes, and the file's size in bytes.
     pub modules: usize,
     pub file_bytes: u64,
+    /// The size of the weights the LoRA changes: the new memory a first merge takes.
+    pub merged_bytes: u64,
+    /// The first merge, whose merged weights take memory the process never had (on a
+    /// virtual machine the host may hand such pages out slowly).
     pub first_merge: Duration,
     pub change_strength: Duration,
     pub remove: Duration,
+    /// Merging it again after the removal (the memory the first merge freed is reused).
+    pub merge_again: Duration,
 }
 
 /// Builds the family's model with random weights and times [`run_on`] it.
@@ -34,7 +40,8 @@ pub fn run(family: Family, rank: usize, options: &LoadOptions) -> Result<LoraTim
 
 /// Writes a rank-`rank` kohya LoRA for every linear layer of `model`'s transformer blocks
 /// and text encoders (f16 factors, as kohya saves them) and times merging it, changing its
-/// strength and removing it. Every module must match.
+/// strength, removing it and merging it again; the model is left without it. Every module
+/// must match.
 pub fn run_on(model: &mut crate::model::Model, rank: usize) -> Result<LoraTimes> {
     let model = &mut *model;
     let targets = kohya_linear_targets(model);
@@ -43,6 +50,11 @@ pub fn run_on(model: &mut crate::model::Model, rank: usize) -> Result<LoraTimes>
         std::process::id()
     ));
     write_lora(&path, &targets, rank)?;
+    let element_bytes = model.precision.dtype().size() as u64;
+    let merged_bytes = targets
+        .iter()
+        .map(|(_, [out, inp])| (out * inp) as u64 * element_bytes)
+        .sum();
     let file_bytes = std::fs::metadata(&path)
         .map_err(|e| Error::io(&path, e))?
         .len();
@@ -65,12 +77,17 @@ pub fn run_on(model: &mut crate::model::Model, rank: usize) -> Result<LoraTimes>
         Ok(LoraTimes {
             modules: targets.len(),
             file_bytes,
+            merged_bytes,
             first_merge: timed(model, &[spec(1.0)])?,
             change_strength: timed(model, &[spec(0.5)])?,
             remove: timed(model, &[])?,
+            merge_again: timed(model, &[spec(1.0)])?,
         })
     })();
+    // The model is left as it came: a failed benchmark too.
+    let restored = set(model, &[]);
     let _ = std::fs::remove_file(&path);
+    restored?;
     result
 }
 

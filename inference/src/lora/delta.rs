@@ -65,30 +65,40 @@ fn matrix(t: &PackTensor, device: &Device) -> Result<Tensor<2>> {
     Ok(flat_f32(&data, device)?.reshape([s[0], rest(s)]))
 }
 
-/// A plain LoRA's `factor · ΔW` for a linear weight held `[in, out]` (Burn's layout):
-/// `downᵀ · (factor · up)ᵀ`, so that no full-size transpose or scaling pass is made (the
-/// weights are up to 10 M elements, the factors a few thousand). `None` for other kinds.
-pub fn linear_delta_in_out(
-    adapter: &Adapter,
-    factor: f32,
-    device: &Device,
-) -> Option<Result<Tensor<2>>> {
-    let Factors::LoRa {
-        up,
-        down,
-        mid: None,
-    } = &adapter.factors
-    else {
-        return None;
-    };
-    if shape(up).len() != 2 && rest(&shape(up)[1..]) != 1 {
-        return None;
+/// A plain LoRA's `(up, down)` factors for a linear layer; `None` for other kinds.
+fn plain_linear_lora(adapter: &Adapter) -> Option<(&PackTensor, &PackTensor)> {
+    match &adapter.factors {
+        Factors::LoRa {
+            up,
+            down,
+            mid: None,
+        } if shape(up).len() == 2 || rest(&shape(up)[1..]) == 1 => Some((up, down)),
+        _ => None,
     }
-    Some((|| {
-        let up = matrix(up, device)?.mul_scalar(factor);
-        let down = matrix(down, device)?;
-        Ok(down.transpose().matmul(up.transpose()))
-    })())
+}
+
+/// A plain LoRA merged into a linear weight held `[in, out]` (Burn's layout):
+/// `w + factor · downᵀ · upᵀ`, written into `reuse`'s buffer when it can be (see
+/// [`kernels::low_rank::add_product`]), with no full-size transpose, product or scaling pass
+/// (the weights are up to 10 M elements, the factors a few thousand).
+fn merge_linear_lora(
+    w: Tensor<2>,
+    (up, down): (&PackTensor, &PackTensor),
+    factor: f32,
+    reuse: Option<Tensor<1>>,
+    device: &Device,
+) -> Result<Tensor<2>> {
+    let up = matrix(up, device)?;
+    let down = matrix(down, device)?;
+    let dims = w.dims();
+    let reuse = reuse.map(|t| t.reshape(dims));
+    Ok(kernels::low_rank::add_product(
+        w,
+        down.transpose(),
+        up.transpose(),
+        factor,
+        reuse,
+    ))
 }
 
 /// The unscaled change `ΔW` of one adapter, flattened in the weight's (PyTorch) order, for a
@@ -204,11 +214,13 @@ pub fn dora(
 }
 
 /// `w` (flat, in the network's layout: Burn's `[in, out]` for a linear layer, PyTorch's for
-/// a convolution) with `updates` merged, in f32 as A1111 merges them.
+/// a convolution) with `updates` merged, in f32 as A1111 merges them. `reuse` is a
+/// buffer of the weight's size that may be written over (the previous merge's result).
 pub fn merge_weight(
     w: Tensor<1>,
     dims: &[usize],
     updates: &[(f32, &Adapter)],
+    mut reuse: Option<Tensor<1>>,
     device: &Device,
 ) -> Result<Tensor<1>> {
     let n: usize = dims.iter().product();
@@ -235,12 +247,14 @@ pub fn merge_weight(
     };
     let mut w = w.cast(burn::tensor::DType::F32);
     for (strength, adapter) in updates {
-        if linear && adapter.dora_scale.is_none() {
+        if linear
+            && adapter.dora_scale.is_none()
+            && let Some(factors) = plain_linear_lora(adapter)
+        {
             let factor = adapter.scale() * strength;
-            if let Some(change) = linear_delta_in_out(adapter, factor, device) {
-                w = w + change?.reshape([n]);
-                continue;
-            }
+            let w2 = w.reshape([inputs, out]);
+            w = merge_linear_lora(w2, factors, factor, reuse.take(), device)?.reshape([n]);
+            continue;
         }
         let change = delta(adapter, kernel, device)?.mul_scalar(adapter.scale());
         w = match &adapter.dora_scale {

@@ -307,7 +307,9 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
         }
     }
 
-    restore(model)?;
+    // The previous merge's tensors, taken out of the model: written over by this merge
+    // (when nothing else holds them) instead of new ones allocated.
+    let mut reusable = take_out(model)?;
     let dtype = model.precision.dtype();
     let device = model.device.clone();
     // First every merged weight of every network, so that an error leaves the model as
@@ -329,7 +331,8 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
             m.map_weights(&wanted, &mut |path, w, dims| {
                 visited += 1;
                 if failed.is_none() {
-                    match merge_weight(w, dims, touched[path], &device) {
+                    let reuse = reusable.remove(&(network, path.to_string()));
+                    match merge_weight(w, dims, touched[path], reuse, &device) {
                         Ok(t) => {
                             merged.insert((network, path.to_string()), t.cast(dtype));
                         }
@@ -376,7 +379,14 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
 /// Puts every weight a LoRA touched back: the loaded tensors themselves. On an error the
 /// kept originals stay, so a later restore can still put them back.
 pub fn restore(model: &mut Model) -> Result<()> {
+    take_out(model).map(drop)
+}
+
+/// [`restore`], returning the merged tensors it took out of the model (by network and
+/// path), which nothing else holds any more.
+fn take_out(model: &mut Model) -> Result<HashMap<(Network, String), Tensor<1>>> {
     let originals = model.lora.originals.clone();
+    let mut taken = HashMap::new();
     let mut networks: Vec<Network> = originals.keys().map(|(n, _)| *n).collect();
     networks.sort();
     networks.dedup();
@@ -387,7 +397,13 @@ pub fn restore(model: &mut Model) -> Result<()> {
             .filter(|((n, _), _)| *n == network)
             .map(|((_, path), t)| (path.clone(), t.clone()))
             .collect();
-        let mut put_back = |path: &str, _: Tensor<1>, _: &[usize]| back.remove(path);
+        let mut put_back = |path: &str, merged: Tensor<1>, _: &[usize]| {
+            let original = back.remove(path);
+            if original.is_some() {
+                taken.insert((network, path.to_string()), merged);
+            }
+            original
+        };
         with_network(model, network, &mut |m| {
             m.map_weights(&wanted, &mut put_back)
         });
@@ -399,7 +415,7 @@ pub fn restore(model: &mut Model) -> Result<()> {
     }
     model.lora.originals.clear();
     model.lora.applied.clear();
-    Ok(())
+    Ok(taken)
 }
 
 /// A weight as the model holds it now, in PyTorch layout and f32 (for checks and reports):
