@@ -83,3 +83,30 @@ fn cli_warns_about_missing_lora_tags_and_refuses_other_families() {
     );
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
 }
+
+/// `ember bench lora --model` merges the benchmark LoRA into a checkpoint loaded as
+/// `ember generate` loads it: every linear layer matches, and the figures come out.
+#[test]
+fn bench_lora_runs_on_a_loaded_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = arg(&reference("sd15/checkpoint.safetensors"));
+    let out = ember(
+        dir.path(),
+        &["bench", "lora", "--model", &model, "--rank", "4", "--json"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["modules"].as_u64().unwrap() > 0, "{report}");
+    assert!(report["merged_bytes"].as_u64().unwrap() > 0, "{report}");
+    for key in ["first_merge_s", "change_strength_s", "remove_s", "merge_again_s"] {
+        assert!(report[key].as_f64().unwrap() >= 0.0, "{key}: {report}");
+    }
+    let missing = ember(
+        dir.path(),
+        &["bench", "lora", "--model", "nowhere.safetensors"],
+    );
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success());
+    assert!(stderr.contains("nowhere.safetensors"), "{stderr}");
+}

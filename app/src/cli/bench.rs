@@ -113,12 +113,20 @@ fn lora(args: &BenchArgs) -> Result<(), String> {
         device,
         Precision::parse(&args.precision).map_err(err)?,
     );
-    let family = bench::parse_arch(&args.arch).map_err(err)?;
-    let t = bench::lora::run(family, args.rank, &options).map_err(err)?;
+    let t = match &args.model {
+        Some(path) => bench::lora::run_on_file(path, args.rank, &options),
+        None => bench::parse_arch(&args.arch)
+            .and_then(|family| bench::lora::run(family, args.rank, &options)),
+    }
+    .map_err(err)?;
+    let arch = match &args.model {
+        Some(path) => path.display().to_string(),
+        None => args.arch.clone(),
+    };
     let s = |d: std::time::Duration| d.as_secs_f64();
     if args.json {
         let json = serde_json::json!({
-            "implementation": "ember", "target": "lora", "arch": args.arch, "rank": args.rank,
+            "implementation": "ember", "target": "lora", "arch": arch, "rank": args.rank,
             "device": args.device, "precision": args.precision, "modules": t.modules,
             "file_bytes": t.file_bytes, "merged_bytes": t.merged_bytes,
             "first_merge_s": s(t.first_merge), "change_strength_s": s(t.change_strength),
@@ -129,7 +137,7 @@ fn lora(args: &BenchArgs) -> Result<(), String> {
         println!(
             "lora {} rank {} ({}, {}): {} modules, {} file, {} of weights changed; first merge {}, \
              strength change {}, removal {}, merged again {}",
-            args.arch,
+            arch,
             args.rank,
             args.precision,
             args.device,

@@ -75,6 +75,10 @@ pub struct BenchArgs {
     /// `lora`: the LoRA's rank.
     #[arg(long, default_value_t = 32)]
     pub rank: usize,
+    /// `lora`: merge into this checkpoint (loaded as `ember generate` loads it) instead of
+    /// random weights of `--arch`.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
 }
 
 /// `ember generate` options; names and defaults are documented in README.md.

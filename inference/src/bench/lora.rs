@@ -29,13 +29,26 @@ pub struct LoraTimes {
 
 /// Builds the family's model with random weights and times [`run_on`] it.
 pub fn run(family: Family, rank: usize, options: &LoadOptions) -> Result<LoraTimes> {
+    check_rank(rank)?;
+    let mut model = crate::weights::loader::random_model(family, options)?;
+    run_on(&mut model, rank)
+}
+
+/// Loads the checkpoint at `path` as generation would and times [`run_on`] it: the
+/// memory around a real load (freed while reading and converting) is what a merge gets.
+pub fn run_on_file(path: &std::path::Path, rank: usize, options: &LoadOptions) -> Result<LoraTimes> {
+    check_rank(rank)?;
+    let mut model = crate::weights::load(path, options)?;
+    run_on(&mut model, rank)
+}
+
+fn check_rank(rank: usize) -> Result<()> {
     if !(1..=256).contains(&rank) {
         return Err(Error::settings(format!(
             "rank {rank} is out of range (1–256; kohya's usual ranks are 8–128)"
         )));
     }
-    let mut model = crate::weights::loader::random_model(family, options)?;
-    run_on(&mut model, rank)
+    Ok(())
 }
 
 /// Writes a rank-`rank` kohya LoRA for every linear layer of `model`'s transformer blocks
