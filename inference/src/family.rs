@@ -150,6 +150,8 @@ impl FamilySpec {
     pub fn vae_preset(&self) -> VaeConfig {
         VaeConfig {
             scaling_factor: self.vae_scaling,
+            // The released folders' `sample_size`: their native size (512, 768, 1024).
+            sample_size: self.size_presets[0].0 as usize,
             ..VaeConfig::sd()
         }
     }

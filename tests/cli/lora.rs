@@ -99,7 +99,12 @@ fn bench_lora_runs_on_a_loaded_checkpoint() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(report["modules"].as_u64().unwrap() > 0, "{report}");
     assert!(report["merged_bytes"].as_u64().unwrap() > 0, "{report}");
-    for key in ["first_merge_s", "change_strength_s", "remove_s", "merge_again_s"] {
+    for key in [
+        "first_merge_s",
+        "change_strength_s",
+        "remove_s",
+        "merge_again_s",
+    ] {
         assert!(report[key].as_f64().unwrap() >= 0.0, "{key}: {report}");
     }
     let missing = ember(

@@ -25,4 +25,5 @@ mod sampler_runs;
 mod schedules;
 mod tokenizer;
 mod upscale;
+mod vae_tiles;
 mod worker;

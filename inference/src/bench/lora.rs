@@ -36,7 +36,11 @@ pub fn run(family: Family, rank: usize, options: &LoadOptions) -> Result<LoraTim
 
 /// Loads the checkpoint at `path` as generation would and times [`run_on`] it: the
 /// memory around a real load (freed while reading and converting) is what a merge gets.
-pub fn run_on_file(path: &std::path::Path, rank: usize, options: &LoadOptions) -> Result<LoraTimes> {
+pub fn run_on_file(
+    path: &std::path::Path,
+    rank: usize,
+    options: &LoadOptions,
+) -> Result<LoraTimes> {
     check_rank(rank)?;
     let mut model = crate::weights::load(path, options)?;
     run_on(&mut model, rank)

@@ -10,3 +10,4 @@ pub mod layers;
 pub mod transformer;
 pub mod unet;
 pub mod vae;
+pub mod vae_tiles;

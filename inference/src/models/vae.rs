@@ -22,6 +22,8 @@ pub struct VaeConfig {
     pub norm_num_groups: usize,
     /// Latents are multiplied by this after encoding and divided by it before decoding.
     pub scaling_factor: f32,
+    /// The image side it was made for: diffusers' tile side when decoding in tiles.
+    pub sample_size: usize,
 }
 
 impl VaeConfig {
@@ -35,6 +37,7 @@ impl VaeConfig {
             layers_per_block: 2,
             norm_num_groups: 32,
             scaling_factor: 0.18215,
+            sample_size: 512,
         }
     }
 
@@ -76,6 +79,8 @@ impl VaeConfig {
             layers_per_block: uint("layers_per_block")?,
             norm_num_groups: config_json::size_or(&v, "norm_num_groups", "VAE", 32)?,
             scaling_factor: config_json::number_or(&v, "scaling_factor", "VAE", 0.18215)? as f32,
+            // diffusers' own default for a config without one.
+            sample_size: config_json::size_or(&v, "sample_size", "VAE", 32)?.max(1),
             block_out_channels,
         };
         if config
@@ -256,6 +261,15 @@ pub struct Posterior {
 }
 
 impl Posterior {
+    /// Splits `quant_conv`'s output into mean and log-variance (clamped as diffusers does).
+    pub(crate) fn from_moments(moments: Tensor<4>) -> Self {
+        let c = moments.dims()[1] / 2;
+        Posterior {
+            mean: moments.clone().narrow(1, 0, c),
+            logvar: moments.narrow(1, c, c).clamp(-30.0, 20.0),
+        }
+    }
+
     /// `exp(0.5 * logvar)`.
     pub fn std(&self) -> Tensor<4> {
         self.logvar.clone().mul_scalar(0.5).exp()
@@ -268,12 +282,21 @@ impl Posterior {
 }
 
 impl Vae {
-    /// Encodes images in [-1, 1] to the posterior (before the scaling factor).
+    /// Encodes images in [-1, 1] to the posterior (before the scaling factor), the whole
+    /// image at once.
     ///
     /// # Shapes
     /// - `image`: `[batch, 3, h, w]` with `h`, `w` multiples of the down-sampling factor
     /// - `mean`, `logvar`: `[batch, latent_channels, h / f, w / f]`
     pub fn encode(&self, image: Tensor<4>) -> Posterior {
+        Posterior::from_moments(self.moments(image))
+    }
+
+    /// The encoder and `quant_conv`: mean and log-variance side by side on the channels.
+    ///
+    /// # Shapes
+    /// - `image`: `[batch, 3, h, w]` -> `[batch, 2 * latent_channels, h / f, w / f]`
+    pub(crate) fn moments(&self, image: Tensor<4>) -> Tensor<4> {
         let e = &self.encoder;
         let mut x = e.conv_in.forward(image);
         for block in &e.down_blocks {
@@ -286,15 +309,11 @@ impl Vae {
         }
         x = e.mid_block.forward(x);
         x = e.conv_out.forward(silu(group_norm(x, &e.conv_norm_out)));
-        let moments = self.quant_conv.forward(x);
-        let c = moments.dims()[1] / 2;
-        Posterior {
-            mean: moments.clone().narrow(1, 0, c),
-            logvar: moments.narrow(1, c, c).clamp(-30.0, 20.0),
-        }
+        self.quant_conv.forward(x)
     }
 
-    /// Decodes latents (already divided by the scaling factor) to images, roughly [-1, 1].
+    /// Decodes latents (already divided by the scaling factor) to images, roughly [-1, 1],
+    /// the whole image at once.
     ///
     /// # Shapes
     /// - `latents`: `[batch, latent_channels, h, w]` -> `[batch, 3, h * f, w * f]`

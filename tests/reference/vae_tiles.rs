@@ -1,0 +1,98 @@
+//! The VAE in tiles against diffusers' `enable_tiling()` (`tests/extra/vae_tiles`, made by
+//! `tests/extra/make_vae_tiles.py` on the seeded tiny VAE of `tests/extra/models/sd2`):
+//! decode and encode with partial tiles at the right and bottom edges.
+
+use std::path::Path;
+
+use burn::tensor::{Device, Tensor, TensorData};
+use ember_tests::{Fixture, Fixtures, assert_close_scaled};
+use inference::device::{Precision, tensor_to_vec};
+use inference::models::vae_tiles::VaeTiles;
+use inference::weights::{LoadOptions, load};
+
+/// The README's tolerance for VAE goldens (relative to the largest magnitude).
+const TOL: f64 = 1e-4;
+
+fn tensor(f: &Fixture) -> Tensor<4> {
+    let dims: [usize; 4] = f.shape.clone().try_into().unwrap();
+    Tensor::from_data(TensorData::new(f.f32(), dims), &Device::flex())
+}
+
+/// A copy of the model folder `from` in `dir` whose tokenizer has the vocabulary of
+/// `assets/clip` (the committed tiny models leave it out).
+fn with_vocabulary(from: &Path, dir: &Path) -> std::path::PathBuf {
+    let out = dir.join("model");
+    for entry in walk(from) {
+        let target = out.join(entry.strip_prefix(from).unwrap());
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(&entry, target).unwrap();
+    }
+    let assets = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/clip");
+    for file in ["vocab.json", "merges.txt"] {
+        std::fs::copy(assets.join(file), out.join("tokenizer").join(file)).unwrap();
+    }
+    out
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
+fn tiled_decode_and_encode_match_diffusers() {
+    let extra = Path::new(env!("CARGO_MANIFEST_DIR")).join("extra");
+    let golden = Fixtures::load_path(&extra.join("vae_tiles/sd2.safetensors"));
+    let options = LoadOptions::new(Device::flex(), Precision::F32);
+    let dir = tempfile::tempdir().unwrap();
+    let model = load(
+        &with_vocabulary(&extra.join("models/sd2"), dir.path()),
+        &options,
+    )
+    .unwrap();
+    let tiles = VaeTiles::of(&model.vae_config);
+    let z = tensor(golden.get("decode_in"));
+    let [_, _, h, w] = z.dims();
+    assert!(
+        tiles.split_decode([h, w]),
+        "the case must need tiles: {tiles:?}"
+    );
+
+    let tiled = tensor_to_vec(model.vae.decode_tiled(z.clone(), tiles));
+    assert_close_scaled(
+        "tiled decode",
+        &tiled,
+        &golden.get("decode_tiled").f64(),
+        TOL,
+    );
+    let whole = tensor_to_vec(model.vae.decode(z));
+    assert_close_scaled(
+        "whole decode",
+        &whole,
+        &golden.get("decode_whole").f64(),
+        TOL,
+    );
+
+    let image = tensor(golden.get("encode_in"));
+    let posterior = model.vae.encode_tiled(image, tiles);
+    assert_close_scaled(
+        "tiled encode mean",
+        &tensor_to_vec(posterior.mean),
+        &golden.get("encode_tiled_mean").f64(),
+        TOL,
+    );
+    assert_close_scaled(
+        "tiled encode logvar",
+        &tensor_to_vec(posterior.logvar),
+        &golden.get("encode_tiled_logvar").f64(),
+        TOL,
+    );
+}
