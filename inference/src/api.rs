@@ -15,10 +15,12 @@ use crate::schedule::named::{SamplerName, ScheduleName};
 
 mod checks;
 mod hires;
+mod vae_tiling;
 
 pub use hires::{
     DEFAULT_HIRES_STRENGTH, HiresFix, HiresPlan, HiresSize, HiresUpscaler, MAX_HIRES_SCALE,
 };
+pub use vae_tiling::VaeTiling;
 
 /// What a loaded model can do, as plain data: what requests are validated against, and what
 /// front ends show (family, sizes, which prompts apply).
@@ -191,6 +193,8 @@ pub struct GenerateRequest {
     pub exact_steps: bool,
     /// A1111's hires fix: a second, img2img pass at a larger size.
     pub hires: Option<HiresFix>,
+    /// Whether the VAE runs in tiles.
+    pub vae_tiling: VaeTiling,
 }
 
 /// Latents to start img2img from, `[1, channels, height / f, width / f]`, already scaled by
@@ -335,6 +339,7 @@ impl Default for GenerateRequest {
             init_latents: None,
             exact_steps: false,
             hires: None,
+            vae_tiling: VaeTiling::Auto,
         }
     }
 }

@@ -16,6 +16,7 @@ mod lora;
 mod packaging;
 mod prompts;
 mod reproduce;
+mod vae_tiling;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -96,3 +96,37 @@ fn tiled_decode_and_encode_match_diffusers() {
         TOL,
     );
 }
+
+/// `auto` tiles only when the whole-image VAE would not fit the memory free, and says so;
+/// `on` tiles without a word; `off` never; an image of one tile is never split.
+#[test]
+fn auto_tiles_when_memory_is_short_and_says_so() {
+    use inference::api::VaeTiling;
+    use inference::pipeline::vae_plan::VaePlan;
+    let options = LoadOptions::new(Device::flex(), Precision::F32);
+    let model = load(&ember_tests::reference("sd15/pipeline"), &options).unwrap();
+    let tiles = VaeTiles::of(&model.vae_config);
+    let request = |size: u32, vae_tiling| inference::api::GenerateRequest {
+        width: size,
+        height: size,
+        vae_tiling,
+        ..Default::default()
+    };
+    let big = (tiles.sample * 2) as u32;
+    let short = VaePlan::decide(&model, &request(big, VaeTiling::Auto), Some(1024));
+    assert_eq!(short.tiles, Some(tiles));
+    let warning = short.warning.unwrap();
+    assert!(
+        warning.contains(&format!("{} px tiles", tiles.sample)),
+        "{warning}"
+    );
+    let plenty = VaePlan::decide(&model, &request(big, VaeTiling::Auto), Some(1 << 40));
+    assert_eq!((plenty.tiles, plenty.warning), (None, None));
+    let on = VaePlan::decide(&model, &request(big, VaeTiling::On), Some(1 << 40));
+    assert_eq!((on.tiles, on.warning), (Some(tiles), None));
+    let off = VaePlan::decide(&model, &request(big, VaeTiling::Off), Some(1024));
+    assert_eq!(off.tiles, None);
+    let small = tiles.sample as u32;
+    let one_tile = VaePlan::decide(&model, &request(small, VaeTiling::On), Some(1024));
+    assert_eq!(one_tile.tiles, None);
+}

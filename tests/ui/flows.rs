@@ -271,6 +271,26 @@ fn the_sde_noise_checkbox_reaches_the_request() {
 }
 
 #[test]
+fn the_vae_tiling_menu_reaches_the_request_and_is_remembered() {
+    use inference::api::VaeTiling;
+
+    let home = tempfile::tempdir().unwrap();
+    let paths = Paths::under(home.path());
+    let mut w = open(FakeEngine::new(Duration::from_millis(1)), paths.clone());
+    w.step();
+    assert_eq!(app(&w).request().unwrap().vae_tiling, VaeTiling::Auto);
+    click(&mut w, "Advanced");
+    click(&mut w, "VAE tiling");
+    click(&mut w, "On");
+    assert_eq!(app(&w).request().unwrap().vae_tiling, VaeTiling::On);
+    // What eframe's save hook does on closing.
+    w.state_mut().as_mut().unwrap().save_settings();
+    drop(w);
+    let w = open(FakeEngine::new(Duration::from_millis(1)), paths);
+    assert_eq!(app(&w).settings.vae_tiling, VaeTiling::On, "kept in settings.json");
+}
+
+#[test]
 fn closing_the_window_mid_generation_stops_the_job_promptly() {
     let home = tempfile::tempdir().unwrap();
     let model = fake_model(home.path());

@@ -24,6 +24,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             .device()
             .map_err(err)?,
         precision: Precision::parse(&args.precision).map_err(err)?,
+        vae_tiling: inference::api::VaeTiling::parse(&args.vae_tiling).map_err(err)?,
     };
     let result = bench::run(&config).map_err(err)?;
     if config.target == Target::ControlNet {

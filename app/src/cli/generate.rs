@@ -8,6 +8,7 @@ use inference::add_on_folders::{EMBEDDINGS, LORAS, near_model};
 
 use inference::api::{
     GenerateRequest, MaskedContent, Progress, SamplerChoice, SdeNoise, SizeConditioning, Stage,
+    VaeTiling,
 };
 use inference::device::{DeviceKind, Precision};
 use inference::imaging::{self, write_atomic};
@@ -149,6 +150,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         init_latents: None,
         exact_steps: args.exact_steps,
         hires: super::hires::from_args(args)?,
+        vae_tiling: VaeTiling::parse(&args.vae_tiling).map_err(err)?,
     };
     // Everything that does not need the model fails now, before a long load.
     request.validate_settings().map_err(err)?;
@@ -303,8 +305,15 @@ fn check_memory(
     let rows = request.batch as usize * if guided { 2 } else { 1 };
     let on_cpu = args.device.eq_ignore_ascii_case("cpu");
     let bytes = options.precision.dtype().size() as u64;
+    let tiling = VaeTiling::parse(&args.vae_tiling).map_err(err)?;
     let estimate = inference::memory::estimate(
-        parameters, bytes, &plan.unet, &plan.vae, size, rows, !on_cpu,
+        parameters,
+        bytes,
+        &plan.unet,
+        &plan.vae,
+        size,
+        rows,
+        (!on_cpu, tiling),
     );
     if args.verbose {
         eprintln!(

@@ -79,6 +79,10 @@ pub struct BenchArgs {
     /// random weights of `--arch`.
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// `vae-decode`: auto (tiles when the whole image would not fit in free memory), on
+    /// or off.
+    #[arg(long, default_value = "auto")]
+    pub vae_tiling: String,
 }
 
 /// `ember generate` options; names and defaults are documented in README.md.
@@ -261,6 +265,10 @@ pub struct GenerateArgs {
     /// steps the slider specifies") instead of int(steps * strength).
     #[arg(long)]
     pub exact_steps: bool,
+    /// The VAE in tiles: auto (when the whole image would not fit in free memory), on
+    /// (diffusers' enable_tiling) or off (a request that cannot fit is refused).
+    #[arg(long, default_value = "auto")]
+    pub vae_tiling: String,
     /// Hires fix: enlarge the first pass by this factor (1 to 4; default 2 when another
     /// --hires-* flag is given) and denoise it again.
     #[arg(long)]

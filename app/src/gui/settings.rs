@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use inference::api::MaskedContent;
+use inference::api::{MaskedContent, VaeTiling};
 use inference::canvas::FitMode;
 use inference::imaging::write_atomic;
 use inference::schedule::named::{SamplerName, ScheduleName};
@@ -45,6 +45,9 @@ pub struct Settings {
     /// How prompt weights act (A1111's Emphasis), stored as original, none, ignore or off.
     #[serde(with = "by_name")]
     pub emphasis: Emphasis,
+    /// When the VAE runs in tiles, stored as auto, on or off.
+    #[serde(with = "by_name")]
+    pub vae_tiling: VaeTiling,
     /// The DPM++ SDE samplers draw from a Brownian tree (ComfyUI's and A1111's default)
     /// rather than from the seed's generator.
     pub sde_brownian: bool,
@@ -219,6 +222,7 @@ impl Default for Settings {
             batch_count: 1,
             clip_skip: 1,
             emphasis: Emphasis::Original,
+            vae_tiling: VaeTiling::Auto,
             sde_brownian: true,
             output_dir: None,
             models_dir: None,
@@ -287,6 +291,16 @@ impl Named for MaskedContent {
         MaskedContent::parse(name).ok()
     }
     const FALLBACK: Self = MaskedContent::Original;
+}
+
+impl Named for VaeTiling {
+    fn name(self) -> &'static str {
+        VaeTiling::name(self)
+    }
+    fn from_name(name: &str) -> Option<Self> {
+        VaeTiling::parse(name).ok()
+    }
+    const FALLBACK: Self = VaeTiling::Auto;
 }
 
 impl Named for Emphasis {

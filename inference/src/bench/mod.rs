@@ -71,6 +71,8 @@ pub struct BenchConfig {
     pub runs: usize,
     pub device: Device,
     pub precision: Precision,
+    /// `vae-decode`: whole image or tiles, decided as a generation decides it.
+    pub vae_tiling: crate::api::VaeTiling,
 }
 
 /// Timings of one benchmark.
@@ -140,7 +142,20 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
             let vae = cfg.init(d).map(&mut Cast(dtype));
             let z = random([b, 4, latent, latent], d).cast(dtype);
             let flops = vae_decode_flops(&cfg, b, latent, latent);
-            (Box::new(move || sync(vae.decode(z.clone()))), flops)
+            let size = config.size as u32;
+            let whole = crate::memory::vae_bytes(&cfg, (size, size), false);
+            let tiles = crate::models::vae_tiles::VaeTiles::of(&cfg);
+            let split = tiles.split_decode([latent, latent]);
+            let available = crate::memory::available_bytes();
+            let tiled =
+                crate::pipeline::vae_plan::use_tiles(config.vae_tiling, split, whole, available);
+            (
+                Box::new(move || match tiled {
+                    true => sync(vae.decode_tiled(z.clone(), tiles)),
+                    false => sync(vae.decode(z.clone())),
+                }),
+                flops,
+            )
         }
         Target::TextEncoder => {
             let configs: Vec<ClipConfig> = spec.encoders.iter().map(|e| (e.preset)()).collect();

@@ -13,13 +13,16 @@ use super::denoiser::{ActiveControl, Denoiser};
 use super::prompt::check_finite;
 use super::scheduled::{self, ScheduledConditioning};
 use super::start::{Start, StepNoise};
+use super::vae_plan::VaePlan;
 use crate::api::{
     GenerateRequest, Generation, ModelCapabilities, Progress, SamplerChoice, SdeNoise, Stage,
 };
 use crate::device::tensor_to_vec;
 use crate::error::{Error, Result};
 use crate::imaging;
+use crate::memory;
 use crate::model::Model;
+use crate::models::vae_tiles::VaeTiles;
 use crate::rng::BatchRng;
 use crate::sampling::{Hooks, StepState};
 use crate::schedule::diffusers::Prediction;
@@ -171,6 +174,7 @@ pub fn generate_refined(
         transfer.combines_v = model.prediction == Prediction::V;
     }
     let mut rng = BatchRng::new(request.seed, batch);
+    let vae_plan = VaePlan::decide(model, request, memory::available_bytes());
     if request.has_init() {
         report(observer, Stage::EncodingImage, 0, 0)?;
         plan.keep_last_steps(request.effective_steps() as usize);
@@ -180,13 +184,13 @@ pub fn generate_refined(
         noise,
         image_latents,
         mask,
-    } = Start::prepare(model, request, &plan, shape, &mut rng)?;
+    } = Start::prepare(model, request, (&plan, vae_plan.tiles), shape, &mut rng)?;
     let total = plan.steps();
     let switch = match request.refiner_switch {
         Some(fraction) if refiner.is_some() => plan.steps_before_switch(fraction),
         _ => total,
     };
-    let mut warnings: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = vae_plan.warning.iter().cloned().collect();
     let mut embeddings: Vec<(String, String)> = Vec::new();
     for c in stages.iter().flat_map(|(_, s)| s.all()) {
         for e in &c.embeddings {
@@ -313,7 +317,15 @@ pub fn generate_refined(
             .clone()
             .narrow(0, b, 1)
             .div_scalar(decoder.vae_config.scaling_factor);
-        let decoded = decoder.to_f32(decoder.vae.decode(decoder.to_network(one)));
+        let one = decoder.to_network(one);
+        let decoded = match vae_plan.tiles {
+            // The decoding model's own tiles (a refiner's VAE may differ in its config).
+            Some(_) => decoder
+                .vae
+                .decode_tiled(one, VaeTiles::of(&decoder.vae_config)),
+            None => decoder.vae.decode(one),
+        };
+        let decoded = decoder.to_f32(decoded);
         check_finite(&decoded, "VAE decoder")?;
         images.push(imaging::from_planar_signed(
             &tensor_to_vec(decoded),

@@ -7,6 +7,7 @@ use crate::device::tensor_from_vec;
 use crate::error::Result;
 use crate::imaging::{self, ImageGray8, ImageRgb8};
 use crate::model::Model;
+use crate::models::vae_tiles::VaeTiles;
 use crate::rng::BatchRng;
 
 /// `[1, 3, h, w]` in [-1, 1].
@@ -16,12 +17,21 @@ pub fn image_tensor(model: &Model, img: &ImageRgb8) -> Tensor<4> {
 }
 
 /// diffusers `_encode_vae_image`: a posterior sample (one draw per image) times the
-/// scaling factor.
+/// scaling factor; the VAE runs in `tiles` when given.
 ///
 /// # Shapes
 /// - `image`: `[1, 3, h, w]` -> `[batch, 4, h / f, w / f]`
-pub fn encode_image(model: &Model, image: Tensor<4>, rng: &mut BatchRng) -> Tensor<4> {
-    let posterior = model.vae.encode(model.to_network(image));
+pub fn encode_image(
+    model: &Model,
+    image: Tensor<4>,
+    tiles: Option<VaeTiles>,
+    rng: &mut BatchRng,
+) -> Tensor<4> {
+    let image = model.to_network(image);
+    let posterior = match tiles {
+        Some(tiles) => model.vae.encode_tiled(image, tiles),
+        None => model.vae.encode(image),
+    };
     let [_, c, h, w] = posterior.mean.dims();
     let batch = rng.batch();
     let noise = tensor_from_vec(rng.randn(c * h * w), [batch, c, h, w], &model.device);
@@ -52,6 +62,7 @@ pub fn mask_inputs(
     model: &Model,
     init: &ImageRgb8,
     mask: &ImageGray8,
+    tiles: Option<VaeTiles>,
     rng: &mut BatchRng,
 ) -> Result<MaskInputs> {
     let (w, h) = (mask.width as usize, mask.height as usize);
@@ -65,7 +76,7 @@ pub fn mask_inputs(
         }
     }
     let masked = tensor_from_vec(masked, [1, 3, h, w], &model.device);
-    let masked_image_latents = encode_image(model, masked, rng);
+    let masked_image_latents = encode_image(model, masked, tiles, rng);
     let mask_latent = latent_mask(model, mask);
     Ok(MaskInputs {
         mask_latent,

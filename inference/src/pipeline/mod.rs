@@ -11,6 +11,7 @@ pub mod prompt;
 pub mod scheduled;
 mod start;
 mod torch_mean;
+pub mod vae_plan;
 
 pub use generate::{Observer, StepLatents, generate, generate_refined, plan_for};
 pub use hires::generate_hires;

@@ -8,6 +8,7 @@ use crate::api::{GenerateRequest, MaskedContent};
 use crate::device::tensor_from_vec;
 use crate::error::Result;
 use crate::model::Model;
+use crate::models::vae_tiles::VaeTiles;
 use crate::rng::BatchRng;
 use crate::rng::brownian::{BrownianNoise, sigma_range};
 use crate::sampling::NoiseSource;
@@ -71,7 +72,7 @@ impl Start {
     pub fn prepare(
         model: &Model,
         request: &GenerateRequest,
-        plan: &Plan,
+        (plan, vae_tiles): (&Plan, Option<VaeTiles>),
         shape: [usize; 4],
         rng: &mut BatchRng,
     ) -> Result<Self> {
@@ -83,7 +84,7 @@ impl Start {
         let image_latents = match (&request.init_image, &request.init_latents) {
             (Some(init), _) if !model.is_inpainting() || !from_noise => {
                 let image = image_inputs::image_tensor(model, init);
-                Some(image_inputs::encode_image(model, image, rng))
+                Some(image_inputs::encode_image(model, image, vae_tiles, rng))
             }
             // Given latents draw nothing: no posterior sample.
             (None, Some(latents)) => Some(
@@ -112,7 +113,9 @@ impl Start {
             _ => noise.clone().mul_scalar(plan.initial_noise_scale),
         };
         let mask = match (&request.init_image, &request.mask) {
-            (Some(init), Some(m)) => Some(image_inputs::mask_inputs(model, init, m, rng)?),
+            (Some(init), Some(m)) => {
+                Some(image_inputs::mask_inputs(model, init, m, vae_tiles, rng)?)
+            }
             _ => None,
         };
         Ok(Self {

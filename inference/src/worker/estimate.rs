@@ -64,7 +64,7 @@ pub fn cost(
         &model.vae_config,
         size,
         peak_rows,
-        false,
+        (false, request.vae_tiling),
     );
     if let Some(free) = available {
         memory::check_fits(estimate, free, false)?;

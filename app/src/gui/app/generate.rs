@@ -95,6 +95,7 @@ impl EmberApp {
             sampler: SamplerChoice::Named { sampler, schedule },
             clip_skip: s.clip_skip,
             emphasis: s.emphasis,
+            vae_tiling: s.vae_tiling,
             embedding_dirs: self.embedding_dirs(),
             lora_dirs: self.lora_dirs(),
             sde_noise: if s.sde_brownian {

@@ -2,7 +2,7 @@
 //! the SDXL second prompt and refiner, the hires fix, and the Generate / Cancel buttons.
 
 use egui::{DragValue, RichText, Slider};
-use inference::api::{MAX_BATCH, MAX_SIDE, MAX_STEPS, ModelCapabilities};
+use inference::api::{MAX_BATCH, MAX_SIDE, MAX_STEPS, ModelCapabilities, VaeTiling};
 use inference::family::Family;
 use inference::schedule::named::{SamplerName, ScheduleName};
 use inference::text::emphasis::Emphasis;
@@ -279,12 +279,34 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
                  each chunk's mean; No norm only scales; Ignore drops the brackets' weights; \
                  None reads brackets as text",
             );
+        egui::ComboBox::from_label("VAE tiling")
+            .selected_text(vae_tiling_label(s.vae_tiling))
+            .show_ui(ui, |ui| {
+                for option in VaeTiling::ALL {
+                    ui.selectable_value(&mut s.vae_tiling, option, vae_tiling_label(option));
+                }
+            })
+            .response
+            .on_hover_text(
+                "Auto decodes in tiles only when the whole image would not fit in the memory \
+                 that is free (and says so); On always tiles images larger than the VAE's \
+                 tile (diffusers' enable_tiling); Off refuses what cannot fit",
+            );
         ui.checkbox(&mut s.sde_brownian, "Brownian-tree SDE noise")
             .on_hover_text(
                 "DPM++ SDE samplers: noise from torchsde's Brownian tree, as ComfyUI and \
                  A1111 make it (same seed, same image). Off: fresh draws from the seed.",
             );
     });
+}
+
+/// The VAE tiling menu's words for a choice.
+fn vae_tiling_label(mode: VaeTiling) -> &'static str {
+    match mode {
+        VaeTiling::Auto => "Auto (when memory is short)",
+        VaeTiling::On => "On",
+        VaeTiling::Off => "Off",
+    }
 }
 
 /// The Size presets menu and the Width / Height fields.
