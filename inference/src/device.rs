@@ -155,3 +155,17 @@ pub fn tensor_to_vec<const D: usize>(tensor: Tensor<D>) -> Vec<f32> {
         .try_into_vec::<f32>()
         .expect("float tensor data converts to f32")
 }
+
+/// Casts every float parameter of a module it maps to one dtype (random initialisation
+/// happens in f32; a half-precision VAE that overflowed runs again in f32).
+pub(crate) struct CastParams(pub burn::tensor::DType);
+
+impl burn::module::ModuleMapper for CastParams {
+    fn map_float<const D: usize>(
+        &mut self,
+        param: burn::module::Param<burn::tensor::Tensor<D>>,
+    ) -> burn::module::Param<burn::tensor::Tensor<D>> {
+        let dtype = self.0;
+        param.map(|t| t.cast(dtype))
+    }
+}

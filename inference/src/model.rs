@@ -128,6 +128,9 @@ pub struct Model {
     pub lora: crate::lora::LoraState,
     /// The ControlNets requests use, loaded once, by folder.
     pub controlnets: Vec<(std::path::PathBuf, crate::models::controlnet::ControlNet)>,
+    /// The VAE in f32, made the first time the half-precision one overflowed (A1111's
+    /// automatic "no half VAE") and used from then on.
+    pub vae_f32: std::sync::OnceLock<crate::models::vae::Vae>,
 }
 
 impl Model {

@@ -397,3 +397,67 @@ fn cost_refuses_what_cannot_fit_and_times_large_requests() {
         .unwrap();
     assert!((t8.as_secs_f64() / t4.as_secs_f64() - 2.0).abs() < 0.01);
 }
+
+/// A VAE whose first convolutions are scaled so far up that f16 overflows in them (the
+/// GroupNorms after them keep the f32 image finite): a half-precision model decodes and
+/// encodes again in f32, says so once, and gives the f32 image.
+#[test]
+fn a_half_precision_vae_that_overflows_runs_again_in_f32() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hot_vae.safetensors");
+    let scale_up = |name: &str, t: &mut Fixture| {
+        if name.starts_with("first_stage_model.decoder.conv_in.")
+            || name.starts_with("first_stage_model.encoder.conv_in.")
+        {
+            *t = Fixture::from_f32(
+                t.shape.clone(),
+                &t.f32().iter().map(|v| v * 1e5).collect::<Vec<_>>(),
+            );
+        }
+        true
+    };
+    write_edited_checkpoint(&path, scale_up, Vec::new());
+    let at = |precision| LoadOptions {
+        precision,
+        ..single_file_options()
+    };
+    let full = load(&path, &at(Precision::F32)).unwrap();
+    let half = load(&path, &at(Precision::F16)).unwrap();
+    let mut r = request(&full, 9);
+    r.sampler = SamplerChoice::Named {
+        sampler: SamplerName::Euler,
+        schedule: ScheduleName::Normal,
+    };
+    // The f16 VAE alone does overflow.
+    let z = burn::tensor::Tensor::<4>::ones([1, 4, 8, 8], &Device::flex());
+    let raw = half.vae.decode(half.to_network(z));
+    assert!(
+        !raw.is_finite().all().into_scalar::<bool>(),
+        "the edit must overflow f16"
+    );
+
+    // img2img: the init image is encoded by the f32 copy, and the latents decoded by it.
+    let reference_image = generate(&full, &r, &mut quiet).unwrap();
+    let mut img2img = r.clone();
+    img2img.init_image = Some(reference_image.images[0].clone());
+    img2img.strength = 0.6;
+    let a = generate(&full, &img2img, &mut quiet).unwrap();
+    let b = generate(&half, &img2img, &mut quiet).unwrap();
+    let said: Vec<&String> = b.warnings.iter().filter(|w| w.contains("f32")).collect();
+    assert_eq!(said.len(), 1, "{:?}", b.warnings);
+    let (worst, _) = pixel_diff(&a.images[0].pixels, &b.images[0].pixels);
+    assert!(
+        worst <= 4,
+        "f16 with the f32 VAE differs from f32 by {worst} levels"
+    );
+
+    // Said once: the next image uses the f32 VAE straight away.
+    let again = generate(&half, &r, &mut quiet).unwrap();
+    assert!(
+        again.warnings.iter().all(|w| !w.contains("f32")),
+        "{:?}",
+        again.warnings
+    );
+    let (worst, _) = pixel_diff(&reference_image.images[0].pixels, &again.images[0].pixels);
+    assert!(worst <= 4, "txt2img differs from f32 by {worst} levels");
+}

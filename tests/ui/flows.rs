@@ -287,7 +287,11 @@ fn the_vae_tiling_menu_reaches_the_request_and_is_remembered() {
     w.state_mut().as_mut().unwrap().save_settings();
     drop(w);
     let w = open(FakeEngine::new(Duration::from_millis(1)), paths);
-    assert_eq!(app(&w).settings.vae_tiling, VaeTiling::On, "kept in settings.json");
+    assert_eq!(
+        app(&w).settings.vae_tiling,
+        VaeTiling::On,
+        "kept in settings.json"
+    );
 }
 
 #[test]

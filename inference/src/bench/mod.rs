@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use crate::device::{Precision, tensor_from_vec};
+use crate::device::{CastParams, Precision, tensor_from_vec};
 use crate::error::{Error, Result};
 use crate::family::{Family, TimeIds};
 use crate::models::clip::ClipConfig;
@@ -115,7 +115,7 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
     let (mut call, flops): (Box<dyn FnMut()>, f64) = match config.target {
         Target::Unet => {
             let cfg = (spec.unet_preset)(4);
-            let unet = cfg.init(d).map(&mut Cast(dtype));
+            let unet = cfg.init(d).map(&mut CastParams(dtype));
             let x = random([b, 4, latent, latent], d).cast(dtype);
             let ctx = cfg.cross_attention_dim;
             let context = random([b, 77, ctx, 1], d).reshape([b, 77, ctx]).cast(dtype);
@@ -139,7 +139,7 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
         }
         Target::VaeDecode => {
             let cfg = spec.vae_preset();
-            let vae = cfg.init(d).map(&mut Cast(dtype));
+            let vae = cfg.init(d).map(&mut CastParams(dtype));
             let z = random([b, 4, latent, latent], d).cast(dtype);
             let flops = vae_decode_flops(&cfg, b, latent, latent);
             let size = config.size as u32;
@@ -161,7 +161,7 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
             let configs: Vec<ClipConfig> = spec.encoders.iter().map(|e| (e.preset)()).collect();
             let encoders: Vec<_> = configs
                 .iter()
-                .map(|cfg| cfg.init(d).map(&mut Cast(dtype)))
+                .map(|cfg| cfg.init(d).map(&mut CastParams(dtype)))
                 .collect();
             let ids =
                 Tensor::<2, Int>::from_data(TensorData::new(vec![320i64; b * 77], [b, 77]), d);
@@ -187,7 +187,7 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
                     "the ControlNet benchmark runs SD 1.x / 2.x architectures (--arch sd15 or sd2)",
                 ));
             }
-            let net = cfg.init(d).map(&mut Cast(dtype));
+            let net = cfg.init(d).map(&mut CastParams(dtype));
             let x = random([b, 4, latent, latent], d).cast(dtype);
             let ctx = cfg.unet.cross_attention_dim;
             let context = random([b, 77, ctx, 1], d).reshape([b, 77, ctx]).cast(dtype);
@@ -245,19 +245,6 @@ fn random(dims: [usize; 4], device: &Device) -> Tensor<4> {
         .map(|i| ((i as f32 * 0.618_034).fract() - 0.5) * 2.0)
         .collect();
     tensor_from_vec(data, dims, device)
-}
-
-/// Casts every float parameter (random initialisation happens in f32).
-pub(crate) struct Cast(pub burn::tensor::DType);
-
-impl burn::module::ModuleMapper for Cast {
-    fn map_float<const D: usize>(
-        &mut self,
-        param: burn::module::Param<Tensor<D>>,
-    ) -> burn::module::Param<Tensor<D>> {
-        let dtype = self.0;
-        param.map(|t| t.cast(dtype))
-    }
 }
 
 /// Multiply-add work of a 2-D convolution.

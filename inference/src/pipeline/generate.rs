@@ -175,6 +175,11 @@ pub fn generate_refined(
     }
     let mut rng = BatchRng::new(request.seed, batch);
     let vae_plan = VaePlan::decide(model, request, memory::available_bytes());
+    // Half-precision VAEs that may fall back to f32 during this generation (said once).
+    let half_vaes: Vec<&Model> = std::iter::once(model)
+        .chain(refiner)
+        .filter(|m| m.vae_f32.get().is_none() && m.precision != crate::device::Precision::F32)
+        .collect();
     if request.has_init() {
         report(observer, Stage::EncodingImage, 0, 0)?;
         plan.keep_last_steps(request.effective_steps() as usize);
@@ -317,21 +322,23 @@ pub fn generate_refined(
             .clone()
             .narrow(0, b, 1)
             .div_scalar(decoder.vae_config.scaling_factor);
-        let one = decoder.to_network(one);
-        let decoded = match vae_plan.tiles {
-            // The decoding model's own tiles (a refiner's VAE may differ in its config).
-            Some(_) => decoder
-                .vae
-                .decode_tiled(one, VaeTiles::of(&decoder.vae_config)),
-            None => decoder.vae.decode(one),
-        };
-        let decoded = decoder.to_f32(decoded);
+        let decoded = super::vae_run::decode(
+            decoder,
+            one,
+            vae_plan.tiles.map(|_| {
+                // The decoding model's own tiles (a refiner's VAE may differ in its config).
+                VaeTiles::of(&decoder.vae_config)
+            }),
+        );
         check_finite(&decoded, "VAE decoder")?;
         images.push(imaging::from_planar_signed(
             &tensor_to_vec(decoded),
             request.width,
             request.height,
         ));
+    }
+    if half_vaes.iter().any(|m| m.vae_f32.get().is_some()) {
+        warnings.push(super::vae_run::F32_FALLBACK_WARNING.to_string());
     }
     Ok(Generation {
         images,

@@ -27,16 +27,12 @@ pub fn encode_image(
     tiles: Option<VaeTiles>,
     rng: &mut BatchRng,
 ) -> Tensor<4> {
-    let image = model.to_network(image);
-    let posterior = match tiles {
-        Some(tiles) => model.vae.encode_tiled(image, tiles),
-        None => model.vae.encode(image),
-    };
+    let posterior = super::vae_run::encode(model, image, tiles);
     let [_, c, h, w] = posterior.mean.dims();
     let batch = rng.batch();
     let noise = tensor_from_vec(rng.randn(c * h * w), [batch, c, h, w], &model.device);
-    let mean = model.to_f32(posterior.mean.clone()).repeat_dim(0, batch);
-    let std = model.to_f32(posterior.std()).repeat_dim(0, batch);
+    let mean = posterior.mean.clone().repeat_dim(0, batch);
+    let std = posterior.std().repeat_dim(0, batch);
     (mean + std * noise).mul_scalar(model.vae_config.scaling_factor)
 }
 

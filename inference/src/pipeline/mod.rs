@@ -12,6 +12,7 @@ pub mod scheduled;
 mod start;
 mod torch_mean;
 pub mod vae_plan;
+pub mod vae_run;
 
 pub use generate::{Observer, StepLatents, generate, generate_refined, plan_for};
 pub use hires::generate_hires;

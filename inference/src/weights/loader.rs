@@ -382,6 +382,7 @@ impl Networks {
             precision: options.precision,
             lora: Default::default(),
             controlnets: Vec::new(),
+            vae_f32: Default::default(),
         }
     }
 }
@@ -430,7 +431,7 @@ pub fn random_model(family: Family, options: &LoadOptions) -> Result<Model> {
     use burn::module::Module;
     let configs = Configs::preset(family, 4);
     let (d, dtype) = (&options.device, options.precision.dtype());
-    let mut cast = crate::bench::Cast(dtype);
+    let mut cast = crate::device::CastParams(dtype);
     let networks = Networks {
         encoders: configs
             .encoders
