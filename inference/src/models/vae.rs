@@ -79,8 +79,9 @@ impl VaeConfig {
             layers_per_block: uint("layers_per_block")?,
             norm_num_groups: config_json::size_or(&v, "norm_num_groups", "VAE", 32)?,
             scaling_factor: config_json::number_or(&v, "scaling_factor", "VAE", 0.18215)? as f32,
-            // diffusers' own default for a config without one.
-            sample_size: config_json::size_or(&v, "sample_size", "VAE", 32)?.max(1),
+            // Released folders all say it; without it, SD's 512 (diffusers' class default of
+            // 32 would tile a 512 px image 400 times).
+            sample_size: config_json::size_or(&v, "sample_size", "VAE", 512)?.max(1),
             block_out_channels,
         };
         if config

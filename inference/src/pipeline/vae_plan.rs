@@ -29,10 +29,16 @@ impl VaePlan {
         let whole = memory::vae_bytes(&model.vae_config, (request.width, request.height), false);
         let use_tiles = use_tiles(request.vae_tiling, splits, whole, available);
         let warning = (use_tiles && request.vae_tiling == VaeTiling::Auto).then(|| {
-            let free = available.map_or("less".to_string(), memory::human_bytes);
+            let free = match available {
+                Some(bytes) => format!("{} is free", memory::human_bytes(bytes)),
+                None => format!(
+                    "free memory is unknown here (tiles above {})",
+                    memory::human_bytes(UNKNOWN_MEMORY_LIMIT)
+                ),
+            };
             format!(
                 "the VAE ran in {} px tiles: the whole {w}x{h} image needs about {} and {free} \
-                 is free (tiles blend, but the image differs slightly from an untiled one; \
+                 (tiles blend, but the image differs slightly from an untiled one; \
                  --vae-tiling off refuses instead)",
                 tiles.sample,
                 memory::human_bytes(whole)
