@@ -122,8 +122,10 @@ pub struct Model {
     /// `(width, height)` in pixels the model was trained at.
     pub native_size: (u32, u32),
     pub device: Device,
-    /// The float format the networks compute in.
+    /// The float format the text encoders and the UNet compute in.
     pub precision: Precision,
+    /// The VAE's: the same, or f32 ([`crate::weights::LoadOptions::vae_upcast`]).
+    pub vae_precision: Precision,
     /// LoRAs merged into the weights, and the weights they replaced.
     pub lora: crate::lora::LoraState,
     /// The ControlNets requests use, loaded once, by folder.
@@ -131,6 +133,9 @@ pub struct Model {
     /// The VAE in f32, made the first time the half-precision one overflowed (A1111's
     /// automatic "no half VAE") and used from then on.
     pub vae_f32: std::sync::OnceLock<crate::models::vae::Vae>,
+    /// The UNet in f32, made the first time the half-precision one overflowed and used from
+    /// then on (dropped when LoRAs change the weights it was copied from).
+    pub unet_f32: std::sync::OnceLock<UNet>,
 }
 
 impl Model {

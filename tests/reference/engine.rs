@@ -461,3 +461,69 @@ fn a_half_precision_vae_that_overflows_runs_again_in_f32() {
     let (worst, _) = pixel_diff(&reference_image.images[0].pixels, &again.images[0].pixels);
     assert!(worst <= 4, "txt2img differs from f32 by {worst} levels");
 }
+
+/// A UNet whose input convolution is scaled so far up that f16 overflows in it (the
+/// GroupNorms after it keep the f32 UNet finite): a half-precision model runs the step again
+/// on an f32 copy of the UNet, keeps it, says so once, and gives the f32 image.
+#[test]
+fn a_half_precision_unet_that_overflows_runs_again_in_f32() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hot_unet.safetensors");
+    let scale_up = |name: &str, t: &mut Fixture| {
+        if name.starts_with("model.diffusion_model.input_blocks.0.0.") {
+            *t = Fixture::from_f32(
+                t.shape.clone(),
+                &t.f32().iter().map(|v| v * 1e5).collect::<Vec<_>>(),
+            );
+        }
+        true
+    };
+    write_edited_checkpoint(&path, scale_up, Vec::new());
+    let at = |precision| LoadOptions {
+        precision,
+        ..single_file_options()
+    };
+    let full = load(&path, &at(Precision::F32)).unwrap();
+    let half = load(&path, &at(Precision::F16)).unwrap();
+    let mut r = request(&full, 9);
+    r.sampler = SamplerChoice::Named {
+        sampler: SamplerName::Euler,
+        schedule: ScheduleName::Normal,
+    };
+    // The f16 UNet alone does overflow.
+    let (side, channels) = (r.height as usize / 8, full.unet_config.in_channels);
+    let x = burn::tensor::Tensor::<4>::ones([1, channels, side, side], &Device::flex());
+    let context = half.to_network(burn::tensor::Tensor::<3>::ones(
+        [1, 77, full.unet_config.cross_attention_dim],
+        &Device::flex(),
+    ));
+    let raw = half
+        .unet
+        .forward_interruptible(half.to_network(x), &[500.0], (&context, None), &|| false)
+        .unwrap();
+    assert!(
+        !raw.is_finite().all().into_scalar::<bool>(),
+        "the edit must overflow f16"
+    );
+
+    let a = generate(&full, &r, &mut quiet).unwrap();
+    let b = generate(&half, &r, &mut quiet).unwrap();
+    let said: Vec<&String> = b.warnings.iter().filter(|w| w.contains("UNet")).collect();
+    assert_eq!(said.len(), 1, "{:?}", b.warnings);
+    assert!(half.unet_f32.get().is_some(), "the f32 UNet is kept");
+    let (worst, _) = pixel_diff(&a.images[0].pixels, &b.images[0].pixels);
+    assert!(
+        worst <= 4,
+        "f16 with the f32 UNet differs from f32 by {worst} levels"
+    );
+
+    // Said once: the next image uses the f32 UNet straight away, and the same seed gives the
+    // same image.
+    let again = generate(&half, &r, &mut quiet).unwrap();
+    assert!(
+        again.warnings.iter().all(|w| !w.contains("UNet")),
+        "{:?}",
+        again.warnings
+    );
+    assert_eq!(again.images[0].pixels, b.images[0].pixels);
+}

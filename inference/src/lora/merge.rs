@@ -385,6 +385,8 @@ pub fn restore(model: &mut Model) -> Result<()> {
 /// [`restore`], returning the merged tensors it took out of the model (by network and
 /// path), which nothing else holds any more.
 fn take_out(model: &mut Model) -> Result<HashMap<(Network, String), Tensor<1>>> {
+    // An f32 copy of the UNet made from the weights about to change would be stale.
+    model.unet_f32.take();
     let originals = model.lora.originals.clone();
     let mut taken = HashMap::new();
     let mut networks: Vec<Network> = originals.keys().map(|(n, _)| *n).collect();

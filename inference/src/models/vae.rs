@@ -24,6 +24,10 @@ pub struct VaeConfig {
     pub scaling_factor: f32,
     /// The image side it was made for: diffusers' tile side when decoding in tiles.
     pub sample_size: usize,
+    /// Whether it must run in f32 when the rest runs in half precision (diffusers'
+    /// `force_upcast`: true for the released SD VAEs, false for f16-safe ones such as
+    /// sdxl-vae-fp16-fix).
+    pub force_upcast: bool,
 }
 
 impl VaeConfig {
@@ -38,6 +42,7 @@ impl VaeConfig {
             norm_num_groups: 32,
             scaling_factor: 0.18215,
             sample_size: 512,
+            force_upcast: true,
         }
     }
 
@@ -82,6 +87,7 @@ impl VaeConfig {
             // Released folders all say it; without it, SD's 512 (diffusers' class default of
             // 32 would tile a 512 px image 400 times).
             sample_size: config_json::size_or(&v, "sample_size", "VAE", 512)?.max(1),
+            force_upcast: config_json::flag_or(&v, "force_upcast", "VAE", true)?,
             block_out_channels,
         };
         if config

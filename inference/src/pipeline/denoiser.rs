@@ -8,6 +8,7 @@ use burn::tensor::Tensor;
 
 use super::guidance;
 use super::scheduled::ScheduledConditioning;
+use super::unet_run::{self, UnetInputs};
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::models::controlnet::ControlNet;
@@ -115,29 +116,22 @@ impl Denoiser<'_> {
             input = Tensor::cat(vec![input; copies], 0);
         }
         let rows = input.dims()[0];
-        let input = model.to_network(input);
         let control = if self.controls.is_empty() {
             None
         } else {
             // The ControlNet reads the latents without the inpainting channels.
-            let latents = input.clone().narrow(1, 0, x.dims()[1]);
+            let latents = model.to_network(input.clone().narrow(1, 0, x.dims()[1]));
             self.control(&latents, t, conditioning, sigma)
         };
-        let inputs = (&conditioning.context, conditioning.added.as_ref());
-        let out = match &control {
-            Some(c) => {
-                model
-                    .unet
-                    .forward_controlled(input, &vec![t; rows], inputs, c, self.interrupted)
-            }
-            None => {
-                model
-                    .unet
-                    .forward_interruptible(input, &vec![t; rows], inputs, self.interrupted)
-            }
-        }
-        .ok_or(Error::Cancelled)?;
-        let out = model.to_f32(out);
+        let timesteps = vec![t; rows];
+        let inputs = UnetInputs {
+            timesteps: &timesteps,
+            context: &conditioning.context,
+            added: conditioning.added.as_ref(),
+            control: control.as_ref(),
+            interrupted: self.interrupted,
+        };
+        let out = unet_run::run(model, input, &inputs).ok_or(Error::Cancelled)?;
         let out = if self.guided {
             if self.plan.algorithm.needs_uncond() {
                 let uncond = out.clone().narrow(0, 0, self.batch);

@@ -175,10 +175,15 @@ pub fn generate_refined(
     }
     let mut rng = BatchRng::new(request.seed, batch);
     let vae_plan = VaePlan::decide(model, request, memory::available_bytes());
-    // Half-precision VAEs that may fall back to f32 during this generation (said once).
-    let half_vaes: Vec<&Model> = std::iter::once(model)
-        .chain(refiner)
-        .filter(|m| m.vae_f32.get().is_none() && m.precision != crate::device::Precision::F32)
+    // Half-precision UNets and VAEs that may fall back to f32 during this generation (said
+    // once).
+    use crate::device::Precision::F32;
+    let models = || std::iter::once(model).chain(refiner);
+    let half_unets: Vec<&Model> = models()
+        .filter(|m| m.precision != F32 && m.unet_f32.get().is_none())
+        .collect();
+    let half_vaes: Vec<&Model> = models()
+        .filter(|m| m.vae_precision != F32 && m.vae_f32.get().is_none())
         .collect();
     if request.has_init() {
         report(observer, Stage::EncodingImage, 0, 0)?;
@@ -336,6 +341,9 @@ pub fn generate_refined(
             request.width,
             request.height,
         ));
+    }
+    if half_unets.iter().any(|m| m.unet_f32.get().is_some()) {
+        warnings.push(super::unet_run::F32_FALLBACK_WARNING.to_string());
     }
     if half_vaes.iter().any(|m| m.vae_f32.get().is_some()) {
         warnings.push(super::vae_run::F32_FALLBACK_WARNING.to_string());

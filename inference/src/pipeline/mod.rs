@@ -11,6 +11,7 @@ pub mod prompt;
 pub mod scheduled;
 mod start;
 mod torch_mean;
+mod unet_run;
 pub mod vae_plan;
 pub mod vae_run;
 

@@ -18,7 +18,7 @@ pub const F32_FALLBACK_WARNING: &str = "the VAE overflowed in half precision (a 
 
 /// The VAE that runs in f32: the model's own in f32, else its f32 copy (made now).
 fn f32_vae(model: &Model) -> &Vae {
-    match model.precision {
+    match model.vae_precision {
         Precision::F32 => &model.vae,
         _ => model
             .vae_f32
@@ -36,13 +36,16 @@ fn with_fallback<T>(
     model: &Model,
     input: Tensor<4>,
     f: impl Fn(&Vae, Tensor<4>) -> T,
-    to_f32: impl Fn(&Model, T) -> T,
+    to_f32: impl Fn(T) -> T,
     ok: impl Fn(&T) -> bool,
 ) -> T {
-    if model.precision == Precision::F32 || model.vae_f32.get().is_some() {
+    if model.vae_precision == Precision::F32 || model.vae_f32.get().is_some() {
         return f(f32_vae(model), input);
     }
-    let half = to_f32(model, f(&model.vae, model.to_network(input.clone())));
+    let half = to_f32(f(
+        &model.vae,
+        input.clone().cast(model.vae_precision.dtype()),
+    ));
     if ok(&half) {
         return half;
     }
@@ -61,7 +64,7 @@ pub fn decode(model: &Model, latents: Tensor<4>, tiles: Option<VaeTiles>) -> Ten
             Some(tiles) => vae.decode_tiled(z, tiles),
             None => vae.decode(z),
         },
-        |m, t| m.to_f32(t),
+        |t| t.cast(DType::F32),
         finite,
     )
 }
@@ -78,9 +81,9 @@ pub fn encode(model: &Model, image: Tensor<4>, tiles: Option<VaeTiles>) -> Poste
             Some(tiles) => vae.encode_tiled(x, tiles),
             None => vae.encode(x),
         },
-        |m, p| Posterior {
-            mean: m.to_f32(p.mean),
-            logvar: m.to_f32(p.logvar),
+        |p| Posterior {
+            mean: p.mean.cast(DType::F32),
+            logvar: p.logvar.cast(DType::F32),
         },
         |p| finite(&p.mean) && finite(&p.logvar),
     )

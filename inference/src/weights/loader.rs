@@ -32,6 +32,10 @@ pub struct LoadOptions {
     pub precision: Precision,
     /// Overrides the prediction type the files say or imply (`--prediction`).
     pub prediction: Option<Prediction>,
+    /// Keep the VAE in f32 when `precision` is half, unless its config says it is f16-safe
+    /// (`force_upcast: false`): diffusers' rule and A1111's automatic "no half VAE", what
+    /// `--precision auto` does on a GPU. Without it a half VAE that overflows falls back to f32.
+    pub vae_upcast: bool,
 }
 
 impl LoadOptions {
@@ -42,6 +46,16 @@ impl LoadOptions {
             device,
             precision,
             prediction: None,
+            vae_upcast: false,
+        }
+    }
+
+    /// The float format a VAE of `config` loads in.
+    pub fn vae_precision(&self, config: &crate::models::vae::VaeConfig) -> Precision {
+        if self.vae_upcast && config.force_upcast {
+            Precision::F32
+        } else {
+            self.precision
         }
     }
 }
@@ -321,8 +335,15 @@ impl Networks {
         let (tensors, path) = sources.vae;
         let names = namer(encoder_count + 1);
         let names = names.as_ref().map(|f| f as FileName<'_>);
-        let (vae, report) = apply_strict(configs.vae.init(d), tensors, ("VAE", path), dtype, names)
-            .map_err(hint)?;
+        let vae_dtype = options.vae_precision(&configs.vae).dtype();
+        let (vae, report) = apply_strict(
+            configs.vae.init(d),
+            tensors,
+            ("VAE", path),
+            vae_dtype,
+            names,
+        )
+        .map_err(hint)?;
         reports.push(report);
         Ok(Self {
             encoders,
@@ -374,15 +395,17 @@ impl Networks {
             unet_config: configs.unet.clone(),
             vae: self.vae,
             native_size: configs.native_size(),
-            vae_config: configs.vae,
+            vae_config: configs.vae.clone(),
             default_scheduler: scheduler,
             prediction,
             zero_empty_negative,
             device: options.device.clone(),
             precision: options.precision,
+            vae_precision: options.vae_precision(&configs.vae),
             lora: Default::default(),
             controlnets: Vec::new(),
             vae_f32: Default::default(),
+            unet_f32: Default::default(),
         }
     }
 }
@@ -439,7 +462,9 @@ pub fn random_model(family: Family, options: &LoadOptions) -> Result<Model> {
             .map(|c| c.init(d).map(&mut cast))
             .collect(),
         unet: configs.unet.init(d).map(&mut cast),
-        vae: configs.vae.init(d).map(&mut cast),
+        vae: configs.vae.init(d).map(&mut crate::device::CastParams(
+            options.vae_precision(&configs.vae).dtype(),
+        )),
         reports: Vec::new(),
     };
     let tokenizers = family

@@ -123,6 +123,8 @@ pub struct BurnEngine {
     refiner: Option<Slot>,
     device: Device,
     precision: Precision,
+    /// Keep VAEs in f32 beside half-precision networks ([`LoadOptions::vae_upcast`]).
+    vae_upcast: bool,
     /// The main model's measured speed (reset when it changes).
     speed: Speed,
     /// Never hold a new model beside the old one while it loads.
@@ -139,10 +141,17 @@ impl BurnEngine {
             refiner: None,
             device,
             precision,
+            vae_upcast: false,
             speed: Speed::default(),
             one_at_a_time: false,
             upscaler: None,
         }
+    }
+
+    /// Keeps VAEs in f32 beside half-precision networks (`--precision auto` on a GPU).
+    pub fn with_vae_upcast(mut self, vae_upcast: bool) -> Self {
+        self.vae_upcast = vae_upcast;
+        self
     }
 
     /// Frees a slot's model before loading the next even when both would fit (where memory
@@ -162,6 +171,7 @@ impl BurnEngine {
     fn options(&self, config_dir: Option<&Path>) -> LoadOptions {
         LoadOptions {
             config_dir: config_dir.map(Path::to_path_buf),
+            vae_upcast: self.vae_upcast,
             ..LoadOptions::new(self.device.clone(), self.precision)
         }
     }
