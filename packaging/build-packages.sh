@@ -4,7 +4,8 @@
 #   target/packages/ember-<version>-linux-<arch>.tar.gz  (portable: ./install.sh, ./uninstall.sh)
 # Both carry the binary, the desktop entry (files on its command line: `Exec=ember %F`), the
 # icon, and the MIME types that make a double-clicked .safetensors / .ckpt open in Ember.
-# EMBER_FEATURES=wgpu builds the GPU variant. Needs dpkg-deb (Debian/Ubuntu).
+# The default build includes the GPU backend; EMBER_FEATURES adds features. Needs dpkg-deb
+# (Debian/Ubuntu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)

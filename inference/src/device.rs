@@ -1,5 +1,7 @@
 //! Compute devices and the small conversions between host vectors and tensors.
 
+use std::sync::OnceLock;
+
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::error::{Error, Result};
@@ -7,8 +9,10 @@ use crate::error::{Error, Result};
 /// Which backend runs the models.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum DeviceKind {
-    /// burn-flex on the CPU (always available).
+    /// A real GPU through wgpu when this build has it and the machine has one, else the CPU.
     #[default]
+    Auto,
+    /// burn-flex on the CPU (always available).
     Cpu,
     /// burn-wgpu (feature `wgpu`).
     Wgpu,
@@ -17,31 +21,113 @@ pub enum DeviceKind {
 }
 
 impl DeviceKind {
-    /// Parses `cpu`, `wgpu` or `cuda`.
+    /// Parses `auto`, `cpu`, `wgpu` or `cuda`.
     pub fn parse(name: &str) -> Result<Self> {
         match name.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(DeviceKind::Auto),
             "cpu" => Ok(DeviceKind::Cpu),
             "wgpu" | "gpu" => Ok(DeviceKind::Wgpu),
             "cuda" => Ok(DeviceKind::Cuda),
             other => Err(Error::settings(format!(
-                "unknown device {other:?}; valid devices: cpu, wgpu, cuda"
+                "unknown device {other:?}; valid devices: auto, cpu, wgpu, cuda"
             ))),
         }
     }
 
     /// The Burn device, or an error saying which build feature it needs.
     pub fn device(self) -> Result<Device> {
+        self.open().map(|opened| opened.device)
+    }
+
+    /// The Burn device and what it is.
+    pub fn open(self) -> Result<OpenedDevice> {
+        let on = |device, gpu, description: &str| OpenedDevice {
+            device,
+            gpu,
+            description: description.to_string(),
+        };
+        // Burn registers wgpu's default devices once per process: open them once too.
+        static AUTO: OnceLock<OpenedDevice> = OnceLock::new();
+        static WGPU: OnceLock<std::result::Result<OpenedDevice, String>> = OnceLock::new();
         match self {
-            DeviceKind::Cpu => Ok(Device::flex()),
-            DeviceKind::Wgpu => wgpu_device(),
-            DeviceKind::Cuda => cuda_device(),
+            DeviceKind::Auto => Ok(AUTO.get_or_init(auto_device).clone()),
+            DeviceKind::Cpu => Ok(on(Device::flex(), false, "the CPU (--device cpu)")),
+            DeviceKind::Wgpu => WGPU.get_or_init(wgpu_device).clone().map_err(Error::Device),
+            DeviceKind::Cuda => Ok(on(cuda_device()?, true, "CUDA device 0")),
         }
     }
 }
 
+/// A device opened for the engine.
+#[derive(Clone, Debug)]
+pub struct OpenedDevice {
+    pub device: Device,
+    /// Whether it is a GPU (half precision pays off; memory is the device's own).
+    pub gpu: bool,
+    /// Which device it is and, for `auto`, why: "the CPU: no GPU adapter found".
+    pub description: String,
+}
+
+/// A discrete, integrated or virtual GPU that wgpu finds (software renderers are slower than
+/// the CPU backend), else the CPU with the reason.
 #[cfg(feature = "wgpu")]
-fn wgpu_device() -> Result<Device> {
-    Ok(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice))
+fn auto_device() -> OpenedDevice {
+    use burn::tensor::DeviceKind as Kind;
+    use burn::tensor::wgpu::WgpuBackend as Api;
+    // Only the native APIs are asked: probing OpenGL opens EGL, which complains on stderr
+    // where there is no display, and compute through it is slow anyway.
+    for api in [Api::Vulkan, Api::Metal, Api::Dx12] {
+        for kind in [
+            Kind::DiscreteGpu(0),
+            Kind::IntegratedGpu(0),
+            Kind::VirtualGpu(0),
+        ] {
+            let options = Device::wgpu_options().graphics_api(api).device_kind(kind);
+            if let Ok(opened) = open_wgpu(options) {
+                return opened;
+            }
+        }
+    }
+    OpenedDevice {
+        device: Device::flex(),
+        gpu: false,
+        description: "the CPU: wgpu found no GPU (Vulkan, Metal or DirectX 12); \
+            --device wgpu runs on a software renderer if one is installed"
+            .into(),
+    }
+}
+
+#[cfg(feature = "wgpu")]
+fn open_wgpu(
+    options: burn::tensor::wgpu::WgpuOptions,
+) -> std::result::Result<OpenedDevice, burn::tensor::wgpu::WgpuInitError> {
+    let (device, setup) = options.init_with_setup()?;
+    let info = setup.adapter.get_info();
+    Ok(OpenedDevice {
+        device,
+        gpu: true,
+        description: format!("{} ({:?}, {:?})", info.name, info.device_type, info.backend),
+    })
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn auto_device() -> OpenedDevice {
+    OpenedDevice {
+        device: Device::flex(),
+        gpu: false,
+        description: "the CPU: this build has no GPU backend (build with `--features wgpu`)".into(),
+    }
+}
+
+/// wgpu's default adapter: the best GPU, else a software renderer (Mesa's lavapipe).
+#[cfg(feature = "wgpu")]
+fn wgpu_device() -> std::result::Result<OpenedDevice, String> {
+    open_wgpu(Device::wgpu_options()).map_err(|e| {
+        format!(
+            "wgpu found no adapter ({e}); install a Vulkan driver (on Debian without a GPU, \
+             Mesa's software one: apt install mesa-vulkan-drivers) or use --device cpu"
+        )
+    })
 }
 
 /// The wgpu crate Burn is built against; a window sharing its device must use the same one.
@@ -80,10 +166,8 @@ pub fn shared_wgpu_device(shared: SharedWgpu) -> Result<Device> {
 }
 
 #[cfg(not(feature = "wgpu"))]
-fn wgpu_device() -> Result<Device> {
-    Err(Error::Device(
-        "this build has no wgpu backend; rebuild with `--features wgpu` or use --device cpu".into(),
-    ))
+fn wgpu_device() -> std::result::Result<OpenedDevice, String> {
+    Err("this build has no wgpu backend; rebuild with `--features wgpu` or use --device cpu".into())
 }
 
 #[cfg(feature = "cuda")]
@@ -136,6 +220,33 @@ impl Precision {
             Precision::Bf16 => burn::tensor::DType::BF16,
         }
     }
+}
+
+/// `--precision`: `auto` is f16 with an f32 VAE ([`crate::weights::LoadOptions::vae_upcast`])
+/// on a GPU that computes in f16, f32 elsewhere; `f16` / `bf16` must be supported by the
+/// device. Returns the networks' precision and whether the VAE stays in f32.
+pub fn choose_precision(name: &str, opened: &OpenedDevice) -> Result<(Precision, bool)> {
+    let supports = |p: Precision| opened.device.supports_dtype(p.dtype());
+    if name.trim().eq_ignore_ascii_case("auto") {
+        let half = opened.gpu && supports(Precision::F16);
+        return Ok(if half {
+            (Precision::F16, true)
+        } else {
+            (Precision::F32, false)
+        });
+    }
+    let precision = Precision::parse(name).map_err(|_| {
+        Error::settings(format!(
+            "unknown precision {name:?}; valid: auto, f32, f16, bf16"
+        ))
+    })?;
+    if !supports(precision) {
+        return Err(Error::settings(format!(
+            "{} cannot compute in {precision:?}; use --precision f32 (or auto)",
+            opened.description
+        )));
+    }
+    Ok((precision, false))
 }
 
 /// A float32 tensor from host data.

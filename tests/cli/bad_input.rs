@@ -253,6 +253,16 @@ fn every_bad_input_is_a_one_line_error() {
         ),
         ("batch 0", vec!["--batch", "0"], "batch"),
         (
+            "unknown device",
+            vec!["--device", "abacus"],
+            "valid devices: auto, cpu, wgpu, cuda",
+        ),
+        (
+            "unknown precision",
+            vec!["--precision", "f8"],
+            "valid: auto, f32, f16, bf16",
+        ),
+        (
             "unknown SDE noise",
             vec!["--sde-noise", "pink"],
             "valid: brownian, generator",

@@ -232,6 +232,7 @@ fn a_request_that_cannot_fit_in_memory_is_refused_before_loading() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("big.png");
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_ember"))
+        .env("EMBER_DEVICE", "cpu")
         .args([
             "generate",
             "--model",

@@ -15,6 +15,7 @@ fn killing_ember_generate_never_leaves_a_half_written_png() {
     let model = reference("sd2v/pipeline");
     let run = |out: &std::path::Path| {
         Command::new(env!("CARGO_BIN_EXE_ember"))
+            .env("EMBER_DEVICE", "cpu")
             .args([
                 "generate",
                 "--model",

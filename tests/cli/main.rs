@@ -7,6 +7,7 @@
 mod bad_input;
 mod canvas;
 mod controlnet;
+mod device;
 mod download;
 mod families;
 mod hires;
@@ -27,6 +28,8 @@ pub fn ember(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .current_dir(dir)
         .env("EMBER_CACHE_DIR", dir.join("cache"))
+        // The goldens are f32 on the CPU; `auto` would pick a GPU (and f16) where there is one.
+        .env("EMBER_DEVICE", "cpu")
         .output()
         .expect("the ember binary runs")
 }

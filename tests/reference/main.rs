@@ -14,6 +14,7 @@ mod failed_load;
 mod families;
 mod family_runs;
 mod fuzz;
+mod gpu;
 mod kdiffusion;
 mod kill;
 mod lora;

@@ -70,6 +70,7 @@ fn a_controlnet_unit_makes_the_command_lines_image_and_is_restored() {
 
     let cli_png = home.path().join("cli.png");
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_ember"))
+        .env("EMBER_DEVICE", "cpu")
         .args(["generate", "--model"])
         .arg(reference("sd15/pipeline"))
         .args(["--prompt", "a house in the forest", "--negative", "blurry"])
@@ -191,6 +192,7 @@ fn a_lora_tag_makes_the_command_lines_image() {
     let cli = |lora: Option<String>, out: &std::path::Path| {
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ember"));
         command
+            .env("EMBER_DEVICE", "cpu")
             .args(["generate", "--model"])
             .arg(reference("sd15/pipeline"))
             .args(["--prompt", "a photograph of an astronaut riding a horse"])

@@ -98,6 +98,7 @@ fn sdxl_with_a_refiner_from_the_models_folder_makes_the_clis_image() {
     // The CLI with the same settings makes the same picture.
     let cli_out = home.path().join("cli.png");
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_ember"))
+        .env("EMBER_DEVICE", "cpu")
         .args(["generate", "--model"])
         .arg(reference("sdxl/pipeline"))
         .arg("--refiner")

@@ -36,6 +36,7 @@ fn the_window_makes_the_same_png_as_the_command_line() {
 
     let cli_png = home.path().join("cli.png");
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_ember"))
+        .env("EMBER_DEVICE", "cpu")
         .args(["generate", "--model"])
         .arg(reference("sd15/pipeline"))
         .args([

@@ -10,7 +10,7 @@ use inference::api::{
     GenerateRequest, MaskedContent, Progress, SamplerChoice, SdeNoise, SizeConditioning, Stage,
     VaeTiling,
 };
-use inference::device::{DeviceKind, Precision};
+use inference::device::{DeviceKind, choose_precision};
 use inference::imaging::{self, write_atomic};
 use inference::metadata::ModelRef;
 use inference::model::{Layout, Model};
@@ -93,11 +93,20 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     let started = std::time::Instant::now();
     let outputs = output_paths(&args.out, args.batch)?;
     let sampler = sampler_choice(args)?;
-    let device = DeviceKind::parse(&args.device)
+    let device_name = args
+        .device
+        .clone()
+        .or_else(|| std::env::var("EMBER_DEVICE").ok())
+        .unwrap_or_else(|| "auto".into());
+    let opened = DeviceKind::parse(&device_name)
         .map_err(err)?
-        .device()
+        .open()
         .map_err(err)?;
-    let precision = Precision::parse(&args.precision).map_err(err)?;
+    let device = opened.device.clone();
+    let (precision, vae_upcast) = choose_precision(&args.precision, &opened).map_err(err)?;
+    if args.verbose {
+        eprintln!("device: {}; precision: {precision:?}", opened.description);
+    }
     let prediction = args
         .prediction
         .as_deref()
@@ -158,13 +167,15 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     let options = LoadOptions {
         config_dir: args.config.clone(),
         prediction,
+        vae_upcast,
         ..LoadOptions::new(device.clone(), precision)
     };
     let refiner_options = LoadOptions {
         config_dir: args.refiner_config.clone(),
+        vae_upcast,
         ..LoadOptions::new(device.clone(), precision)
     };
-    check_memory(args, &request, (&options, &refiner_options))?;
+    check_memory(args, &request, (&options, &refiner_options), opened.gpu)?;
     let upscaler = super::hires::load_upscaler(request.hires.as_ref(), &options)?;
     let mut model = weights::load(&args.model, &options).map_err(err)?;
     for note in model.info.report.notes() {
@@ -290,6 +301,7 @@ fn check_memory(
     args: &GenerateArgs,
     request: &GenerateRequest,
     (options, refiner_options): (&LoadOptions, &LoadOptions),
+    gpu: bool,
 ) -> Result<(), String> {
     let err = |e: inference::Error| e.to_string();
     let plan = weights::plan::plan(&args.model, options).map_err(err)?;
@@ -303,7 +315,7 @@ fn check_memory(
     let size = generation_size(args, (native, native))?;
     let guided = request.cfg_scale > 1.0;
     let rows = request.batch as usize * if guided { 2 } else { 1 };
-    let on_cpu = args.device.eq_ignore_ascii_case("cpu");
+    let on_cpu = !gpu;
     let bytes = options.precision.dtype().size() as u64;
     let tiling = VaeTiling::parse(&args.vae_tiling).map_err(err)?;
     let estimate = inference::memory::estimate(

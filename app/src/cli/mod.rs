@@ -257,9 +257,12 @@ pub struct GenerateArgs {
     /// fill (A1111's Just resize / Crop and resize / Resize and fill).
     #[arg(long, default_value = "resize")]
     pub resize_mode: String,
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
-    #[arg(long, default_value = "f32")]
+    /// auto (a GPU when this build and the machine have one, else the CPU), cpu, wgpu or
+    /// cuda; without it, `EMBER_DEVICE` (as the app reads it), else auto.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// auto (f16 with an f32 VAE on a GPU, f32 on the CPU), f32, f16 or bf16.
+    #[arg(long, default_value = "auto")]
     pub precision: String,
     /// With --init-image, run exactly --steps steps (A1111's "do exactly the amount of
     /// steps the slider specifies") instead of int(steps * strength).

@@ -22,10 +22,9 @@ pub struct DeviceNote {
     pub detail: String,
 }
 
-/// How to get GPU support, for the Help menu of a CPU-only build.
-const GPU_HELP: &str = "GPU support: build Ember with the `wgpu` feature \
-    (`cargo run --release -p ember --features wgpu`) on a machine with a Vulkan, Metal or \
-    DirectX 12 driver.";
+/// How to get GPU support, for the Help menu when the engine runs on the CPU.
+const GPU_HELP: &str = "Ember uses a GPU through Vulkan, Metal or DirectX 12 when the \
+    machine has one and Ember was built with the `wgpu` feature (the default).";
 
 /// The engine for this window, and where it runs.
 pub fn engine(cc: &eframe::CreationContext<'_>) -> (BurnEngine, DeviceNote) {
@@ -36,10 +35,7 @@ pub fn engine(cc: &eframe::CreationContext<'_>) -> (BurnEngine, DeviceNote) {
     #[cfg(feature = "wgpu")]
     {
         let force = wanted.eq_ignore_ascii_case("gpu") || wanted.eq_ignore_ascii_case("wgpu");
-        match gpu::shared_engine(cc, force) {
-            Ok(found) => return found,
-            Err(why) => return cpu_engine(&why),
-        }
+        gpu::shared_engine(cc, force).unwrap_or_else(|why| cpu_engine(&why))
     }
     #[cfg(not(feature = "wgpu"))]
     {
@@ -79,7 +75,6 @@ fn request_full_device(options: &mut eframe::NativeOptions) {
 #[cfg(feature = "wgpu")]
 mod gpu {
     use eframe::egui_wgpu::wgpu;
-    use inference::device::Precision;
     use inference::device::{SharedWgpu, shared_wgpu_device};
     use inference::worker::BurnEngine;
 
@@ -115,13 +110,22 @@ mod gpu {
             queue: state.queue.clone(),
         })
         .map_err(|e| e.to_string())?;
+        let opened = inference::device::OpenedDevice {
+            device: device.clone(),
+            gpu: true,
+            description: info.name.clone(),
+        };
+        let (precision, vae_upcast) =
+            inference::device::choose_precision("auto", &opened).map_err(|e| e.to_string())?;
+        let vae = if vae_upcast { ", the VAE in f32" } else { "" };
         let note = super::DeviceNote {
-            short: format!("Running on {}", info.name),
+            short: format!("Running on {} ({precision:?})", info.name),
             detail: format!(
-                "Running on {} ({:?}), sharing the window's GPU device.",
+                "Running on {} ({:?}), sharing the window's GPU device, in {precision:?}{vae}.",
                 info.name, info.backend
             ),
         };
-        Ok((BurnEngine::new(device, Precision::F32), note))
+        let engine = BurnEngine::new(device, precision).with_vae_upcast(vae_upcast);
+        Ok((engine, note))
     }
 }

@@ -1,0 +1,110 @@
+//! The reference runs on the wgpu backend: Mesa's software Vulkan (lavapipe) where the
+//! machine has no GPU, as in CI (`./test.sh` installs it on Debian), a real GPU where it has
+//! one. In f32 every run must match diffusers as on the CPU; in f16 the image must stay
+//! within a few levels of the f32 one.
+
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+
+use burn::tensor::Device;
+use ember_tests::{inpainting_folder, pixel_diff, reference, runs};
+use inference::api::Progress;
+use inference::device::{DeviceKind, Precision};
+use inference::pipeline::generate;
+use inference::schedule::diffusers::SchedulerConfig;
+use inference::weights::{LoadOptions, load};
+
+use crate::pipelines::{check_run, request_for};
+
+/// The wgpu device, or a failure saying what to install.
+fn wgpu() -> Device {
+    let opened = DeviceKind::Wgpu
+        .open()
+        .unwrap_or_else(|e| panic!("the GPU tests need a wgpu adapter: {e}"));
+    eprintln!("GPU tests on {}", opened.description);
+    opened.device
+}
+
+fn options(device: &Device, precision: Precision, config_dir: Option<PathBuf>) -> LoadOptions {
+    LoadOptions {
+        config_dir,
+        ..LoadOptions::new(device.clone(), precision)
+    }
+}
+
+/// Every SD 1.x run the CPU reproduces, from the diffusers folder, on the GPU in f32: the
+/// same latents after every step, final latents and image, within the README's tolerances.
+#[test]
+fn every_sd15_run_reproduces_on_wgpu_in_f32() {
+    let device = wgpu();
+    let folder = load(
+        &reference("sd15/pipeline"),
+        &options(&device, Precision::F32, None),
+    )
+    .unwrap();
+    let inpaint_dir = inpainting_folder();
+    let inpaint = load(inpaint_dir.path(), &options(&device, Precision::F32, None)).unwrap();
+    let mut reproduced = 0;
+    for (name, run) in runs() {
+        let Ok(config) = SchedulerConfig::from_json(&run["scheduler_config"].to_string()) else {
+            continue;
+        };
+        let nine_channels = run["model"]
+            .as_str()
+            .is_some_and(|m| m.contains("unet_inpaint"));
+        let model = if nine_channels { &inpaint } else { &folder };
+        check_run("sd15/runs", &name, &run, "wgpu", (model, None), config);
+        reproduced += 1;
+    }
+    assert!(reproduced > 0, "no SD 1.x run was reproduced");
+}
+
+/// Most levels an f16 image (f32 VAE) may differ from the f32 one on the GPU: on lavapipe
+/// the txt2img, img2img and inpainting runs differed by at most 5, 4 and 7 (the test prints
+/// them).
+const F16_PIXEL_TOL: i64 = 8;
+
+/// A txt2img, an img2img and an inpainting run in f16 on the GPU (the VAE in f32, as
+/// `--precision auto` loads it) against the same runs in f32 there; the observed worst
+/// channel difference of each is printed.
+#[test]
+fn f16_on_wgpu_stays_close_to_f32() {
+    let device = wgpu();
+    assert!(
+        device.supports_dtype(Precision::F16.dtype()),
+        "the adapter computes in f16"
+    );
+    let f32_model = load(
+        &reference("sd15/pipeline"),
+        &options(&device, Precision::F32, None),
+    )
+    .unwrap();
+    let half = LoadOptions {
+        vae_upcast: true,
+        ..options(&device, Precision::F16, None)
+    };
+    let f16_model = load(&reference("sd15/pipeline"), &half).unwrap();
+    assert_eq!(f16_model.vae_precision, Precision::F32);
+    let mut compared = 0;
+    for kind in ["txt2img_", "img2img", "inpaint_blend"] {
+        let Some((name, run)) = runs().into_iter().find(|(name, _)| name.starts_with(kind)) else {
+            continue;
+        };
+        let config = SchedulerConfig::from_json(&run["scheduler_config"].to_string()).unwrap();
+        let request = request_for(&f32_model, "sd15/runs", &run, config);
+        let a = generate(&f32_model, &request, &mut quiet).unwrap();
+        let b = generate(&f16_model, &request, &mut quiet).unwrap();
+        let (worst, off) = pixel_diff(&a.images[0].pixels, &b.images[0].pixels);
+        eprintln!("{name}: f16 differs from f32 by at most {worst} levels ({off} channels)");
+        assert!(
+            worst <= F16_PIXEL_TOL,
+            "{name}: f16 differs from f32 by {worst} levels"
+        );
+        compared += 1;
+    }
+    assert!(compared > 0, "no run was compared");
+}
+
+fn quiet(_: Progress) -> ControlFlow<()> {
+    ControlFlow::Continue(())
+}
