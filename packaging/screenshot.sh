@@ -3,6 +3,7 @@
 # real window: `packaging/screenshot.sh OUT_DIR [extra ember args]`. Installs what it needs
 # (Debian packages) on first use. EMBER_SHOT_SCRIPT may name a file of `xdotool` lines to run
 # between shots (each line: `<seconds to wait> <xdotool args…>` or `<seconds> shot <name>`).
+# EMBER_PROFILE=dev uses the debug build (the tests' one) instead of a release build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: packaging/screenshot.sh OUT_DIR}
@@ -22,7 +23,9 @@ if [ ${#need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-cargo build --release -p ember ${EMBER_FEATURES:+--features "$EMBER_FEATURES"}
+profile=${EMBER_PROFILE:-release}
+cargo build --profile "$profile" -p ember ${EMBER_FEATURES:+--features "$EMBER_FEATURES"}
+bin=target/$([ "$profile" = dev ] && echo debug || echo "$profile")/ember
 # A fresh settings and output folder unless the caller names one.
 export EMBER_HOME=${EMBER_HOME:-$(mktemp -d)}
 export DISPLAY=:93
@@ -32,7 +35,7 @@ xvfb=$!
 trap 'kill $ember $xvfb 2>/dev/null; wait 2>/dev/null' EXIT
 sleep 1
 ember=0
-target/release/ember "$@" >"$out/ember.log" 2>&1 &
+"$bin" "$@" >"$out/ember.log" 2>&1 &
 ember=$!
 sleep "${EMBER_SHOT_DELAY:-4}"
 import -window root "$out/start.png"

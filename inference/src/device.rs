@@ -242,11 +242,52 @@ pub fn choose_precision(name: &str, opened: &OpenedDevice) -> Result<(Precision,
     })?;
     if !supports(precision) {
         return Err(Error::settings(format!(
-            "{} cannot compute in {precision:?}; use --precision f32 (or auto)",
+            "{} cannot compute in {precision}; use --precision f32 (or auto)",
             opened.description
         )));
     }
     Ok((precision, false))
+}
+
+impl std::fmt::Display for Precision {
+    /// The flag's spelling: `f32`, `f16`, `bf16`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+            Precision::Bf16 => "bf16",
+        })
+    }
+}
+
+/// Whether every value of `t` is finite, or the device's error when the work that made `t`
+/// failed (a GPU out of memory; Burn reports it at the next read).
+pub fn all_finite<const D: usize>(t: &Tensor<D>) -> Result<bool> {
+    t.clone()
+        .is_finite()
+        .all()
+        .try_into_scalar::<bool>()
+        .map_err(|e| device_failure(&e.to_string()))
+}
+
+/// The GPU runtime's report (dozens of lines) as one: its innermost cause.
+fn device_failure(report: &str) -> Error {
+    let cause = report
+        .lines()
+        .map(str::trim)
+        .rfind(|l| {
+            !l.is_empty()
+                && !l.starts_with("Caused by")
+                && !l.starts_with("skipped")
+                && !l.starts_with('(')
+                && !l.starts_with("Asked at")
+                && !l.contains("backtrace")
+        })
+        .unwrap_or("unknown failure");
+    Error::Device(format!(
+        "the GPU failed while generating ({cause}); nothing was saved. Try a smaller size or \
+         batch, --vae-tiling on, or --device cpu"
+    ))
 }
 
 /// A float32 tensor from host data.
@@ -278,5 +319,25 @@ impl burn::module::ModuleMapper for CastParams {
     ) -> burn::module::Param<burn::tensor::Tensor<D>> {
         let dtype = self.0;
         param.map(|t| t.cast(dtype))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The shape of the report Burn gave on lavapipe when a buffer could not be allocated.
+    #[test]
+    fn a_gpu_failure_report_becomes_one_line_naming_its_cause() {
+        let report = "Execution(An error happened during execution\nCaused by:\n  Several \
+            failures at once\nCaused by:\n  The bytes were never written (failure #5042)\n  \
+            skipped `ReduceKernel`: it needed memory ManagedMemoryId { value: 8883 }\n  (86 \
+            older skip record(s) were dropped)\nCaused by:\n  An IO error happened\nCaused \
+            by:\n  can't allocate buffer of size: 536870912\nNo backtrace available\nAsked \
+            at:\nNo backtrace available)";
+        let message = super::device_failure(report).to_string();
+        assert_eq!(message.lines().count(), 1, "{message}");
+        assert!(
+            message.contains("(can't allocate buffer of size: 536870912)"),
+            "{message}"
+        );
     }
 }

@@ -31,10 +31,10 @@ fn the_automatic_device_says_which_it_is_and_why() {
             line.contains("found no GPU") || line.contains("no GPU backend"),
             "{line}"
         );
-        assert!(line.ends_with("precision: F32"), "{line}");
+        assert!(line.ends_with("precision: f32"), "{line}");
     } else {
         assert!(
-            line.ends_with("precision: F16") || line.ends_with("precision: F32"),
+            line.ends_with("precision: f16") || line.ends_with("precision: f32"),
             "{line}"
         );
     }

@@ -105,7 +105,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     let device = opened.device.clone();
     let (precision, vae_upcast) = choose_precision(&args.precision, &opened).map_err(err)?;
     if args.verbose {
-        eprintln!("device: {}; precision: {precision:?}", opened.description);
+        eprintln!("device: {}; precision: {precision}", opened.description);
     }
     let prediction = args
         .prediction

@@ -119,9 +119,9 @@ mod gpu {
             inference::device::choose_precision("auto", &opened).map_err(|e| e.to_string())?;
         let vae = if vae_upcast { ", the VAE in f32" } else { "" };
         let note = super::DeviceNote {
-            short: format!("Running on {} ({precision:?})", info.name),
+            short: format!("Running on {} ({precision})", info.name),
             detail: format!(
-                "Running on {} ({:?}), sharing the window's GPU device, in {precision:?}{vae}.",
+                "Running on {} ({:?}), sharing the window's GPU device, in {precision}{vae}.",
                 info.name, info.backend
             ),
         };

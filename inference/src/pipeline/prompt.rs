@@ -326,9 +326,10 @@ pub fn time_ids(kind: TimeIds, request: &GenerateRequest, negative: bool) -> Vec
     ids
 }
 
-/// An error naming `stage` when `t` holds NaN or infinity.
+/// An error naming `stage` when `t` holds NaN or infinity, or the device's error when the
+/// work that made `t` failed.
 pub fn check_finite<const D: usize>(t: &Tensor<D>, stage: &str) -> Result<()> {
-    if t.clone().is_finite().all().into_scalar::<bool>() {
+    if crate::device::all_finite(t)? {
         Ok(())
     } else {
         Err(Error::NonFinite {
