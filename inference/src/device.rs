@@ -51,7 +51,7 @@ impl DeviceKind {
         static WGPU: OnceLock<std::result::Result<OpenedDevice, String>> = OnceLock::new();
         match self {
             DeviceKind::Auto => Ok(AUTO.get_or_init(auto_device).clone()),
-            DeviceKind::Cpu => Ok(on(Device::flex(), false, "the CPU (--device cpu)")),
+            DeviceKind::Cpu => Ok(on(Device::flex(), false, "the CPU, as asked")),
             DeviceKind::Wgpu => WGPU.get_or_init(wgpu_device).clone().map_err(Error::Device),
             DeviceKind::Cuda => Ok(on(cuda_device()?, true, "CUDA device 0")),
         }

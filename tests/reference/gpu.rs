@@ -108,7 +108,15 @@ fn f16_on_wgpu_stays_close_to_f32() {
         ..options(&device, Precision::F16, None)
     };
     let f16_model = load(&reference("sd15/pipeline"), &half).unwrap();
-    assert_eq!(f16_model.vae_precision, Precision::F32);
+    let vae = if f16_model.vae_config.force_upcast {
+        Precision::F32
+    } else {
+        Precision::F16
+    };
+    assert_eq!(
+        f16_model.vae_precision, vae,
+        "the VAE's precision follows force_upcast"
+    );
     let mut compared = 0;
     for kind in ["txt2img_", "img2img", "inpaint_blend"] {
         let Some((name, run)) = runs().into_iter().find(|(name, _)| name.starts_with(kind)) else {

@@ -117,7 +117,11 @@ mod gpu {
         };
         let (precision, vae_upcast) =
             inference::device::choose_precision("auto", &opened).map_err(|e| e.to_string())?;
-        let vae = if vae_upcast { ", the VAE in f32" } else { "" };
+        let vae = if vae_upcast {
+            ", the VAE in f32 unless it is f16-safe"
+        } else {
+            ""
+        };
         let note = super::DeviceNote {
             short: format!("Running on {} ({precision})", info.name),
             detail: format!(
