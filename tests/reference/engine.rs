@@ -398,17 +398,14 @@ fn cost_refuses_what_cannot_fit_and_times_large_requests() {
     assert!((t8.as_secs_f64() / t4.as_secs_f64() - 2.0).abs() < 0.01);
 }
 
-/// A VAE whose first convolutions are scaled so far up that f16 overflows in them (the
-/// GroupNorms after them keep the f32 image finite): a half-precision model decodes and
-/// encodes again in f32, says so once, and gives the f32 image.
-#[test]
-fn a_half_precision_vae_that_overflows_runs_again_in_f32() {
+/// The reference checkpoint with the tensors under `prefixes` scaled ×1e5 (so f16 overflows
+/// after them), loaded in f32 and in f16, and an Euler request for it (the folder holding
+/// the file lives as long as the returned `TempDir`).
+fn hot_checkpoint(prefixes: &[&str]) -> (Model, Model, GenerateRequest, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("hot_vae.safetensors");
+    let path = dir.path().join("hot.safetensors");
     let scale_up = |name: &str, t: &mut Fixture| {
-        if name.starts_with("first_stage_model.decoder.conv_in.")
-            || name.starts_with("first_stage_model.encoder.conv_in.")
-        {
+        if prefixes.iter().any(|p| name.starts_with(p)) {
             *t = Fixture::from_f32(
                 t.shape.clone(),
                 &t.f32().iter().map(|v| v * 1e5).collect::<Vec<_>>(),
@@ -428,6 +425,18 @@ fn a_half_precision_vae_that_overflows_runs_again_in_f32() {
         sampler: SamplerName::Euler,
         schedule: ScheduleName::Normal,
     };
+    (full, half, r, dir)
+}
+
+/// A VAE whose first convolutions are scaled so far up that f16 overflows in them (the
+/// GroupNorms after them keep the f32 image finite): a half-precision model decodes and
+/// encodes again in f32, says so once, and gives the f32 image.
+#[test]
+fn a_half_precision_vae_that_overflows_runs_again_in_f32() {
+    let (full, half, r, _dir) = hot_checkpoint(&[
+        "first_stage_model.decoder.conv_in.",
+        "first_stage_model.encoder.conv_in.",
+    ]);
     // The f16 VAE alone does overflow.
     let z = burn::tensor::Tensor::<4>::ones([1, 4, 8, 8], &Device::flex());
     let raw = half.vae.decode(half.to_network(z));
@@ -467,29 +476,7 @@ fn a_half_precision_vae_that_overflows_runs_again_in_f32() {
 /// on an f32 copy of the UNet, keeps it, says so once, and gives the f32 image.
 #[test]
 fn a_half_precision_unet_that_overflows_runs_again_in_f32() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("hot_unet.safetensors");
-    let scale_up = |name: &str, t: &mut Fixture| {
-        if name.starts_with("model.diffusion_model.input_blocks.0.0.") {
-            *t = Fixture::from_f32(
-                t.shape.clone(),
-                &t.f32().iter().map(|v| v * 1e5).collect::<Vec<_>>(),
-            );
-        }
-        true
-    };
-    write_edited_checkpoint(&path, scale_up, Vec::new());
-    let at = |precision| LoadOptions {
-        precision,
-        ..single_file_options()
-    };
-    let full = load(&path, &at(Precision::F32)).unwrap();
-    let half = load(&path, &at(Precision::F16)).unwrap();
-    let mut r = request(&full, 9);
-    r.sampler = SamplerChoice::Named {
-        sampler: SamplerName::Euler,
-        schedule: ScheduleName::Normal,
-    };
+    let (full, half, r, _dir) = hot_checkpoint(&["model.diffusion_model.input_blocks.0.0."]);
     // The f16 UNet alone does overflow.
     let (side, channels) = (r.height as usize / 8, full.unet_config.in_channels);
     let x = burn::tensor::Tensor::<4>::ones([1, channels, side, side], &Device::flex());
