@@ -126,6 +126,9 @@ pub struct Model {
     pub precision: Precision,
     /// The VAE's: the same, or f32 ([`crate::weights::LoadOptions::vae_upcast`]).
     pub vae_precision: Precision,
+    /// The files the UNet's and text encoders' weights were read from (none for pickles):
+    /// taking a LoRA out reads the weights it changed from there again.
+    pub sources: crate::weights::WeightSources,
     /// LoRAs merged into the weights, and the weights they replaced.
     pub lora: crate::lora::LoraState,
     /// The ControlNets requests use, loaded once, by folder.

@@ -2,7 +2,8 @@
 //!
 //! Today these are CPU kernels for the operations where Burn's CPU backend (burn-flex) is far
 //! behind PyTorch in an SD UNet (see README's performance section): attention, SiLU, GELU and
-//! GroupNorm; and the low-rank weight update a LoRA merge makes (`low_rank`). Each public function takes the fast path for contiguous float32 tensors on the
+//! GroupNorm; the low-rank weight update a LoRA merge makes (`low_rank`) and a weight read
+//! again from its checkpoint (`widen`). Each public function takes the fast path for contiguous float32 tensors on the
 //! CPU device and otherwise runs the plain-Burn reference (`reference` module), so GPU
 //! backends are unaffected. The fast paths work in place on the tensor's own buffer when it
 //! is not shared (burn-flex's `into_data`/`from_data` move the buffer without copying).
@@ -13,6 +14,7 @@ pub mod group_norm;
 pub mod low_rank;
 pub mod reference;
 pub mod simd_math;
+pub mod widen;
 
 use burn::nn::GroupNorm;
 use burn::tensor::{DType, Device, Tensor, TensorData};

@@ -64,6 +64,38 @@ pub fn add_product(
     Tensor::from_data(dst, &device)
 }
 
+/// `target + scale * lhs @ rhs`, written into `target`'s own buffer on the CPU in f32 when
+/// no other tensor shares it (nothing is allocated: a LoRA merged into the loaded weights
+/// themselves). Otherwise as [`add_product`] without a buffer to reuse.
+///
+/// # Shapes
+/// - `target`: `[m, n]`, `lhs`: `[m, k]`, `rhs`: `[k, n]` -> `[m, n]`
+pub fn add_product_in_place(
+    target: Tensor<2>,
+    lhs: Tensor<2>,
+    rhs: Tensor<2>,
+    scale: f32,
+) -> Tensor<2> {
+    let [m, n] = target.dims();
+    let [lhs_rows, k] = lhs.dims();
+    let fits = lhs_rows == m && rhs.dims() == [k, n];
+    if !(fits && on_cpu_f32(&target) && on_cpu_f32(&lhs) && on_cpu_f32(&rhs)) {
+        return reference::add_product(target, lhs, rhs, scale);
+    }
+    let device = target.device();
+    let (lhs, rhs) = (lhs.into_data(), rhs.into_data());
+    let mut dst = target.into_data();
+    add_product_into(
+        mut_f32s(&mut dst),
+        None,
+        f32s(&lhs),
+        f32s(&rhs),
+        [m, n, k],
+        scale,
+    );
+    Tensor::from_data(dst, &device)
+}
+
 fn f32s(t: &TensorData) -> &[f32] {
     t.as_slice::<f32>().expect("float32 tensor data")
 }
@@ -223,5 +255,32 @@ mod tests {
             Some(reuse),
         );
         assert_eq!(address(&out), before, "the merge allocated a new buffer");
+    }
+
+    #[test]
+    fn in_place_matches_burn_writes_its_own_buffer_and_never_a_shared_one() {
+        let address = |t: &Tensor<2>| {
+            t.clone()
+                .try_into_primitive::<Flex>()
+                .map(|f| f.bytes().as_ptr() as usize)
+                .unwrap()
+        };
+        for [m, n, k] in [[1, 1, 1], [320, 320, 8], [77, 1000, 32], [9, 4, 0]] {
+            let target = values([m, n], 13);
+            let lhs = values([k, m], 14).transpose();
+            let rhs = values([n, k], 15).transpose();
+            let expected = reference::add_product(target.clone(), lhs.clone(), rhs.clone(), 0.3);
+            let before = address(&target);
+            let out = add_product_in_place(target, lhs, rhs, 0.3);
+            assert_eq!(address(&out), before, "{m}x{n}x{k}: a new buffer");
+            assert!(
+                max_diff(out, expected) <= 1e-6 * (k as f32).max(1.0),
+                "{m}x{n}x{k}"
+            );
+        }
+        let shared = values([16, 8], 16);
+        let kept = shared.to_data();
+        let _ = add_product_in_place(shared.clone(), values([16, 2], 17), values([2, 8], 18), 1.0);
+        assert_eq!(shared.into_data(), kept, "a shared weight was written");
     }
 }

@@ -18,6 +18,7 @@ mod gpu;
 mod kdiffusion;
 mod kill;
 mod lora;
+mod lora_restore;
 mod pipelines;
 mod prompt;
 mod prompt_schedules;

@@ -1,7 +1,8 @@
 //! `ember bench lora`: how long merging a kohya LoRA takes on a family's released
-//! architecture with random weights: the first merge (reading the file, keeping the
-//! originals), a change of strength (merged again from the kept originals), taking it
-//! out (the originals written back) and merging it again.
+//! architecture with random weights loaded from a checkpoint file: the first merge
+//! (reading the LoRA, merging into the loaded weights), a change of strength (the changed
+//! weights read from the checkpoint again, then merged), taking it out (read again) and
+//! merging it again.
 
 use std::time::{Duration, Instant};
 
@@ -16,21 +17,22 @@ pub struct LoraTimes {
     /// Modules the LoRA changes, and the file's size in bytes.
     pub modules: usize,
     pub file_bytes: u64,
-    /// The size of the weights the LoRA changes: the new memory a first merge takes.
+    /// The size of the weights the LoRA changes (merged in place: no new memory for a
+    /// model loaded from a `.safetensors` file; a copy of them for any other).
     pub merged_bytes: u64,
-    /// The first merge, whose merged weights take memory the process never had (on a
-    /// virtual machine the host may hand such pages out slowly).
     pub first_merge: Duration,
     pub change_strength: Duration,
     pub remove: Duration,
-    /// Merging it again after the removal (the memory the first merge freed is reused).
+    /// Merging it again after the removal.
     pub merge_again: Duration,
 }
 
-/// Builds the family's model with random weights and times [`run_on`] it.
+/// Builds the family's model with random weights (saved to a temporary `.safetensors` file
+/// and loaded from it, as a user's checkpoint is) and times [`run_on`] it.
 pub fn run(family: Family, rank: usize, options: &LoadOptions) -> Result<LoraTimes> {
     check_rank(rank)?;
-    let mut model = crate::weights::loader::random_model(family, options)?;
+    let temp = std::env::temp_dir();
+    let mut model = crate::weights::random::random_model(family, options, &temp)?;
     run_on(&mut model, rank)
 }
 

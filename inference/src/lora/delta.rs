@@ -77,28 +77,38 @@ fn plain_linear_lora(adapter: &Adapter) -> Option<(&PackTensor, &PackTensor)> {
     }
 }
 
+/// Where a merged weight may be written.
+pub enum Destination {
+    /// Into the weight's own buffer: nothing needs the loaded value (it can be read from
+    /// the file again).
+    InPlace,
+    /// The loaded weight must stay as it is; this buffer of its size (the previous merge's
+    /// result), when there is one, may be written over.
+    Reuse(Option<Box<Tensor<1>>>),
+}
+
 /// A plain LoRA merged into a linear weight held `[in, out]` (Burn's layout):
-/// `w + factor · downᵀ · upᵀ`, written into `reuse`'s buffer when it can be (see
-/// [`kernels::low_rank::add_product`]), with no full-size transpose, product or scaling pass
-/// (the weights are up to 10 M elements, the factors a few thousand).
+/// `w + factor · downᵀ · upᵀ`, written where `destination` says when it can be (see
+/// [`kernels::low_rank`]), with no full-size transpose, product or scaling pass (the
+/// weights are up to 10 M elements, the factors a few thousand).
 fn merge_linear_lora(
     w: Tensor<2>,
     (up, down): (&PackTensor, &PackTensor),
     factor: f32,
-    reuse: Option<Tensor<1>>,
+    destination: Destination,
     device: &Device,
 ) -> Result<Tensor<2>> {
     let up = matrix(up, device)?;
     let down = matrix(down, device)?;
     let dims = w.dims();
-    let reuse = reuse.map(|t| t.reshape(dims));
-    Ok(kernels::low_rank::add_product(
-        w,
-        down.transpose(),
-        up.transpose(),
-        factor,
-        reuse,
-    ))
+    let (lhs, rhs) = (down.transpose(), up.transpose());
+    Ok(match destination {
+        Destination::InPlace => kernels::low_rank::add_product_in_place(w, lhs, rhs, factor),
+        Destination::Reuse(reuse) => {
+            let reuse = reuse.map(|t| (*t).reshape(dims));
+            kernels::low_rank::add_product(w, lhs, rhs, factor, reuse)
+        }
+    })
 }
 
 /// The unscaled change `ΔW` of one adapter, flattened in the weight's (PyTorch) order, for a
@@ -214,13 +224,13 @@ pub fn dora(
 }
 
 /// `w` (flat, in the network's layout: Burn's `[in, out]` for a linear layer, PyTorch's for
-/// a convolution) with `updates` merged, in f32 as A1111 merges them. `reuse` is a
-/// buffer of the weight's size that may be written over (the previous merge's result).
+/// a convolution) with `updates` merged, in f32 as A1111 merges them, written where
+/// `destination` says when it can be.
 pub fn merge_weight(
     w: Tensor<1>,
     dims: &[usize],
     updates: &[(f32, &Adapter)],
-    mut reuse: Option<Tensor<1>>,
+    destination: Destination,
     device: &Device,
 ) -> Result<Tensor<1>> {
     let n: usize = dims.iter().product();
@@ -245,7 +255,13 @@ pub fn merge_weight(
             t
         }
     };
+    // A weight in another format is converted into a new buffer, which is this merge's own.
+    let converted = w.dtype() != burn::tensor::DType::F32;
     let mut w = w.cast(burn::tensor::DType::F32);
+    let mut destination = match destination {
+        Destination::Reuse(_) if converted => Destination::InPlace,
+        other => other,
+    };
     for (strength, adapter) in updates {
         if linear
             && adapter.dora_scale.is_none()
@@ -253,9 +269,12 @@ pub fn merge_weight(
         {
             let factor = adapter.scale() * strength;
             let w2 = w.reshape([inputs, out]);
-            w = merge_linear_lora(w2, factors, factor, reuse.take(), device)?.reshape([n]);
+            let here = std::mem::replace(&mut destination, Destination::InPlace);
+            w = merge_linear_lora(w2, factors, factor, here, device)?.reshape([n]);
             continue;
         }
+        // Every other kind makes a new tensor, which the next update may write into.
+        destination = Destination::InPlace;
         let change = delta(adapter, kernel, device)?.mul_scalar(adapter.scale());
         w = match &adapter.dora_scale {
             Some(m) => from_torch(dora(

@@ -1,10 +1,11 @@
 //! Merging LoRA adapters into a loaded model and taking them out again. A1111's rule, per
 //! module: `W' = W + strength * (alpha / rank) * up @ down`, computed in f32 and cast to the
-//! model's precision. The first merge keeps a copy of every weight it touches, exactly as
-//! loaded; a new set of LoRAs (or none) starts from those copies, so removing LoRAs gives
-//! the loaded weights back bit for bit, never by subtracting.
+//! model's precision. Taking LoRAs out gives the loaded weights back bit for bit, never by
+//! subtracting: a weight loaded from a `.safetensors` file is merged in place and read
+//! from the file again ([`crate::weights::WeightSources`]); any other is kept as loaded
+//! and put back. A new set of LoRAs (or none) starts from the loaded weights.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
 use burn::module::Module;
@@ -12,8 +13,9 @@ use burn::store::burn_pack::Tensor as PackTensor;
 use burn::store::{BurnToPyTorchAdapter, ModuleSnapshot, PathFilter, bridge};
 use burn::tensor::Tensor;
 
-use super::delta::{merge_weight, target_size};
+use super::delta::{Destination, merge_weight, target_size};
 use super::file::{Adapter, LoraFile, ModuleName, Network};
+use super::unmerge::{map_network, take_out};
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::weights::keymap::{
@@ -31,11 +33,16 @@ pub struct LoraSpec {
 /// What a model holds of merged LoRAs.
 #[derive(Default)]
 pub struct LoraState {
-    /// The touched weights as loaded: the very tensors, flattened (Burn's layout, the
-    /// model's dtype), put back as they are.
-    originals: HashMap<(Network, String), Tensor<1>>,
+    /// Every weight a merge changed, by network and module path.
+    pub(super) touched: BTreeSet<(Network, String)>,
+    /// Those of them with no file to read them from again: the very tensors loaded,
+    /// flattened (Burn's layout, the model's dtype), put back as they are.
+    pub(super) originals: HashMap<(Network, String), Tensor<1>>,
     /// What is merged now.
-    applied: Vec<LoraSpec>,
+    pub(super) applied: Vec<LoraSpec>,
+    /// Taking LoRAs out failed (the checkpoint changed on disk): the weights are neither
+    /// the loaded ones nor a merge, and every later merge tries again (and says so).
+    pub(super) unrestored: bool,
     /// Short hashes already computed, by file, with the file's size and modification time
     /// (a LoRA is hundreds of MiB: hashing it for every image would read it every time).
     hashes: HashMap<PathBuf, (u64, Option<std::time::SystemTime>, String)>,
@@ -83,8 +90,6 @@ trait NetworkModule {
     fn shapes(&self) -> Vec<(String, Vec<usize>)>;
     /// The current value of `paths` (PyTorch layout).
     fn read(&self, paths: &[String]) -> Vec<PackTensor>;
-    /// Replaces weights in place by path ([`super::swap::map_weights`]).
-    fn map_weights(&mut self, wanted: &dyn Fn(&str) -> bool, f: &mut super::swap::WeightFn<'_>);
 }
 
 impl<M: Module> NetworkModule for M {
@@ -98,12 +103,6 @@ impl<M: Module> NetworkModule for M {
     fn read(&self, paths: &[String]) -> Vec<PackTensor> {
         let filter = PathFilter::new().with_full_paths(paths.iter().cloned());
         self.collect(Some(filter), Some(Box::new(BurnToPyTorchAdapter)), true)
-    }
-
-    fn map_weights(&mut self, wanted: &dyn Fn(&str) -> bool, f: &mut super::swap::WeightFn<'_>) {
-        // `Module::map` takes the module by value: swap a placeholder-free copy in and out.
-        let module = self.clone();
-        *self = super::swap::map_weights(module, wanted, f);
     }
 }
 
@@ -203,7 +202,7 @@ pub fn kohya_linear_targets(model: &mut Model) -> Vec<(String, [usize; 2])> {
 /// Merges `specs` into `model` (after taking out whatever was merged before); an empty list
 /// restores the loaded weights. Returns report lines (partial matches).
 pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
-    if model.lora.applied == specs {
+    if model.lora.applied == specs && !model.lora.unrestored {
         return Ok(Vec::new());
     }
     let files: Vec<LoraFile> = specs
@@ -307,15 +306,35 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
         }
     }
 
-    // The previous merge's tensors, taken out of the model: written over by this merge
-    // (when nothing else holds them) instead of new ones allocated.
+    // The previous merge's copies of weights without a file, taken out of the model:
+    // written over by this merge (when nothing else holds them) instead of new ones.
     let mut reusable = take_out(model)?;
+    if let Err(e) = merge(model, &networks, &updates, &mut reusable) {
+        // A failed merge never leaves half-merged weights (if this fails too, its error,
+        // which says to load the model again, is the one to tell).
+        take_out(model)?;
+        return Err(e);
+    }
+    model.lora.applied = specs.to_vec();
+    Ok(report)
+}
+
+/// What each weight merges: `(strength, adapter)` lists by network and module path.
+type Updates<'a> = BTreeMap<(Network, String), Vec<(f32, &'a Adapter)>>;
+
+/// Merges `updates` into the model's weights, recording each weight it changes (and a
+/// copy of those without a file source) in `model.lora`. A weight with a file source is
+/// merged into its own buffer. On an error some weights may be merged and one zeroed:
+/// the caller takes them out.
+fn merge(
+    model: &mut Model,
+    networks: &[Network],
+    updates: &Updates<'_>,
+    reusable: &mut HashMap<(Network, String), Tensor<1>>,
+) -> Result<()> {
     let dtype = model.precision.dtype();
     let device = model.device.clone();
-    // First every merged weight of every network, so that an error leaves the model as
-    // loaded (no network half merged)...
-    let mut merged: HashMap<(Network, String), Tensor<1>> = HashMap::new();
-    for &network in &networks {
+    for &network in networks {
         let touched: HashMap<&str, &Vec<(f32, &Adapter)>> = updates
             .iter()
             .filter(|((n, _), _)| *n == network)
@@ -324,24 +343,43 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
         if touched.is_empty() {
             continue;
         }
+        let rereadable: BTreeSet<&str> = touched
+            .keys()
+            .copied()
+            .filter(|path| model.sources.has(network, path))
+            .collect();
         let mut failed = None;
-        let mut visited = 0;
+        let mut changed = Vec::new();
+        let mut kept = Vec::new();
         let wanted = |path: &str| touched.contains_key(path);
-        with_network(model, network, &mut |m| {
-            m.map_weights(&wanted, &mut |path, w, dims| {
-                visited += 1;
-                if failed.is_none() {
-                    let reuse = reusable.remove(&(network, path.to_string()));
-                    match merge_weight(w, dims, touched[path], reuse, &device) {
-                        Ok(t) => {
-                            merged.insert((network, path.to_string()), t.cast(dtype));
-                        }
-                        Err(e) => failed = Some(e),
-                    }
+        map_network(model, network, &wanted, &mut |weight, w| {
+            let (path, dims) = (weight.path, weight.dims);
+            if failed.is_some() {
+                return w;
+            }
+            changed.push(path.to_string());
+            let destination = if rereadable.contains(path) {
+                Destination::InPlace
+            } else {
+                kept.push((path.to_string(), w.clone()));
+                Destination::Reuse(reusable.remove(&(network, path.to_string())).map(Box::new))
+            };
+            let n = w.dims()[0];
+            match merge_weight(w, dims, touched[path], destination, &device) {
+                Ok(t) => t.cast(dtype),
+                Err(e) => {
+                    failed = Some(e);
+                    // Put back with the others by the caller.
+                    Tensor::<1>::zeros([n], &device).cast(dtype)
                 }
-                None
-            })
+            }
         });
+        let lora = &mut model.lora;
+        let visited = changed.len();
+        lora.touched
+            .extend(changed.into_iter().map(|path| (network, path)));
+        lora.originals
+            .extend(kept.into_iter().map(|(path, w)| ((network, path), w)));
         if let Some(e) = failed {
             return Err(e);
         }
@@ -353,71 +391,7 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
             )));
         }
     }
-    // ...then swapped in, the loaded tensors kept as they are.
-    for &network in &networks {
-        let wanted = |path: &str| merged.contains_key(&(network, path.to_string()));
-        let mut kept = Vec::new();
-        let mut into_model = |path: &str, w: Tensor<1>, _: &[usize]| {
-            let new = merged.get(&(network, path.to_string())).cloned();
-            kept.push((path.to_string(), w));
-            new
-        };
-        match network {
-            Network::Unet => model.unet.map_weights(&wanted, &mut into_model),
-            Network::TextEncoder(i) => model.encoders[i]
-                .network
-                .map_weights(&wanted, &mut into_model),
-        }
-        for (path, w) in kept {
-            model.lora.originals.insert((network, path), w);
-        }
-    }
-    model.lora.applied = specs.to_vec();
-    Ok(report)
-}
-
-/// Puts every weight a LoRA touched back: the loaded tensors themselves. On an error the
-/// kept originals stay, so a later restore can still put them back.
-pub fn restore(model: &mut Model) -> Result<()> {
-    take_out(model).map(drop)
-}
-
-/// [`restore`], returning the merged tensors it took out of the model (by network and
-/// path), which nothing else holds any more.
-fn take_out(model: &mut Model) -> Result<HashMap<(Network, String), Tensor<1>>> {
-    // An f32 copy of the UNet made from the weights about to change would be stale.
-    model.unet_f32.take();
-    let originals = model.lora.originals.clone();
-    let mut taken = HashMap::new();
-    let mut networks: Vec<Network> = originals.keys().map(|(n, _)| *n).collect();
-    networks.sort();
-    networks.dedup();
-    for network in networks {
-        let wanted = |path: &str| originals.contains_key(&(network, path.to_string()));
-        let mut back: HashMap<String, Tensor<1>> = originals
-            .iter()
-            .filter(|((n, _), _)| *n == network)
-            .map(|((_, path), t)| (path.clone(), t.clone()))
-            .collect();
-        let mut put_back = |path: &str, merged: Tensor<1>, _: &[usize]| {
-            let original = back.remove(path);
-            if original.is_some() {
-                taken.insert((network, path.to_string()), merged);
-            }
-            original
-        };
-        with_network(model, network, &mut |m| {
-            m.map_weights(&wanted, &mut put_back)
-        });
-        if let Some(path) = back.keys().next() {
-            return Err(Error::settings(format!(
-                "restoring `{path}` after a LoRA failed"
-            )));
-        }
-    }
-    model.lora.originals.clear();
-    model.lora.applied.clear();
-    Ok(taken)
+    Ok(())
 }
 
 /// A weight as the model holds it now, in PyTorch layout and f32 (for checks and reports):

@@ -4,8 +4,10 @@
 pub mod delta;
 pub mod file;
 pub mod merge;
-mod swap;
+pub mod swap;
 pub mod tags;
+mod unmerge;
 
 pub use file::Network;
-pub use merge::{LoraSpec, LoraState, read_weight, restore, set, set_for_request};
+pub use merge::{LoraSpec, LoraState, read_weight, set, set_for_request};
+pub use unmerge::restore;

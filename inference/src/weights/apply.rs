@@ -62,9 +62,8 @@ pub fn apply_strict<M: Module>(
         origin.insert(tensor.name.clone(), file_key);
         pack.push(tensor);
     }
-    let adapter = ChainAdapter::new(PyTorchToBurnAdapter, FloatCastAdapter::to(dtype));
     // Enum variants (`Projection::Conv`) are not part of diffusers key paths.
-    let result = module.apply(pack, None, Some(Box::new(adapter)), true);
+    let result = module.apply(pack, None, Some(Box::new(load_adapter(dtype))), true);
 
     let file_key = |module_path: &str| {
         origin
@@ -151,6 +150,12 @@ pub fn apply_strict<M: Module>(
             converted_from,
         },
     ))
+}
+
+/// How a file's tensors become a module's weights: PyTorch layouts and names to Burn's,
+/// floats to `dtype`. Reading a weight again ([`super::restore`]) must convert it the same.
+pub(crate) fn load_adapter(dtype: DType) -> ChainAdapter {
+    ChainAdapter::new(PyTorchToBurnAdapter, FloatCastAdapter::to(dtype))
 }
 
 /// The path of the first float parameter holding NaN or infinity, if any.

@@ -176,9 +176,11 @@ pub(super) fn load(dir: &Path, options: &LoadOptions, stages: &mut Stages<'_>) -
     let mut tensors: Vec<Vec<NamedTensor>> = (0..files.len()).map(|_| Vec::new()).collect();
     let mut total = 0;
     let mut format = FileFormat::Safetensors;
+    let mut rereadable = true;
     for (network, file_path) in files.iter().enumerate() {
         let file = TensorFile::open(file_path)?;
         format = file.format;
+        rereadable &= format == FileFormat::Safetensors;
         total += file.tensors.len();
         for mut tensor in file.tensors {
             let key = tensor.name.clone();
@@ -215,6 +217,7 @@ pub(super) fn load(dir: &Path, options: &LoadOptions, stages: &mut Stages<'_>) -
         vae,
         from_preset: false,
         file_names: None,
+        rereadable,
     };
     let networks = Networks::load(&configs, sources, options, stages)?;
     report.components = networks.reports.clone();

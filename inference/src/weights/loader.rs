@@ -76,11 +76,7 @@ pub fn load_observed(
         std::io::ErrorKind::NotFound => Error::invalid_model(path, "no such file or folder"),
         _ => Error::io(path, e),
     })?;
-    let mut stage = Stages {
-        progress,
-        done: 0,
-        total: 4,
-    };
+    let mut stage = Stages::new(progress);
     stage.next()?;
     if meta.is_dir() {
         super::folder::load(path, options, &mut stage)
@@ -96,7 +92,16 @@ pub(super) struct Stages<'a> {
     total: usize,
 }
 
-impl Stages<'_> {
+impl<'a> Stages<'a> {
+    /// Stages reported to `progress`.
+    pub fn new(progress: &'a mut dyn FnMut(usize, usize) -> ControlFlow<()>) -> Self {
+        Self {
+            progress,
+            done: 0,
+            total: 4,
+        }
+    }
+
     /// Reports the stage about to start; `Err(Cancelled)` when the caller asked to stop.
     pub fn next(&mut self) -> Result<()> {
         let flow = (self.progress)(self.done, self.total);
@@ -251,6 +256,8 @@ pub(super) struct Networks {
     unet: UNet,
     vae: Vae,
     pub reports: Vec<ComponentReport>,
+    /// The UNet's and text encoders' tensors, to read weights again after a LoRA.
+    sources: super::WeightSources,
 }
 
 /// A single file's own name for a module path of network `i` that it lacks.
@@ -268,6 +275,9 @@ pub(super) struct Sources<'a> {
     /// A single file's own name for a module path of network `i` (encoders, UNet, VAE) that
     /// it lacks (see [`super::file_names`]).
     pub file_names: Option<NetworkFileNames<'a>>,
+    /// Every tensor comes from a `.safetensors` file, which the model may read again
+    /// ([`super::restore`]).
+    pub rereadable: bool,
 }
 
 /// A report name for encoder `i` of a family (`text encoder`, `text encoder 2`).
@@ -292,6 +302,14 @@ impl Networks {
         let file_names = sources.file_names;
         let namer = |i: usize| file_names.map(|f| move |name: &str| f(i, name));
         let encoder_count = sources.encoders.len();
+        let rereadable = sources.rereadable;
+        let mut kept = super::WeightSources::default();
+        let mut keep = |network, tensors: &[NamedTensor]| {
+            if rereadable {
+                let tensors = tensors.iter().map(|t| t.tensor.clone()).collect();
+                kept.keep(network, tensors, options.precision.dtype());
+            }
+        };
         let hint = |e: Error| match e {
             Error::Weights { path, message } if from_preset && message.contains("has shape") => {
                 Error::Weights {
@@ -318,6 +336,7 @@ impl Networks {
             let name = encoder_name(configs.family, i);
             let names = namer(i);
             let names = names.as_ref().map(|f| f as FileName<'_>);
+            keep(crate::lora::Network::TextEncoder(i), &tensors);
             let (network, report) =
                 apply_strict(config.init(d), tensors, (&name, path), dtype, names).map_err(hint)?;
             encoders.push(network);
@@ -327,6 +346,7 @@ impl Networks {
         let (tensors, path) = sources.unet;
         let names = namer(encoder_count);
         let names = names.as_ref().map(|f| f as FileName<'_>);
+        keep(crate::lora::Network::Unet, &tensors);
         let (unet, report) =
             apply_strict(configs.unet.init(d), tensors, ("UNet", path), dtype, names)
                 .map_err(hint)?;
@@ -350,6 +370,7 @@ impl Networks {
             unet,
             vae,
             reports,
+            sources: kept,
         })
     }
 
@@ -402,6 +423,7 @@ impl Networks {
             device: options.device.clone(),
             precision: options.precision,
             vae_precision: options.vae_precision(&configs.vae),
+            sources: self.sources,
             lora: Default::default(),
             controlnets: Vec::new(),
             vae_f32: Default::default(),
@@ -446,46 +468,4 @@ pub(super) fn detected_with(
         zero_terminal_snr,
         ..Detected::plain(family, unet.in_channels)
     }
-}
-
-/// A model of `family`'s released architecture with random weights (the benchmarks':
-/// nothing is read from disk).
-pub fn random_model(family: Family, options: &LoadOptions) -> Result<Model> {
-    use burn::module::Module;
-    let configs = Configs::preset(family, 4);
-    let (d, dtype) = (&options.device, options.precision.dtype());
-    let mut cast = crate::device::CastParams(dtype);
-    let networks = Networks {
-        encoders: configs
-            .encoders
-            .iter()
-            .map(|c| c.init(d).map(&mut cast))
-            .collect(),
-        unet: configs.unet.init(d).map(&mut cast),
-        vae: configs.vae.init(d).map(&mut crate::device::CastParams(
-            options.vae_precision(&configs.vae).dtype(),
-        )),
-        reports: Vec::new(),
-    };
-    let tokenizers = family
-        .spec()
-        .encoders
-        .iter()
-        .map(|e| ClipTokenizer::bundled(e.pad))
-        .collect::<Result<Vec<_>>>()?;
-    let info = ModelInfo {
-        path: PathBuf::from("(random weights)"),
-        name: format!("random {}", family.spec().label),
-        layout: crate::model::Layout::SingleFile(super::source::FileFormat::Safetensors),
-        detected: Detected {
-            family,
-            inpainting: false,
-            unet_in_channels: 4,
-            prediction: None,
-            zero_terminal_snr: false,
-        },
-        tensor_count: 0,
-        report: Default::default(),
-    };
-    Ok(networks.into_model(configs, info, tokenizers, None, false, options))
 }

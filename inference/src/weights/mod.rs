@@ -13,10 +13,13 @@ pub mod loader;
 pub mod pickle_guard;
 pub mod plan;
 pub mod prediction;
+pub mod random;
+pub mod restore;
 mod safetensors_file;
 mod single_file;
 pub mod source;
 
 pub use apply::{ComponentReport, NamedTensor, apply_strict};
 pub use loader::{LoadOptions, load};
+pub use restore::WeightSources;
 pub use source::{FileFormat, TensorFile};

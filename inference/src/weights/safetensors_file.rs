@@ -1,6 +1,11 @@
 //! A `.safetensors` file read as lazily loaded tensors: the header is checked and parsed
 //! once, and each tensor's bytes are read from the file at its offset when it is asked for.
 //!
+//! The file stays open while its tensors live (a loaded model keeps them to put weights
+//! back after a LoRA), and every read first checks that the file still has the size and
+//! modification time it had when opened: a checkpoint overwritten in place is an error,
+//! never other weights read silently.
+//!
 //! burn-store's own reader parses the whole JSON header again for every tensor it reads,
 //! which is quadratic in the tensor count: an SDXL checkpoint (2,500 tensors, a 300 kB
 //! header) would parse 750 MB of JSON, a LoRA (700 small tensors) spends most of its
@@ -59,6 +64,7 @@ pub fn open(path: &Path, file_len: u64) -> Result<Vec<PackTensor>> {
         .ok_or_else(|| bad("not a .safetensors file (its header is not a JSON object)".into()))?;
     let data_start = 8 + header_len;
     let data_len = file_len - data_start;
+    let stamp = Stamp::of(&file).map_err(|e| Error::io(path, e))?;
     let file = Arc::new(Mutex::new(file));
     let mut tensors = Vec::with_capacity(entries.len());
     for (name, info) in entries {
@@ -107,7 +113,7 @@ pub fn open(path: &Path, file_len: u64) -> Result<Vec<PackTensor>> {
             dtype,
             shape.into(),
             None,
-            move || read_tensor(&file, data_start + begin, &shape_for_read, dtype),
+            move || read_tensor(&file, stamp, data_start + begin, &shape_for_read, dtype),
         ));
     }
     Ok(tensors)
@@ -132,29 +138,48 @@ fn burn_dtype(name: &str) -> Option<DType> {
     })
 }
 
+/// A file's size and modification time when it was opened.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Stamp(u64, Option<std::time::SystemTime>);
+
+impl Stamp {
+    fn of(file: &File) -> std::io::Result<Self> {
+        let meta = file.metadata()?;
+        Ok(Self(meta.len(), meta.modified().ok()))
+    }
+}
+
+/// What a read says when the file is no longer what was opened.
+pub const CHANGED_ON_DISK: &str = "the file changed on disk since it was opened";
+
 /// One tensor's values, read into a vector of its element type (so Burn keeps the buffer
-/// as it is instead of copying it to align it).
+/// as it is instead of copying it to align it), if the file is still as it was opened.
 fn read_tensor(
     file: &Mutex<File>,
+    stamp: Stamp,
     offset: u64,
     shape: &[usize],
     dtype: DType,
 ) -> std::result::Result<TensorData, PackError> {
+    let mut file = file
+        .lock()
+        .map_err(|_| PackError::IoError("the weight file's reader failed earlier".into()))?;
+    if Stamp::of(&file).map_err(|e| PackError::IoError(e.to_string()))? != stamp {
+        return Err(PackError::IoError(CHANGED_ON_DISK.into()));
+    }
     fn read<E: bytemuck::Pod + burn::tensor::Element>(
-        file: &Mutex<File>,
+        file: &mut File,
         offset: u64,
         shape: &[usize],
     ) -> std::result::Result<TensorData, PackError> {
         let n: usize = shape.iter().product();
         let mut values = vec![E::zeroed(); n];
-        let mut file = file
-            .lock()
-            .map_err(|_| PackError::IoError("the weight file's reader failed earlier".into()))?;
         file.seek(SeekFrom::Start(offset))
             .and_then(|_| file.read_exact(bytemuck::cast_slice_mut(&mut values)))
             .map_err(|e| PackError::IoError(e.to_string()))?;
         Ok(TensorData::new(values, shape.to_vec()))
     }
+    let file = &mut *file;
     match dtype {
         DType::F64 => read::<f64>(file, offset, shape),
         DType::F32 => read::<f32>(file, offset, shape),
@@ -255,5 +280,31 @@ mod tests {
             message.contains("\"w\"") && message.contains("0..8"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn a_file_overwritten_after_opening_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.safetensors");
+        let bytes = |v: f32| v.to_le_bytes().to_vec();
+        write(&path, &[("w", Dtype::F32, vec![1], bytes(1.0))]);
+        let tensors = open_file(&path).unwrap();
+        assert_eq!(
+            bridge::to_data(&tensors[0])
+                .unwrap()
+                .try_to_vec::<f32>()
+                .unwrap(),
+            [1.0]
+        );
+        // Overwritten in place, the same size: only the modification time tells.
+        let mut content = std::fs::read(&path).unwrap();
+        let at = content.len() - 4;
+        content[at..].copy_from_slice(&bytes(2.0));
+        std::fs::write(&path, content).unwrap();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        file.set_modified(later).unwrap();
+        let message = bridge::to_data(&tensors[0]).unwrap_err().to_string();
+        assert!(message.contains(CHANGED_ON_DISK), "{message}");
     }
 }

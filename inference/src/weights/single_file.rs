@@ -83,6 +83,7 @@ pub(super) fn load(path: &Path, options: &LoadOptions, stages: &mut Stages<'_>) 
     let encoders = spec.encoders.len();
     let (unet_index, vae_index) = (encoders, encoders + 1);
     let total = file.tensors.len();
+    let rereadable = file.format == super::source::FileFormat::Safetensors;
     let mut tensors: Vec<Vec<NamedTensor>> = (0..encoders + 2).map(|_| Vec::new()).collect();
     let mut report = LoadReport::default();
     if options.config_dir.is_none()
@@ -185,6 +186,7 @@ pub(super) fn load(path: &Path, options: &LoadOptions, stages: &mut Stages<'_>) 
         vae,
         from_preset,
         file_names: Some(&file_names),
+        rereadable,
     };
     let networks = Networks::load(&configs, sources, options, stages)?;
     // SD 2.x inpainting models are epsilon models (A1111's and ComfyUI's rule).
