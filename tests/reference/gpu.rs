@@ -1,15 +1,16 @@
 //! The reference runs on the wgpu backend: Mesa's software Vulkan (lavapipe) where the
 //! machine has no GPU, as in CI (`./test.sh` installs it on Debian), a real GPU where it has
-//! one. In f32 every run must match diffusers as on the CPU; in f16 the image must stay
-//! within a few levels of the f32 one.
+//! one. In f32 every run must match diffusers as on the CPU (SD 1.x, SD 2.x, SDXL and its
+//! refiner); in f16 the image must stay within a few levels of the f32 one.
 
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use burn::tensor::Device;
-use ember_tests::{inpainting_folder, pixel_diff, reference, runs};
+use ember_tests::{inpainting_folder, pixel_diff, reference, run_models, runs, runs_in};
 use inference::api::Progress;
 use inference::device::{DeviceKind, Precision};
+use inference::lora::LoraSpec;
 use inference::pipeline::generate;
 use inference::schedule::diffusers::SchedulerConfig;
 use inference::weights::{LoadOptions, load};
@@ -57,6 +58,49 @@ fn every_sd15_run_reproduces_on_wgpu_in_f32() {
         reproduced += 1;
     }
     assert!(reproduced > 0, "no SD 1.x run was reproduced");
+}
+
+/// Every SD 2.x (v-prediction) and SDXL run (txt2img, img2img, inpainting, the refiner
+/// alone and the base + refiner ensemble, with a LoRA where the run has one) from the
+/// diffusers folders, on the GPU in f32, within the tolerances the CPU meets.
+#[test]
+fn every_sd2_and_sdxl_run_reproduces_on_wgpu_in_f32() {
+    let device = wgpu();
+    let options = options(&device, Precision::F32, None);
+    let mut models: std::collections::HashMap<String, inference::model::Model> = Default::default();
+    let mut reproduced = Vec::new();
+    for dir in ["sd2v/runs", "sdxl/runs"] {
+        for (name, run) in runs_in(dir) {
+            let config = SchedulerConfig::from_json(&run["scheduler_config"].to_string()).unwrap();
+            let (base, second) = run_models(&run);
+            let lora = run["lora_scale"].as_f64().map(|scale| LoraSpec {
+                path: reference(second.as_deref().expect("a LoRA run names its LoRA")),
+                text_encoder: scale as f32,
+                unet: scale as f32,
+            });
+            let refiner = second.filter(|_| lora.is_none());
+            for folder in std::iter::once(&base).chain(&refiner) {
+                if !models.contains_key(folder) {
+                    models.insert(folder.clone(), load(&reference(folder), &options).unwrap());
+                }
+            }
+            let specs: Vec<LoraSpec> = lora.into_iter().collect();
+            inference::lora::set(models.get_mut(&base).unwrap(), &specs).unwrap();
+            let refiner = refiner.as_ref().map(|r| &models[r]);
+            check_run(dir, &name, &run, "wgpu", (&models[&base], refiner), config);
+            reproduced.push(format!("{dir}/{name}"));
+        }
+    }
+    for kind in [
+        "sd2v/runs/txt2img",
+        "sdxl/runs/inpaint",
+        "sdxl/runs/base_refiner",
+    ] {
+        assert!(
+            reproduced.iter().any(|n| n.starts_with(kind)),
+            "no {kind} run was reproduced on wgpu (reproduced: {reproduced:?})"
+        );
+    }
 }
 
 /// A size whose attention score matrix (9216² f32 per head: 340 MB) is larger than
