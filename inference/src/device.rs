@@ -165,6 +165,46 @@ pub fn shared_wgpu_device(shared: SharedWgpu) -> Result<Device> {
     })
 }
 
+/// Where Burn's GPU runtime keeps what it learns about this machine, set once per process
+/// before the first GPU device opens.
+#[derive(Clone, Debug, Default)]
+pub struct GpuRuntime {
+    /// Burn's autotune results (which kernel is fastest for each operation and shape on this
+    /// adapter) are kept here across runs, so only the first start pays for tuning.
+    /// `None`: cubecl's own default place.
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// For benchmarks: write each tuning decision made in this process to this file as a
+    /// JSON line (see [`crate::bench::attention_choices`]).
+    pub tuning_log: Option<std::path::PathBuf>,
+    /// Tune every shape again in this process: stored answers are neither read nor
+    /// replaced, so a benchmark measures (and logs) what this build picks now.
+    pub retune: bool,
+}
+
+/// Applies `settings` to Burn's GPU runtime; returns whether it took effect (the runtime
+/// reads its settings once, when the first GPU device opens). A `cubecl.toml` in the
+/// working folder and `CUBECL_*` variables still apply; only the folder is Ember's.
+#[cfg(feature = "wgpu")]
+pub fn configure_gpu_runtime(settings: &GpuRuntime) -> bool {
+    use burn::cubecl::config::{CubeClRuntimeConfig, RuntimeConfig, cache::CacheConfig};
+    let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
+    if let Some(dir) = &settings.cache_dir {
+        config.environment.path = CacheConfig::Directory(dir.clone());
+    }
+    if let Some(log) = &settings.tuning_log {
+        config.autotune.decisions.file = Some(log.clone());
+        config.autotune.decisions.append = false;
+    }
+    config.autotune.disable_cache |= settings.retune;
+    CubeClRuntimeConfig::try_set(config)
+}
+
+/// Without a GPU backend there is nothing to configure.
+#[cfg(not(feature = "wgpu"))]
+pub fn configure_gpu_runtime(_settings: &GpuRuntime) -> bool {
+    false
+}
+
 #[cfg(not(feature = "wgpu"))]
 fn wgpu_device() -> std::result::Result<OpenedDevice, String> {
     Err("this build has no wgpu backend; rebuild with `--features wgpu` or use --device cpu".into())

@@ -72,6 +72,10 @@ pub struct BenchArgs {
     /// Print one JSON line instead of text.
     #[arg(long)]
     pub json: bool,
+    /// On a GPU: tune every kernel again instead of using the autotune answers kept from
+    /// earlier runs (which stay as they are), so the attention kernels picked are printed.
+    #[arg(long)]
+    pub retune: bool,
     /// `lora`: the LoRA's rank.
     #[arg(long, default_value_t = 32)]
     pub rank: usize,
@@ -315,6 +319,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             };
         }
     };
+    let tuning_log = configure_gpu_runtime(cli.command.as_ref());
     let result = match cli.command {
         None => {
             // A typo of a command must not open a window complaining about a file.
@@ -336,7 +341,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
         Some(Command::Generate(args)) => generate::run(&args),
         Some(Command::Info { file }) => info::run(&file),
-        Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::Bench(args)) => bench::run(&args, tuning_log.as_deref()),
         Some(Command::Upscale(args)) => upscale::run(&args),
         Some(Command::Download(args)) => download::run(&args),
     };
@@ -347,4 +352,24 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Before any GPU device opens: Burn's autotune results are kept in Ember's cache folder
+/// across runs; a benchmark also logs the decisions it makes to the returned file (to say
+/// which attention kernel ran) and with `--retune` tunes everything again.
+fn configure_gpu_runtime(command: Option<&Command>) -> Option<PathBuf> {
+    let bench = match command {
+        Some(Command::Bench(args)) => Some(args),
+        _ => None,
+    };
+    let settings = inference::device::GpuRuntime {
+        cache_dir: inference::hashing::cache_dir().map(|dir| dir.join("gpu")),
+        tuning_log: bench.map(|_| {
+            let name = format!("ember-bench-tuning-{}.jsonl", std::process::id());
+            std::env::temp_dir().join(name)
+        }),
+        retune: bench.is_some_and(|args| args.retune),
+    };
+    inference::device::configure_gpu_runtime(&settings);
+    settings.tuning_log
 }
