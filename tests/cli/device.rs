@@ -39,3 +39,64 @@ fn the_automatic_device_says_which_it_is_and_why() {
         );
     }
 }
+
+/// `ember bench --device wgpu` on the machine's Vulkan driver (lavapipe in CI): the first run
+/// tunes Burn's kernels and keeps the answers in Ember's cache folder, so a second process
+/// tunes nothing; `--retune` tunes again. Each tuning names the attention kernel it chose.
+#[test]
+fn gpu_autotune_answers_are_kept_across_runs_and_bench_names_the_attention_kernel() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let bench = |extra: &[&str]| -> serde_json::Value {
+        let output = Command::new(env!("CARGO_BIN_EXE_ember"))
+            .env("EMBER_CACHE_DIR", &cache)
+            // f16: lavapipe binds at most 128 MiB, less than CLIP's f32 token embedding.
+            .args([
+                "bench",
+                "text-encoder",
+                "--device",
+                "wgpu",
+                "--precision",
+                "f16",
+            ])
+            .args(["--batch", "1"])
+            .args(["--warmup", "1", "--runs", "1", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        serde_json::from_slice(&output.stdout).expect("one JSON line")
+    };
+    let attention = |run: &serde_json::Value| -> Vec<String> {
+        run["attention"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().into())
+            .collect()
+    };
+    let cold = bench(&[]);
+    let tuned = attention(&cold);
+    // CLIP ViT-L: 77 tokens, 12 heads of 64.
+    assert!(!tuned.is_empty(), "{cold}");
+    assert!(tuned.iter().all(|a| a.contains("head 64")), "{tuned:?}");
+    assert!(cold["peak_device_bytes"].as_u64().unwrap() > 0, "{cold}");
+    assert!(cold["first_call_s"].as_f64().unwrap() > 0.0, "{cold}");
+    let kept = std::fs::read_dir(cache.join("gpu"))
+        .expect("a GPU cache folder")
+        .count();
+    assert!(
+        kept > 0,
+        "the autotune answers are kept in {}",
+        cache.display()
+    );
+
+    let warm = bench(&[]);
+    assert!(
+        attention(&warm).is_empty(),
+        "the kept answers are used: {warm}"
+    );
+    let retuned = bench(&["--retune"]);
+    assert_eq!(attention(&retuned).len(), tuned.len(), "{retuned}");
+}

@@ -7,11 +7,25 @@ use inference::device::{DeviceKind, Precision};
 
 use super::BenchArgs;
 
-pub fn run(args: &BenchArgs) -> Result<(), String> {
+/// `tuning_log`: where Burn's autotune writes its decisions in this process (a GPU run
+/// reads which attention kernel it picked from there, then removes it).
+pub fn run(args: &BenchArgs, tuning_log: Option<&std::path::Path>) -> Result<(), String> {
+    let result = run_target(args, tuning_log);
+    if let Some(log) = tuning_log {
+        let _ = std::fs::remove_file(log);
+    }
+    result
+}
+
+fn run_target(args: &BenchArgs, tuning_log: Option<&std::path::Path>) -> Result<(), String> {
     let err = |e: inference::Error| e.to_string();
     if args.target == "lora" {
         return lora(args);
     }
+    let opened = DeviceKind::parse(&args.device)
+        .map_err(err)?
+        .open()
+        .map_err(err)?;
     let config = BenchConfig {
         target: Target::parse(&args.target).map_err(err)?,
         family: bench::parse_arch(&args.arch).map_err(err)?,
@@ -19,10 +33,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         batch: args.batch,
         warmup: args.warmup,
         runs: args.runs,
-        device: DeviceKind::parse(&args.device)
-            .map_err(err)?
-            .device()
-            .map_err(err)?,
+        device: opened.device.clone(),
         precision: Precision::parse(&args.precision).map_err(err)?,
         vae_tiling: inference::api::VaeTiling::parse(&args.vae_tiling).map_err(err)?,
     };
@@ -63,19 +74,31 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let median = result.median().as_secs_f64();
     let min = result.times.iter().min().map_or(0.0, |t| t.as_secs_f64());
     let peak = inference::memory::peak_resident_bytes();
+    let first = result.first.map(|t| t.as_secs_f64());
+    let attention = tuning_log.map(bench::attention_choices).unwrap_or_default();
     if args.json {
         let json = serde_json::json!({
             "implementation": "ember",
             "target": args.target, "arch": args.arch, "size": args.size, "batch": args.batch,
-            "device": args.device, "precision": args.precision,
+            "device": args.device, "adapter": opened.description, "precision": args.precision,
             "median_s": median, "min_s": min, "runs": args.runs,
             "gflop": result.flops / 1e9, "gflops_per_s": result.gflops_per_second(),
-            "peak_rss_bytes": peak,
+            "peak_rss_bytes": peak, "peak_device_bytes": result.peak_device_bytes,
+            "first_call_s": first,
+            "attention": attention.iter().map(ToString::to_string).collect::<Vec<_>>(),
         });
         println!("{json}");
     } else {
+        let human = inference::memory::human_bytes;
+        let device_memory = result
+            .peak_device_bytes
+            .map(|b| format!(", peak device memory {}", human(b)))
+            .unwrap_or_default();
+        let first = first
+            .map(|s| format!(", first call {}", seconds(s)))
+            .unwrap_or_default();
         println!(
-            "{} {} {}x{} batch {} ({}, {}): median {} (min {}, {} runs), {:.1} GFLOP, {:.1} GFLOP/s, peak RSS {}",
+            "{} {} {}x{} batch {} ({}, {}): median {} (min {}, {} runs), {:.1} GFLOP, {:.1} GFLOP/s, peak RSS {}{}{}",
             args.target,
             args.arch,
             args.size,
@@ -88,8 +111,14 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             args.runs,
             result.flops / 1e9,
             result.gflops_per_second(),
-            peak.map_or_else(|| "unknown".into(), inference::memory::human_bytes)
+            peak.map_or_else(|| "unknown".into(), human),
+            device_memory,
+            first,
         );
+        println!("  on {}", opened.description);
+        for choice in &attention {
+            println!("  attention {choice}");
+        }
     }
     Ok(())
 }

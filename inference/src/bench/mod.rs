@@ -3,6 +3,9 @@
 //! compare with PyTorch on the same machine.
 
 pub mod lora;
+mod tuning;
+
+pub use tuning::{AttentionChoice, attention_choices};
 
 use std::time::{Duration, Instant};
 
@@ -79,8 +82,14 @@ pub struct BenchConfig {
 #[derive(Clone, Debug)]
 pub struct BenchResult {
     pub times: Vec<Duration>,
+    /// The first call (a warm-up): on a GPU it also compiles the kernels and, where Burn's
+    /// autotune has no stored answer for a shape yet, tunes them.
+    pub first: Option<Duration>,
     /// Floating-point operations of one call (multiply-adds count as two).
     pub flops: f64,
+    /// The most device memory Burn's allocator held after any call (its pools keep what a
+    /// call needed); `None` on the CPU, whose memory is the process's (see peak RSS).
+    pub peak_device_bytes: Option<u64>,
 }
 
 impl BenchResult {
@@ -220,17 +229,27 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
             )
         }
     };
-    for _ in 0..config.warmup {
+    let mut peak_device_bytes = None;
+    let mut timed = |call: &mut dyn FnMut()| {
+        let start = Instant::now();
         call();
+        let elapsed = start.elapsed();
+        if let Some(usage) = d.memory_pool_usage() {
+            peak_device_bytes = peak_device_bytes.max(Some(usage.bytes_reserved));
+        }
+        elapsed
+    };
+    let first = (config.warmup > 0).then(|| timed(&mut call));
+    for _ in 1..config.warmup {
+        timed(&mut call);
     }
-    let times = (0..config.runs)
-        .map(|_| {
-            let start = Instant::now();
-            call();
-            start.elapsed()
-        })
-        .collect();
-    Ok(BenchResult { times, flops })
+    let times = (0..config.runs).map(|_| timed(&mut call)).collect();
+    Ok(BenchResult {
+        times,
+        first,
+        flops,
+        peak_device_bytes,
+    })
 }
 
 /// Waits for the device by reading one value back (GPU backends run asynchronously).
