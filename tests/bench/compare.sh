@@ -3,8 +3,9 @@
 # and machine, one after the other, with the ratio.
 #
 #   tests/bench/compare.sh [unet|vae-decode|text-encoder] [size] [batch] [runs] [arch] [precision]
-#   (arch sd15 or sdxl; precision f32 or bf16)
+#   (arch sd15 or sdxl; precision f32, bf16 or f16)
 #
+# GPU=1 runs ember on wgpu and PyTorch on CUDA (tests/bench/gpu.sh runs the whole GPU set).
 # Needs a release build of ember (cargo build --release) and a Python with torch and
 # diffusers: set PYTHON=/path/to/python (default python3).
 set -euo pipefail
@@ -13,8 +14,9 @@ case $precision in f32) dtype=fp32 ;; bf16) dtype=bf16 ;; f16) dtype=fp16 ;; *) 
 here=$(cd "$(dirname "$0")" && pwd)
 ember=${EMBER:-$here/../../target/release/ember}
 python=${PYTHON:-python3}
-ours=$("$ember" bench "$target" --arch "$arch" --precision "$precision" --size "$size" --batch "$batch" --runs "$runs" --json)
-theirs=$("$python" "$here/torch_reference.py" "$target" --arch "$arch" --dtype "$dtype" --size "$size" --batch "$batch" --runs "$runs")
+if [ -n "${GPU:-}" ]; then ember_device=wgpu; torch_device=cuda; else ember_device=cpu; torch_device=cpu; fi
+ours=$("$ember" bench "$target" --arch "$arch" --precision "$precision" --size "$size" --batch "$batch" --runs "$runs" --device "$ember_device" --json)
+theirs=$("$python" "$here/torch_reference.py" "$target" --arch "$arch" --dtype "$dtype" --size "$size" --batch "$batch" --runs "$runs" --device "$torch_device")
 "$python" - "$ours" "$theirs" <<'PY'
 import json, sys
 ours, theirs = json.loads(sys.argv[1]), json.loads(sys.argv[2])

@@ -1,10 +1,13 @@
 """PyTorch/diffusers side of `ember bench`: the same networks, sizes and batch on this machine.
 
 Usage: python3 torch_reference.py unet|vae-decode|text-encoder [--arch sd15|sdxl] --size 512 --batch 2
-       [--runs 3] [--dtype fp32|bf16|fp16]
+       [--runs 3] [--dtype fp32|bf16|fp16] [--device cpu|cuda]
 Prints one JSON line like `ember bench --json`. Needs torch and diffusers (and transformers
 for text-encoder); tests/bench/compare.sh runs both and prints the ratio.
-Random weights: timing does not depend on their values.
+Random weights: timing does not depend on their values. On CUDA, attention is diffusers'
+default (torch's scaled_dot_product_attention, i.e. its flash / memory-efficient kernels),
+the clock is read after torch.cuda.synchronize(), and the peak of torch's allocator is
+reported beside the process's resident memory.
 """
 import argparse
 import json
@@ -85,7 +88,10 @@ def main():
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="0 = torch's default")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     a = p.parse_args()
+    dev = torch.device(a.device)
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     if a.threads:
         torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -93,42 +99,50 @@ def main():
     with torch.inference_mode():
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
         if a.target == "unet" and a.arch == "sdxl":
-            model = sdxl_unet().eval().to(dtype)
-            x = torch.randn(a.batch, 4, latent, latent, dtype=dtype)
-            ctx = torch.randn(a.batch, 77, 2048, dtype=dtype)
-            t = torch.tensor([500.0] * a.batch)
+            model = sdxl_unet().eval().to(dev, dtype)
+            x = torch.randn(a.batch, 4, latent, latent, dtype=dtype, device=dev)
+            ctx = torch.randn(a.batch, 77, 2048, dtype=dtype, device=dev)
+            t = torch.tensor([500.0] * a.batch, device=dev)
             added = {
-                "text_embeds": torch.randn(a.batch, 1280, dtype=dtype),
-                "time_ids": torch.tensor([[1024.0, 1024.0, 0.0, 0.0, 1024.0, 1024.0]] * a.batch, dtype=dtype),
+                "text_embeds": torch.randn(a.batch, 1280, dtype=dtype, device=dev),
+                "time_ids": torch.tensor([[1024.0, 1024.0, 0.0, 0.0, 1024.0, 1024.0]] * a.batch, dtype=dtype, device=dev),
             }
             call = lambda: model(x, t, ctx, added_cond_kwargs=added).sample
         elif a.target == "unet":
-            model = sd15_unet().eval().to(dtype)
-            x = torch.randn(a.batch, 4, latent, latent, dtype=dtype)
-            ctx = torch.randn(a.batch, 77, 768, dtype=dtype)
-            t = torch.tensor([500.0] * a.batch)
+            model = sd15_unet().eval().to(dev, dtype)
+            x = torch.randn(a.batch, 4, latent, latent, dtype=dtype, device=dev)
+            ctx = torch.randn(a.batch, 77, 768, dtype=dtype, device=dev)
+            t = torch.tensor([500.0] * a.batch, device=dev)
             call = lambda: model(x, t, ctx).sample
         elif a.target == "vae-decode":
-            model = sd_vae().eval().to(dtype)
-            z = torch.randn(a.batch, 4, latent, latent, dtype=dtype)
+            model = sd_vae().eval().to(dev, dtype)
+            z = torch.randn(a.batch, 4, latent, latent, dtype=dtype, device=dev)
             call = lambda: model.decode(z).sample
         else:
             from transformers import CLIPTextConfig, CLIPTextModel
 
             model = CLIPTextModel(CLIPTextConfig(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
-                                                 num_attention_heads=12, max_position_embeddings=77)).eval()
-            ids = torch.full((a.batch, 77), 320, dtype=torch.long)
+                                                 num_attention_heads=12, max_position_embeddings=77)).eval().to(dev, dtype)
+            ids = torch.full((a.batch, 77), 320, dtype=torch.long, device=dev)
             call = lambda: model(ids).last_hidden_state
-        for _ in range(a.warmup):
+        first = time.perf_counter()
+        call()
+        sync()
+        first_s = time.perf_counter() - first
+        for _ in range(a.warmup - 1):
             call()
+            sync()
         times = []
         for _ in range(a.runs):
             start = time.perf_counter()
             call()
+            sync()
             times.append(time.perf_counter() - start)
     print(json.dumps({
         "implementation": f"torch {torch.__version__}", "target": a.target, "arch": a.arch, "dtype": a.dtype,
-        "size": a.size, "batch": a.batch, "peak_rss_bytes": peak_rss(),
+        "size": a.size, "batch": a.batch, "device": a.device, "peak_rss_bytes": peak_rss(),
+        "peak_device_bytes": torch.cuda.max_memory_allocated() if a.device == "cuda" else None,
+        "first_call_s": first_s,
         "threads": torch.get_num_threads(), "median_s": statistics.median(times), "min_s": min(times), "runs": a.runs,
     }))
 

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# GPU benchmarks side by side: `ember bench` on wgpu and PyTorch/diffusers on CUDA (SDPA
+# attention), the same networks, sizes and card, one after the other; then a table of ratios.
+#
+#   tests/bench/gpu.sh [quick]
+#
+# Needs a release build of ember (EMBER=path, default target/release/ember), a Vulkan driver
+# for the card, and a Python with torch (CUDA) and diffusers (PYTHON=path, default python3).
+# Each ember network runs twice with a fresh cache folder: the first process compiles and tunes
+# its kernels (cold), the second finds the autotune answers the first kept (warm); both
+# print their first call's time, so the table shows the start-up stall cold and warm.
+# Results go to $OUT (default /tmp/ember-gpu): results.jsonl and log.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+ember=${EMBER:-$here/../../target/release/ember}
+python=${PYTHON:-python3}
+out=${OUT:-/tmp/ember-gpu}
+mkdir -p "$out"
+EMBER_CACHE_DIR=$(mktemp -d)
+export EMBER_CACHE_DIR
+results=$out/results.jsonl
+
+# ember NAME TIMEOUT ARGS...: one `ember bench --json` line, labelled.
+ember_bench() {
+    local label=$1 limit=$2
+    shift 2
+    echo "### ember $label: $*" >&2
+    local line
+    if line=$(timeout "$limit" "$ember" bench "$@" --device wgpu --json 2>>"$out/log"); then
+        echo "{\"label\": \"$label\", \"side\": \"ember\", \"result\": $line}" >>"$results"
+        echo "$line" >&2
+    else
+        echo "{\"label\": \"$label\", \"side\": \"ember\", \"failed\": $?}" >>"$results"
+        echo "failed or timed out" >&2
+    fi
+}
+
+# torch NAME TIMEOUT ARGS...: torch_reference.py on CUDA.
+torch_bench() {
+    local label=$1 limit=$2
+    shift 2
+    echo "### torch $label: $*" >&2
+    local line
+    if line=$(timeout "$limit" "$python" "$here/torch_reference.py" "$@" --device cuda 2>>"$out/log"); then
+        echo "{\"label\": \"$label\", \"side\": \"torch\", \"result\": $line}" >>"$results"
+        echo "$line" >&2
+    else
+        echo "{\"label\": \"$label\", \"side\": \"torch\", \"failed\": $?}" >>"$results"
+        echo "failed or timed out" >&2
+    fi
+}
+
+# pair LABEL PRECISION TARGET ARCH SIZE BATCH: ember cold, ember warm, torch.
+pair() {
+    local label=$1 precision=$2 target=$3 arch=$4 size=$5 batch=$6
+    local dtype
+    case $precision in f32) dtype=fp32 ;; f16) dtype=fp16 ;; bf16) dtype=bf16 ;; esac
+    local common=(--arch "$arch" --size "$size" --batch "$batch")
+    ember_bench "$label cold" "${COLD_LIMIT:-240}" "$target" "${common[@]}" --precision "$precision" --runs 5
+    ember_bench "$label" 120 "$target" "${common[@]}" --precision "$precision" --runs 5
+    torch_bench "$label" 120 "$target" "${common[@]}" --dtype "$dtype" --runs 10 --warmup 3
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >&2 || true
+pair "sd15 unet 512 b2 f16" f16 unet sd15 512 2
+pair "sdxl unet 1024 b2 f16" f16 unet sdxl 1024 2
+pair "sd15 vae-decode 512 b1 f16" f16 vae-decode sd15 512 1
+pair "sd15 text-encoder b2 f16" f16 text-encoder sd15 512 2
+ember_bench "sd15 preview 512 b2 f16" 60 preview --size 512 --batch 2 --precision f16 --runs 20
+if [ "${1:-}" != quick ]; then
+    pair "sd15 unet 512 b2 f32" f32 unet sd15 512 2
+    pair "sd15 vae-decode 512 b1 f32" f32 vae-decode sd15 512 1
+    pair "sdxl vae-decode 1024 b1 f32" f32 vae-decode sdxl 1024 1
+fi
+
+"$python" "$here/gpu_table.py" "$results"
