@@ -20,35 +20,24 @@ EMBER_CACHE_DIR=$(mktemp -d)
 export EMBER_CACHE_DIR
 results=$out/results.jsonl
 
-# ember NAME TIMEOUT ARGS...: one `ember bench --json` line, labelled.
-ember_bench() {
-    local label=$1 limit=$2
-    shift 2
-    echo "### ember $label: $*" >&2
-    local line
-    if line=$(timeout "$limit" "$ember" bench "$@" --device wgpu --json 2>>"$out/log"); then
-        echo "{\"label\": \"$label\", \"side\": \"ember\", \"result\": $line}" >>"$results"
+# record SIDE LABEL TIMEOUT COMMAND...: runs a benchmark that prints one JSON line and
+# appends it, labelled, to results.jsonl (or the exit status it failed with: 124 = timed out).
+record() {
+    local side=$1 label=$2 limit=$3
+    shift 3
+    echo "### $side $label: ${*:2}" >&2
+    local line status
+    if line=$(timeout "$limit" "$@" 2>>"$out/log"); then
+        echo "{\"label\": \"$label\", \"side\": \"$side\", \"result\": $line}" >>"$results"
         echo "$line" >&2
     else
-        echo "{\"label\": \"$label\", \"side\": \"ember\", \"failed\": $?}" >>"$results"
-        echo "failed or timed out" >&2
+        status=$?
+        echo "{\"label\": \"$label\", \"side\": \"$side\", \"failed\": $status}" >>"$results"
+        echo "failed ($status)" >&2
     fi
 }
-
-# torch NAME TIMEOUT ARGS...: torch_reference.py on CUDA.
-torch_bench() {
-    local label=$1 limit=$2
-    shift 2
-    echo "### torch $label: $*" >&2
-    local line
-    if line=$(timeout "$limit" "$python" "$here/torch_reference.py" "$@" --device cuda 2>>"$out/log"); then
-        echo "{\"label\": \"$label\", \"side\": \"torch\", \"result\": $line}" >>"$results"
-        echo "$line" >&2
-    else
-        echo "{\"label\": \"$label\", \"side\": \"torch\", \"failed\": $?}" >>"$results"
-        echo "failed or timed out" >&2
-    fi
-}
+ember_bench() { record ember "$1" "$2" "$ember" bench "${@:3}" --device wgpu --json; }
+torch_bench() { record torch "$1" "$2" "$python" "$here/torch_reference.py" "${@:3}" --device cuda; }
 
 # pair LABEL PRECISION TARGET ARCH SIZE BATCH: ember cold, ember warm, torch.
 pair() {
