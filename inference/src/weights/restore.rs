@@ -12,7 +12,6 @@ use burn::module::Module;
 use burn::store::burn_pack::Tensor as PackTensor;
 use burn::store::{ModuleSnapshot, bridge};
 use burn::tensor::{DType, Device, Tensor, TensorData};
-use half::slice::HalfFloatSliceExt;
 
 use super::apply::load_adapter;
 use crate::error::{Error, Result};
@@ -135,20 +134,14 @@ impl WeightSources {
             _ => (1, dst.len()),
         };
         use kernels::widen::widen_into;
-        let copy = |s: &[f32], d: &mut [f32]| d.copy_from_slice(s);
-        let size = [rows, cols];
-        let transpose = weight.linear;
+        let (size, linear) = ([rows, cols], weight.linear);
         match data.dtype() {
-            DType::F16 => widen_into(f16s(&data), dst, size, transpose, |s, d| {
-                s.convert_to_f32_slice(d)
-            }),
-            DType::BF16 => widen_into(bf16s(&data), dst, size, transpose, |s, d| {
-                s.convert_to_f32_slice(d)
-            }),
-            DType::F32 => widen_into(f32s(&data), dst, size, transpose, copy),
+            DType::F16 => widen_into(f16s(&data), dst, size, linear),
+            DType::BF16 => widen_into(bf16s(&data), dst, size, linear),
+            DType::F32 => widen_into(f32s(&data), dst, size, linear),
             _ => {
                 let data = data.convert_dtype(DType::F32);
-                widen_into(f32s(&data), dst, size, transpose, copy)
+                widen_into(f32s(&data), dst, size, linear)
             }
         }
         (Tensor::from_data(target, &device), Ok(()))

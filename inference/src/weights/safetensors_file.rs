@@ -12,7 +12,7 @@
 //! opening time there.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -161,25 +161,24 @@ fn read_tensor(
     shape: &[usize],
     dtype: DType,
 ) -> std::result::Result<TensorData, PackError> {
-    let mut file = file
+    let file = file
         .lock()
         .map_err(|_| PackError::IoError("the weight file's reader failed earlier".into()))?;
     if Stamp::of(&file).map_err(|e| PackError::IoError(e.to_string()))? != stamp {
         return Err(PackError::IoError(CHANGED_ON_DISK.into()));
     }
     fn read<E: bytemuck::Pod + burn::tensor::Element>(
-        file: &mut File,
+        file: &File,
         offset: u64,
         shape: &[usize],
     ) -> std::result::Result<TensorData, PackError> {
         let n: usize = shape.iter().product();
         let mut values = vec![E::zeroed(); n];
-        file.seek(SeekFrom::Start(offset))
-            .and_then(|_| file.read_exact(bytemuck::cast_slice_mut(&mut values)))
+        read_at(file, offset, bytemuck::cast_slice_mut(&mut values))
             .map_err(|e| PackError::IoError(e.to_string()))?;
         Ok(TensorData::new(values, shape.to_vec()))
     }
-    let file = &mut *file;
+    let file = &*file;
     match dtype {
         DType::F64 => read::<f64>(file, offset, shape),
         DType::F32 => read::<f32>(file, offset, shape),
@@ -200,6 +199,38 @@ fn read_tensor(
             "unsupported dtype {other:?}"
         ))),
     }
+}
+
+/// Reads `buf.len()` bytes of `file` at `offset`; a large read in pieces on the rayon pool
+/// (copying from the page cache is what reading a weight again after a LoRA waits on).
+fn read_at(file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    use rayon::prelude::*;
+    const PIECE: usize = 4 << 20;
+    buf.par_chunks_mut(PIECE)
+        .enumerate()
+        .try_for_each(|(i, piece)| read_exact_at(file, piece, offset + (i * PIECE) as u64))
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
