@@ -1,15 +1,18 @@
 //! Ember's own compute kernels, each with a plain-Burn reference it is tested against.
 //!
-//! Today these are CPU kernels for the operations where Burn's CPU backend (burn-flex) is far
+//! Most are CPU kernels for the operations where Burn's CPU backend (burn-flex) is far
 //! behind PyTorch in an SD UNet (see README's performance section): attention, SiLU, GELU and
 //! GroupNorm; the low-rank weight update a LoRA merge makes (`low_rank`) and a weight read
-//! again from its checkpoint (`widen`). Each public function takes the fast path for contiguous float32 tensors on the
-//! CPU device and otherwise runs the plain-Burn reference (`reference` module), so GPU
-//! backends are unaffected. The fast paths work in place on the tensor's own buffer when it
+//! again from its checkpoint (`widen`). Each public function takes the fast path for
+//! contiguous float32 tensors on the CPU device and otherwise runs the plain-Burn reference
+//! (`reference` module). With the `wgpu` feature, [`gpu`] holds cubecl kernels for Burn's
+//! wgpu backend: GroupNorm (+ SiLU) in one kernel. The fast paths work in place on the tensor's own buffer when it
 //! is not shared (burn-flex's `into_data`/`from_data` move the buffer without copying).
 
 pub mod attention;
 mod gemm;
+#[cfg(feature = "wgpu")]
+pub mod gpu;
 pub mod group_norm;
 pub mod low_rank;
 pub mod reference;
@@ -114,11 +117,39 @@ pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
     Tensor::from_data(TensorData::new(out, [b, h, n, dv]), &device)
 }
 
+/// GroupNorm with the module's affine parameters, then SiLU: `silu(norm(x))`, as every
+/// ResNet block has it. On the wgpu backend one cubecl kernel ([`gpu`]); on the CPU the
+/// two CPU kernels.
+///
+/// # Shapes
+/// - `x`: `[batch, channels, h, w]` -> same
+pub fn group_norm_silu(x: Tensor<4>, norm: &GroupNorm) -> Tensor<4> {
+    #[cfg(feature = "wgpu")]
+    if let Some(y) = on_gpu(&x, norm, true) {
+        return y;
+    }
+    silu(group_norm(x, norm))
+}
+
+/// [`gpu::group_norm_silu`] with `norm`'s parameters, when it applies.
+#[cfg(feature = "wgpu")]
+fn on_gpu(x: &Tensor<4>, norm: &GroupNorm, silu: bool) -> Option<Tensor<4>> {
+    let (Some(gamma), Some(beta)) = (&norm.gamma, &norm.beta) else {
+        return None;
+    };
+    let eps = norm.epsilon as f32;
+    gpu::group_norm_silu(x, &gamma.val(), &beta.val(), norm.num_groups, eps, silu)
+}
+
 /// GroupNorm with the module's affine parameters.
 ///
 /// # Shapes
 /// - `x`: `[batch, channels, h, w]` -> same
 pub fn group_norm(x: Tensor<4>, norm: &GroupNorm) -> Tensor<4> {
+    #[cfg(feature = "wgpu")]
+    if let Some(y) = on_gpu(&x, norm, false) {
+        return y;
+    }
     let (Some(gamma), Some(beta)) = (&norm.gamma, &norm.beta) else {
         return norm.forward(x);
     };

@@ -22,6 +22,13 @@ pub fn geglu(x: Tensor<3>) -> Tensor<3> {
     hidden * activation::gelu(gate)
 }
 
+/// GroupNorm (Burn's module, statistics in f32 for half-precision inputs), then SiLU when
+/// `silu`.
+pub fn group_norm_silu(x: Tensor<4>, norm: &burn::nn::GroupNorm, silu: bool) -> Tensor<4> {
+    let y = norm.forward(x);
+    if silu { activation::silu(y) } else { y }
+}
+
 /// Burn's scaled dot-product attention without a mask.
 pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
     module::attention(q, k, v, None, None, Default::default())

@@ -6,7 +6,7 @@ use burn::nn::{GroupNorm, GroupNormConfig, Linear, LinearConfig, PaddingConfig2d
 use burn::tensor::module::interpolate;
 use burn::tensor::ops::{InterpolateMode, InterpolateOptions};
 use burn::tensor::{Device, Tensor};
-use kernels::{group_norm, silu};
+use kernels::{group_norm_silu, silu};
 
 use crate::device::tensor_from_vec;
 
@@ -67,11 +67,11 @@ impl ResnetBlock {
     /// - `temb_act`: `[batch, temb_channels]`, already passed through SiLU
     /// - returns `[batch, c_out, h, w]`
     pub fn forward(&self, x: Tensor<4>, temb_act: Option<&Tensor<2>>) -> Tensor<4> {
-        let mut h = self.conv1.forward(silu(group_norm(x.clone(), &self.norm1)));
+        let mut h = self.conv1.forward(group_norm_silu(x.clone(), &self.norm1));
         if let (Some(proj), Some(temb)) = (&self.time_emb_proj, temb_act) {
             h = h + proj.forward(temb.clone()).unsqueeze_dims::<4>(&[2, 3]);
         }
-        let h = self.conv2.forward(silu(group_norm(h, &self.norm2)));
+        let h = self.conv2.forward(group_norm_silu(h, &self.norm2));
         let skip = match &self.conv_shortcut {
             Some(conv) => conv.forward(x),
             None => x,

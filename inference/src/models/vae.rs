@@ -4,7 +4,7 @@ use burn::module::Module;
 use burn::nn::conv::Conv2d;
 use burn::nn::{GroupNorm, Linear, LinearConfig};
 use burn::tensor::{Device, Tensor};
-use kernels::{group_norm, silu};
+use kernels::{group_norm, group_norm_silu};
 use serde_json::Value;
 
 use super::config_json;
@@ -315,7 +315,7 @@ impl Vae {
             }
         }
         x = e.mid_block.forward(x);
-        x = e.conv_out.forward(silu(group_norm(x, &e.conv_norm_out)));
+        x = e.conv_out.forward(group_norm_silu(x, &e.conv_norm_out));
         self.quant_conv.forward(x)
     }
 
@@ -337,6 +337,6 @@ impl Vae {
                 x = up.forward(x, [2 * h, 2 * w]);
             }
         }
-        d.conv_out.forward(silu(group_norm(x, &d.conv_norm_out)))
+        d.conv_out.forward(group_norm_silu(x, &d.conv_norm_out))
     }
 }

@@ -1,0 +1,161 @@
+//! Ember's cubecl kernels for Burn's GPU backends (wgpu): each takes over from a chain of
+//! Burn operations that would each read and write the whole activation, and falls back to
+//! the plain-Burn reference for any tensor it does not handle.
+//!
+//! `group_norm_silu`: GroupNorm (+ SiLU) in one kernel, one cube per (image, group): the
+//! mean and the variance around it in f32 whatever the tensor's float format (the issue's
+//! "f16 in/out, f32 statistics"), then the scale, shift and SiLU written in one pass. Burn
+//! makes about ten operations of it, each a pass over the activation.
+
+use burn::backend::Wgpu;
+use burn::backend::cubecl::dtype_to_storage_type;
+use burn::tensor::{DType, Tensor as BurnTensor};
+use burn_cubecl::ops::numeric::empty_device_dtype;
+use cubecl::prelude::*;
+
+/// Units per cube: the reductions halve this, so it is a power of two.
+const UNITS: u32 = 256;
+
+#[cube(launch)]
+fn group_norm_kernel<F: Float>(
+    input: &Tensor<F>,
+    gamma: &Tensor<F>,
+    beta: &Tensor<F>,
+    output: &mut Tensor<F>,
+    groups: u32,
+    channels_per_group: u32,
+    pixels: u32,
+    epsilon: f32,
+    #[comptime] units: u32,
+    #[comptime] silu: bool,
+    #[define(F)] _dtype: ElemType,
+) {
+    // One (image, group): `channels_per_group × pixels` contiguous values.
+    let group = CUBE_POS_X as usize;
+    let unit = UNIT_POS_X as usize;
+    // Runtime values (a comptime one cannot be stepped in a loop).
+    let step = CUBE_DIM_X as usize;
+    let per_channel = pixels as usize;
+    let count = channels_per_group as usize * per_channel;
+    let start = group * count;
+    let mut partial = Shared::new_slice(units as usize);
+
+    let mut sum = 0.0f32;
+    let mut i = UNIT_POS_X as usize;
+    while i < count {
+        sum += f32::cast_from(input[start + i]);
+        i += step;
+    }
+    partial[unit] = sum;
+    sync_cube();
+    let mut stride = CUBE_DIM_X as usize / 2;
+    while stride > 0 {
+        if unit < stride {
+            let both = partial[unit] + partial[unit + stride];
+            partial[unit] = both;
+        }
+        sync_cube();
+        stride /= 2;
+    }
+    let mean = partial[0] / f32::cast_from(count as u32);
+    sync_cube();
+
+    // The variance around the mean (a second read: no cancellation of large means).
+    let mut squares = 0.0f32;
+    let mut i = UNIT_POS_X as usize;
+    while i < count {
+        let d = f32::cast_from(input[start + i]) - mean;
+        squares += d * d;
+        i += step;
+    }
+    partial[unit] = squares;
+    sync_cube();
+    let mut stride = CUBE_DIM_X as usize / 2;
+    while stride > 0 {
+        if unit < stride {
+            let both = partial[unit] + partial[unit + stride];
+            partial[unit] = both;
+        }
+        sync_cube();
+        stride /= 2;
+    }
+    let variance = partial[0] / f32::cast_from(count as u32);
+    let rstd = 1.0f32 / (variance + epsilon).sqrt();
+
+    let first_channel = (group % groups as usize) * channels_per_group as usize;
+    let mut i = UNIT_POS_X as usize;
+    while i < count {
+        let c = first_channel + i / per_channel;
+        let scale = rstd * f32::cast_from(gamma[c]);
+        let mut y = (f32::cast_from(input[start + i]) - mean) * scale + f32::cast_from(beta[c]);
+        if silu {
+            y /= 1.0f32 + (-y).exp();
+        }
+        output[start + i] = F::cast_from(y);
+        i += step;
+    }
+}
+
+/// GroupNorm over `groups` groups of `x`'s channels with per-channel `gamma` and `beta`,
+/// then SiLU when `silu`, on the wgpu backend; `None` when `x` is not a contiguous f32 or
+/// f16 tensor there (the caller runs the reference).
+///
+/// # Shapes
+/// - `x`: `[batch, channels, h, w]`, `gamma`, `beta`: `[channels]` -> `[batch, channels, h, w]`
+pub fn group_norm_silu(
+    x: &BurnTensor<4>,
+    gamma: &BurnTensor<1>,
+    beta: &BurnTensor<1>,
+    groups: usize,
+    epsilon: f32,
+    silu: bool,
+) -> Option<BurnTensor<4>> {
+    let [batch, channels, h, w] = x.dims();
+    let dtype = x.dtype();
+    let fits = matches!(dtype, DType::F32 | DType::F16)
+        && gamma.dtype() == dtype
+        && beta.dtype() == dtype
+        && groups > 0
+        && channels % groups == 0
+        && gamma.dims() == [channels]
+        && beta.dims() == [channels];
+    if !fits || batch * channels * h * w == 0 {
+        return None;
+    }
+    let input = x.clone().try_into_primitive::<Wgpu>().ok()?;
+    let gamma = gamma.clone().try_into_primitive::<Wgpu>().ok()?;
+    let beta = beta.clone().try_into_primitive::<Wgpu>().ok()?;
+    if !(input.is_contiguous() && gamma.is_contiguous() && beta.is_contiguous()) {
+        return None;
+    }
+    let pixels = u32::try_from(h * w).ok()?;
+    let channels_per_group = u32::try_from(channels / groups).ok()?;
+    let cubes = u32::try_from(batch * groups).ok()?;
+    let client = input.client.clone();
+    let output = empty_device_dtype(
+        client.clone(),
+        input.device.clone(),
+        input.meta.shape().clone(),
+        dtype,
+    );
+    group_norm_kernel::launch(
+        &client,
+        CubeCount::Static(cubes, 1, 1),
+        CubeDim::new_1d(UNITS),
+        input.into_tensor_arg(),
+        gamma.into_tensor_arg(),
+        beta.into_tensor_arg(),
+        output.clone().into_tensor_arg(),
+        groups as u32,
+        channels_per_group,
+        pixels,
+        epsilon,
+        UNITS,
+        silu,
+        dtype_to_storage_type(dtype),
+    );
+    Some(BurnTensor::from_primitive::<Wgpu>(output))
+}
+
+#[cfg(test)]
+mod tests;
