@@ -14,7 +14,7 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use burn::store::bridge;
 use burn::store::burn_pack::{Error as PackError, Tensor as PackTensor};
@@ -65,7 +65,8 @@ pub fn open(path: &Path, file_len: u64) -> Result<Vec<PackTensor>> {
     let data_start = 8 + header_len;
     let data_len = file_len - data_start;
     let stamp = Stamp::of(&file).map_err(|e| Error::io(path, e))?;
-    let file = Arc::new(Mutex::new(file));
+    // Read by position from any thread: no lock, no shared cursor.
+    let file = Arc::new(file);
     let mut tensors = Vec::with_capacity(entries.len());
     for (name, info) in entries {
         if name == "__metadata__" {
@@ -155,16 +156,13 @@ pub const CHANGED_ON_DISK: &str = "the file changed on disk since it was opened"
 /// One tensor's values, read into a vector of its element type (so Burn keeps the buffer
 /// as it is instead of copying it to align it), if the file is still as it was opened.
 fn read_tensor(
-    file: &Mutex<File>,
+    file: &File,
     stamp: Stamp,
     offset: u64,
     shape: &[usize],
     dtype: DType,
 ) -> std::result::Result<TensorData, PackError> {
-    let file = file
-        .lock()
-        .map_err(|_| PackError::IoError("the weight file's reader failed earlier".into()))?;
-    if Stamp::of(&file).map_err(|e| PackError::IoError(e.to_string()))? != stamp {
+    if Stamp::of(file).map_err(|e| PackError::IoError(e.to_string()))? != stamp {
         return Err(PackError::IoError(CHANGED_ON_DISK.into()));
     }
     fn read<E: bytemuck::Pod + burn::tensor::Element>(
@@ -178,7 +176,6 @@ fn read_tensor(
             .map_err(|e| PackError::IoError(e.to_string()))?;
         Ok(TensorData::new(values, shape.to_vec()))
     }
-    let file = &*file;
     match dtype {
         DType::F64 => read::<f64>(file, offset, shape),
         DType::F32 => read::<f32>(file, offset, shape),
