@@ -32,7 +32,6 @@ fn group_norm_kernel<F: Float>(
 ) {
     // One (image, group): `channels_per_group × pixels` contiguous values.
     let group = CUBE_POS_X as usize;
-    let unit = UNIT_POS_X as usize;
     // Runtime values (a comptime one cannot be stepped in a loop).
     let step = CUBE_DIM_X as usize;
     let per_channel = pixels as usize;
@@ -46,19 +45,7 @@ fn group_norm_kernel<F: Float>(
         sum += f32::cast_from(input[start + i]);
         i += step;
     }
-    partial[unit] = sum;
-    sync_cube();
-    let mut stride = CUBE_DIM_X as usize / 2;
-    while stride > 0 {
-        if unit < stride {
-            let both = partial[unit] + partial[unit + stride];
-            partial[unit] = both;
-        }
-        sync_cube();
-        stride /= 2;
-    }
-    let mean = partial[0] / f32::cast_from(count as u32);
-    sync_cube();
+    let mean = cube_sum(&mut partial, sum) / f32::cast_from(count as u32);
 
     // The variance around the mean (a second read: no cancellation of large means).
     let mut squares = 0.0f32;
@@ -68,18 +55,7 @@ fn group_norm_kernel<F: Float>(
         squares += d * d;
         i += step;
     }
-    partial[unit] = squares;
-    sync_cube();
-    let mut stride = CUBE_DIM_X as usize / 2;
-    while stride > 0 {
-        if unit < stride {
-            let both = partial[unit] + partial[unit + stride];
-            partial[unit] = both;
-        }
-        sync_cube();
-        stride /= 2;
-    }
-    let variance = partial[0] / f32::cast_from(count as u32);
+    let variance = cube_sum(&mut partial, squares) / f32::cast_from(count as u32);
     let rstd = 1.0f32 / (variance + epsilon).sqrt();
 
     let first_channel = (group % groups as usize) * channels_per_group as usize;
@@ -94,6 +70,28 @@ fn group_norm_kernel<F: Float>(
         output[start + i] = F::cast_from(y);
         i += step;
     }
+}
+
+/// The sum of every unit's `value` (a tree in `partial`, one slot a unit; the cube's size a
+/// power of two), the same for every unit; `partial` is free again on return.
+#[cube]
+fn cube_sum(partial: &mut Shared<[f32]>, value: f32) -> f32 {
+    let unit = UNIT_POS_X as usize;
+    partial[unit] = value;
+    sync_cube();
+    let mut stride = CUBE_DIM_X as usize / 2;
+    while stride > 0 {
+        if unit < stride {
+            let both = partial[unit] + partial[unit + stride];
+            partial[unit] = both;
+        }
+        sync_cube();
+        stride /= 2;
+    }
+    let total = partial[0];
+    // Everyone has read the total before the next sum writes its slot.
+    sync_cube();
+    total
 }
 
 /// GroupNorm over `groups` groups of `x`'s channels with per-channel `gamma` and `beta`,
@@ -131,6 +129,8 @@ pub fn group_norm_silu(
     let pixels = u32::try_from(h * w).ok()?;
     let channels_per_group = u32::try_from(channels / groups).ok()?;
     let cubes = u32::try_from(batch * groups).ok()?;
+    // A group's count is cast to u32 in the kernel.
+    u32::try_from(channels / groups * h * w).ok()?;
     let client = input.client.clone();
     let output = empty_device_dtype(
         client.clone(),
