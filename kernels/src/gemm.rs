@@ -24,7 +24,17 @@ fn fits(len: usize, rows: usize, cols: usize, row_stride: usize, col_stride: usi
     rows == 0 || cols == 0 || (rows - 1) * row_stride + (cols - 1) * col_stride < len
 }
 
+/// [`Gemm`] on the calling thread.
 pub(crate) fn gemm_f32(g: Gemm<'_>) {
+    gemm_with(g, gemm::Parallelism::None);
+}
+
+/// [`Gemm`] split over the rayon pool (for one large product, not inside a parallel loop).
+pub(crate) fn gemm_f32_parallel(g: Gemm<'_>) {
+    gemm_with(g, gemm::Parallelism::Rayon(0));
+}
+
+fn gemm_with(g: Gemm<'_>, parallelism: gemm::Parallelism) {
     assert!(
         fits(g.dst.len(), g.m, g.n, g.dst_row_stride, 1),
         "gemm: destination too small"
@@ -61,7 +71,7 @@ pub(crate) fn gemm_f32(g: Gemm<'_>) {
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            parallelism,
         );
     }
 }

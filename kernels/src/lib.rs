@@ -1,8 +1,8 @@
 //! Ember's own compute kernels, each with a plain-Burn reference it is tested against.
 //!
 //! Most are CPU kernels for the operations where Burn's CPU backend (burn-flex) is far
-//! behind PyTorch in an SD UNet (see README's performance section): attention, SiLU, GELU and
-//! GroupNorm; the low-rank weight update a LoRA merge makes (`low_rank`) and a weight read
+//! behind PyTorch in an SD UNet (see README's performance section): convolution, attention,
+//! SiLU, GELU and GroupNorm; the low-rank weight update a LoRA merge makes (`low_rank`) and a weight read
 //! again from its checkpoint (`widen`). Each public function takes the fast path for
 //! contiguous float32 tensors on the CPU device and otherwise runs the plain-Burn reference
 //! (`reference` module). With the `wgpu` feature, [`gpu`] holds cubecl kernels for Burn's
@@ -10,6 +10,8 @@
 //! is not shared (burn-flex's `into_data`/`from_data` move the buffer without copying).
 
 pub mod attention;
+pub mod conv;
+pub use conv::conv2d;
 mod gemm;
 #[cfg(feature = "wgpu")]
 pub mod gpu;
@@ -19,6 +21,7 @@ pub mod reference;
 pub mod simd_math;
 pub mod widen;
 
+use burn::backend::Flex;
 use burn::nn::GroupNorm;
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use rayon::prelude::*;
@@ -28,12 +31,40 @@ fn on_cpu_f32<const D: usize>(t: &Tensor<D>) -> bool {
     t.dtype() == DType::F32 && t.device() == Device::flex()
 }
 
+/// Whether `t` is a half-precision (f16 or bf16) tensor on the CPU. The kernels run such
+/// tensors in float32, cast in and back: burn-flex computes these types through float32
+/// anyway, and its plain paths for these operations are the slow ones.
+fn on_cpu_half<const D: usize>(t: &Tensor<D>) -> bool {
+    matches!(t.dtype(), DType::F16 | DType::BF16) && t.device() == Device::flex()
+}
+
+/// `f` on `x` cast to float32, its result cast back to `x`'s type.
+fn in_f32<const D: usize, const E: usize>(
+    x: Tensor<D>,
+    f: impl FnOnce(Tensor<D>) -> Tensor<E>,
+) -> Tensor<E> {
+    let dtype = x.dtype();
+    f(x.cast(DType::F32)).cast(dtype)
+}
+
 /// Applies `f` to the tensor's values in place (no copy when the buffer is not shared).
 fn map_in_place<const D: usize>(t: Tensor<D>, f: impl FnOnce(&mut [f32])) -> Tensor<D> {
     let device = t.device();
     let mut data = t.into_data();
     f(data.as_mut_slice::<f32>().expect("float32 tensor data"));
     Tensor::from_data(data, &device)
+}
+
+/// Runs `f` on `t`'s values in logical order, borrowing the CPU buffer when it is laid out
+/// contiguously (weights are shared with their module, and copying them is what the kernels
+/// avoid).
+pub(crate) fn with_host_slice<const D: usize, R>(t: Tensor<D>, f: impl FnOnce(&[f32]) -> R) -> R {
+    if let Ok(flex) = t.clone().try_into_primitive::<Flex>()
+        && let Some((start, end)) = flex.layout().contiguous_offsets()
+    {
+        return f(&flex.storage::<f32>()[start..end]);
+    }
+    f(f32s(&t.into_data()))
 }
 
 /// The tensor's values as float32 (no copy when the buffer is not shared).
@@ -50,6 +81,9 @@ const CHUNK: usize = 1 << 15;
 
 /// SiLU, `x * sigmoid(x)`.
 pub fn silu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    if on_cpu_half(&x) {
+        return in_f32(x, silu);
+    }
     if !on_cpu_f32(&x) {
         return reference::silu(x);
     }
@@ -61,6 +95,9 @@ pub fn silu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 
 /// Exact (erf) GELU.
 pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    if on_cpu_half(&x) {
+        return in_f32(x, gelu);
+    }
     if !on_cpu_f32(&x) {
         return reference::gelu(x);
     }
@@ -76,6 +113,9 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 /// # Shapes
 /// - `x`: `[batch, tokens, 2 * inner]` -> `[batch, tokens, inner]`
 pub fn geglu(x: Tensor<3>) -> Tensor<3> {
+    if on_cpu_half(&x) {
+        return in_f32(x, geglu);
+    }
     if !on_cpu_f32(&x) {
         return reference::geglu(x);
     }
@@ -98,6 +138,10 @@ pub fn geglu(x: Tensor<3>) -> Tensor<3> {
 /// - `q`: `[batch, heads, n, d]`, `k`: `[batch, heads, m, d]`, `v`: `[batch, heads, m, dv]`
 /// - returns `[batch, heads, n, dv]`
 pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
+    if on_cpu_half(&q) && on_cpu_half(&k) && on_cpu_half(&v) {
+        let f32 = |t: Tensor<4>| t.cast(DType::F32);
+        return in_f32(q, |q| attention(q, f32(k), f32(v)));
+    }
     if !(on_cpu_f32(&q) && on_cpu_f32(&k) && on_cpu_f32(&v)) {
         return reference::attention(q, k, v);
     }
@@ -128,6 +172,9 @@ pub fn group_norm_silu(x: Tensor<4>, norm: &GroupNorm) -> Tensor<4> {
     if let Some(y) = on_gpu(&x, norm, true) {
         return y;
     }
+    if on_cpu_half(&x) {
+        return in_f32(x, |x| silu(group_norm(x, norm)));
+    }
     silu(group_norm(x, norm))
 }
 
@@ -153,11 +200,15 @@ pub fn group_norm(x: Tensor<4>, norm: &GroupNorm) -> Tensor<4> {
     let (Some(gamma), Some(beta)) = (&norm.gamma, &norm.beta) else {
         return norm.forward(x);
     };
+    if on_cpu_half(&x) {
+        return in_f32(x, |x| group_norm(x, norm));
+    }
     if !on_cpu_f32(&x) {
         return norm.forward(x);
     }
-    let gamma = host_values(gamma.val());
-    let beta = host_values(beta.val());
+    // Half-precision parameters (a bf16 model) are widened with the activations.
+    let gamma = host_values(gamma.val().cast(DType::F32));
+    let beta = host_values(beta.val().cast(DType::F32));
     let [b, c, h, w] = x.dims();
     let (groups, eps) = (norm.num_groups, norm.epsilon as f32);
     map_in_place(x, |data| {
@@ -319,6 +370,60 @@ mod tests {
                 .add_scalar(5.0);
             let diff = rel_diff(group_norm(x.clone(), &norm), norm.forward(x));
             assert!(diff < 2e-6, "group norm {groups}/{channels}: {diff}");
+        }
+    }
+
+    #[test]
+    fn half_precision_tensors_run_in_float32_and_keep_their_type() {
+        // Each kernel on f16/bf16 inputs equals the float32 kernel on the same (rounded)
+        // values, rounded once to the half type (half an ulp: 2^-9 relative for bf16).
+        let device = Device::flex();
+        let mut norm = GroupNormConfig::new(8, 16).with_epsilon(1e-6).init(&device);
+        norm.gamma = Some(burn::module::Param::from_tensor(random([16])));
+        norm.beta = Some(burn::module::Param::from_tensor(random([16])));
+        for (dtype, tolerance) in [(DType::BF16, 4e-3), (DType::F16, 5e-4)] {
+            let half = |t: Tensor<4>| t.cast(dtype);
+            let widened = |t: &Tensor<4>| t.clone().cast(DType::F32);
+            let check = |name: &str, ours: Tensor<4>, exact: Tensor<4>| {
+                assert_eq!(ours.dtype(), dtype, "{name}");
+                let diff = rel_diff(ours.cast(DType::F32), exact);
+                assert!(diff < tolerance, "{name} {dtype:?}: {diff}");
+            };
+            let x = half(random([2, 16, 5, 6]));
+            check("silu", silu(x.clone()), silu(widened(&x)));
+            let mut norm_half = norm.clone();
+            norm_half.gamma = norm
+                .gamma
+                .as_ref()
+                .map(|g| burn::module::Param::from_tensor(g.val().cast(dtype)));
+            norm_half.beta = norm
+                .beta
+                .as_ref()
+                .map(|b| burn::module::Param::from_tensor(b.val().cast(dtype)));
+            let mut norm_rounded = norm_half.clone();
+            norm_rounded.gamma = norm_half
+                .gamma
+                .as_ref()
+                .map(|g| burn::module::Param::from_tensor(g.val().cast(DType::F32)));
+            norm_rounded.beta = norm_half
+                .beta
+                .as_ref()
+                .map(|b| burn::module::Param::from_tensor(b.val().cast(DType::F32)));
+            check(
+                "group_norm_silu",
+                group_norm_silu(x.clone(), &norm_half),
+                group_norm_silu(widened(&x), &norm_rounded),
+            );
+            let (q, k, v) = (
+                half(random([1, 2, 9, 8])),
+                half(random([1, 2, 7, 8])),
+                half(random([1, 2, 7, 4])),
+            );
+            check(
+                "attention",
+                attention(q.clone(), k.clone(), v.clone()),
+                attention(widened(&q), widened(&k), widened(&v)),
+            );
         }
     }
 }

@@ -7,12 +7,11 @@
 //! time and the product accumulated onto that block while it is still in cache, and a
 //! destination from the previous merge is written over instead of allocating another.
 
-use burn::backend::Flex;
 use burn::tensor::{Tensor, TensorData};
 use rayon::prelude::*;
 
 use crate::gemm::{Gemm, gemm_f32};
-use crate::{on_cpu_f32, reference};
+use crate::{on_cpu_f32, reference, with_host_slice};
 
 /// Destination elements per parallel task: a block stays in a core's cache between the
 /// copy and the product.
@@ -104,17 +103,6 @@ fn mut_f32s(t: &mut TensorData) -> &mut [f32] {
     t.as_mut_slice::<f32>().expect("float32 tensor data")
 }
 
-/// Runs `f` on `t`'s values in logical order, borrowing the CPU buffer when it is laid out
-/// contiguously (a kept weight is shared, and copying it is what this kernel avoids).
-fn with_host_slice<R>(t: Tensor<2>, f: impl FnOnce(&[f32]) -> R) -> R {
-    if let Ok(flex) = t.clone().try_into_primitive::<Flex>()
-        && let Some((start, end)) = flex.layout().contiguous_offsets()
-    {
-        return f(&flex.storage::<f32>()[start..end]);
-    }
-    f(f32s(&t.into_data()))
-}
-
 /// `dst = (base or dst) + scale * lhs @ rhs` over row-major slices: `dst` and `base`
 /// `[m, n]`, `lhs` `[m, k]`, `rhs` `[k, n]`; with `base` `None`, `dst` already holds it.
 ///
@@ -170,6 +158,7 @@ pub fn add_product_into(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use burn::backend::Flex;
     use burn::tensor::Device;
 
     fn values<const D: usize>(dims: [usize; D], seed: u64) -> Tensor<D> {

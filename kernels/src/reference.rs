@@ -22,6 +22,11 @@ pub fn geglu(x: Tensor<3>) -> Tensor<3> {
     hidden * activation::gelu(gate)
 }
 
+/// A 2-D convolution: Burn's module.
+pub fn conv2d(x: Tensor<4>, conv: &burn::nn::conv::Conv2d) -> Tensor<4> {
+    conv.forward(x)
+}
+
 /// GroupNorm (Burn's module, statistics in f32 for half-precision inputs), then SiLU when
 /// `silu`.
 pub fn group_norm_silu(x: Tensor<4>, norm: &burn::nn::GroupNorm, silu: bool) -> Tensor<4> {

@@ -160,12 +160,12 @@ impl ControlNet {
             &mut ignore,
         );
         let e = &self.controlnet_cond_embedding;
-        let mut cond = silu(e.conv_in.forward(control));
+        let mut cond = silu(kernels::conv2d(control, &e.conv_in));
         for block in &e.blocks {
-            cond = silu(block.forward(cond));
+            cond = silu(kernels::conv2d(cond, block));
         }
-        let cond = e.conv_out.forward(cond);
-        let x = self.conv_in.forward(sample) + cond;
+        let cond = kernels::conv2d(cond, &e.conv_out);
+        let x = kernels::conv2d(sample, &self.conv_in) + cond;
         let (mid, skips) = encoder_pass(
             &self.down_blocks,
             &self.mid_block,
@@ -178,9 +178,9 @@ impl ControlNet {
             down: skips
                 .into_iter()
                 .zip(&self.controlnet_down_blocks)
-                .map(|(s, conv)| conv.forward(s).mul_scalar(scale))
+                .map(|(s, conv)| kernels::conv2d(s, conv).mul_scalar(scale))
                 .collect(),
-            mid: self.controlnet_mid_block.forward(mid).mul_scalar(scale),
+            mid: kernels::conv2d(mid, &self.controlnet_mid_block).mul_scalar(scale),
         }
     }
 }

@@ -67,13 +67,13 @@ impl ResnetBlock {
     /// - `temb_act`: `[batch, temb_channels]`, already passed through SiLU
     /// - returns `[batch, c_out, h, w]`
     pub fn forward(&self, x: Tensor<4>, temb_act: Option<&Tensor<2>>) -> Tensor<4> {
-        let mut h = self.conv1.forward(group_norm_silu(x.clone(), &self.norm1));
+        let mut h = kernels::conv2d(group_norm_silu(x.clone(), &self.norm1), &self.conv1);
         if let (Some(proj), Some(temb)) = (&self.time_emb_proj, temb_act) {
             h = h + proj.forward(temb.clone()).unsqueeze_dims::<4>(&[2, 3]);
         }
-        let h = self.conv2.forward(group_norm_silu(h, &self.norm2));
+        let h = kernels::conv2d(group_norm_silu(h, &self.norm2), &self.conv2);
         let skip = match &self.conv_shortcut {
-            Some(conv) => conv.forward(x),
+            Some(conv) => kernels::conv2d(x, conv),
             None => x,
         };
         skip + h
@@ -105,7 +105,7 @@ impl Downsample {
     }
 
     pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
-        self.conv.forward(x)
+        kernels::conv2d(x, &self.conv)
     }
 }
 
@@ -128,7 +128,7 @@ impl Upsample {
         let options = InterpolateOptions::new(InterpolateMode::Nearest)
             .with_align_corners(false)
             .with_output_size(size);
-        self.conv.forward(interpolate(x, options))
+        kernels::conv2d(interpolate(x, options), &self.conv)
     }
 }
 

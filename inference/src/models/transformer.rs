@@ -183,14 +183,14 @@ impl Transformer2d {
         let to_image = |t: Tensor<3>| t.reshape([b, h, w, c]).permute([0, 3, 1, 2]);
         let normed = kernels::group_norm(x.clone(), &self.norm);
         let mut tokens = match &self.proj_in {
-            Projection::Conv(conv) => to_tokens(conv.forward(normed)),
+            Projection::Conv(conv) => to_tokens(kernels::conv2d(normed, conv)),
             Projection::Linear(linear) => linear.forward(to_tokens(normed)),
         };
         for block in &self.transformer_blocks {
             tokens = block.forward(tokens, context);
         }
         let out = match &self.proj_out {
-            Projection::Conv(conv) => conv.forward(to_image(tokens)),
+            Projection::Conv(conv) => kernels::conv2d(to_image(tokens), conv),
             Projection::Linear(linear) => to_image(linear.forward(tokens)),
         };
         out + x

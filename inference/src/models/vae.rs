@@ -305,7 +305,7 @@ impl Vae {
     /// - `image`: `[batch, 3, h, w]` -> `[batch, 2 * latent_channels, h / f, w / f]`
     pub(crate) fn moments(&self, image: Tensor<4>) -> Tensor<4> {
         let e = &self.encoder;
-        let mut x = e.conv_in.forward(image);
+        let mut x = kernels::conv2d(image, &e.conv_in);
         for block in &e.down_blocks {
             for resnet in &block.resnets {
                 x = resnet.forward(x, None);
@@ -315,8 +315,8 @@ impl Vae {
             }
         }
         x = e.mid_block.forward(x);
-        x = e.conv_out.forward(group_norm_silu(x, &e.conv_norm_out));
-        self.quant_conv.forward(x)
+        x = kernels::conv2d(group_norm_silu(x, &e.conv_norm_out), &e.conv_out);
+        kernels::conv2d(x, &self.quant_conv)
     }
 
     /// Decodes latents (already divided by the scaling factor) to images, roughly [-1, 1],
@@ -326,7 +326,7 @@ impl Vae {
     /// - `latents`: `[batch, latent_channels, h, w]` -> `[batch, 3, h * f, w * f]`
     pub fn decode(&self, latents: Tensor<4>) -> Tensor<4> {
         let d = &self.decoder;
-        let mut x = d.conv_in.forward(self.post_quant_conv.forward(latents));
+        let mut x = kernels::conv2d(kernels::conv2d(latents, &self.post_quant_conv), &d.conv_in);
         x = d.mid_block.forward(x);
         for block in &d.up_blocks {
             for resnet in &block.resnets {
@@ -337,6 +337,6 @@ impl Vae {
                 x = up.forward(x, [2 * h, 2 * w]);
             }
         }
-        d.conv_out.forward(group_norm_silu(x, &d.conv_norm_out))
+        kernels::conv2d(group_norm_silu(x, &d.conv_norm_out), &d.conv_out)
     }
 }

@@ -83,10 +83,10 @@ impl DenseBlock {
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         let mut seen = vec![x.clone()];
         for conv in [&self.conv1, &self.conv2, &self.conv3, &self.conv4] {
-            let next = leaky_relu(conv.forward(Tensor::cat(seen.clone(), 1)), SLOPE);
+            let next = leaky_relu(kernels::conv2d(Tensor::cat(seen.clone(), 1), conv), SLOPE);
             seen.push(next);
         }
-        let x5 = self.conv5.forward(Tensor::cat(seen, 1));
+        let x5 = kernels::conv2d(Tensor::cat(seen, 1), &self.conv5);
         x + x5.mul_scalar(RESIDUAL)
     }
 }
@@ -147,23 +147,24 @@ impl RrdbNet {
 
     /// [`Self::forward`], keeping the intermediate activations.
     pub fn forward_recorded(&self, x: Tensor<4>) -> Activations {
-        let conv_first = self.conv_first.forward(x);
+        let conv_first = kernels::conv2d(x, &self.conv_first);
         let mut body = conv_first.clone();
         for block in &self.body {
             body = block.forward(body);
         }
-        let conv_body = self.conv_body.forward(body.clone());
+        let conv_body = kernels::conv2d(body.clone(), &self.conv_body);
         let mut feat = conv_first.clone() + conv_body.clone();
         for conv in &self.conv_ups {
             let [_, _, h, w] = feat.dims();
             let options = InterpolateOptions::new(InterpolateMode::Nearest)
                 .with_align_corners(false)
                 .with_output_size([2 * h, 2 * w]);
-            feat = leaky_relu(conv.forward(interpolate(feat, options)), SLOPE);
+            feat = leaky_relu(kernels::conv2d(interpolate(feat, options), conv), SLOPE);
         }
-        let output = self
-            .conv_last
-            .forward(leaky_relu(self.conv_hr.forward(feat), SLOPE));
+        let output = kernels::conv2d(
+            leaky_relu(kernels::conv2d(feat, &self.conv_hr), SLOPE),
+            &self.conv_last,
+        );
         Activations {
             conv_first,
             body,

@@ -307,7 +307,7 @@ impl UNet {
             (timesteps, added),
             &mut record,
         );
-        let x = self.conv_in.forward(sample);
+        let x = kernels::conv2d(sample, &self.conv_in);
         record("conv_in".into(), &x);
         let (x, mut skips) = encoder_pass(
             &self.down_blocks,
@@ -349,7 +349,7 @@ impl UNet {
 
         let x = kernels::group_norm(x, &self.conv_norm_out);
         record("conv_norm_out".into(), &x);
-        let x = self.conv_out.forward(silu(x));
+        let x = kernels::conv2d(silu(x), &self.conv_out);
         record("conv_out".into(), &x);
         Some(x)
     }
