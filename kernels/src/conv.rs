@@ -283,6 +283,9 @@ fn fill_columns(
             let src = &channel[iy * width..(iy + 1) * width];
             dst_row[..first].fill(0.0);
             dst_row[end..].fill(0.0);
+            if first == end {
+                continue;
+            }
             let x0 = first * sx + kx - left;
             if sx == 1 {
                 dst_row[first..end].copy_from_slice(&src[x0..x0 + (end - first)]);

@@ -2,11 +2,12 @@
 //!
 //! Most are CPU kernels for the operations where Burn's CPU backend (burn-flex) is far
 //! behind PyTorch in an SD UNet (see README's performance section): convolution, attention,
-//! SiLU, GELU and GroupNorm; the low-rank weight update a LoRA merge makes (`low_rank`) and a weight read
-//! again from its checkpoint (`widen`). Each public function takes the fast path for
-//! contiguous float32 tensors on the CPU device and otherwise runs the plain-Burn reference
-//! (`reference` module). With the `wgpu` feature, [`gpu`] holds cubecl kernels for Burn's
-//! wgpu backend: GroupNorm (+ SiLU) in one kernel. The fast paths work in place on the tensor's own buffer when it
+//! SiLU, GELU and GroupNorm; the low-rank weight update a LoRA merge makes (`low_rank`) and a
+//! weight read again from its checkpoint (`widen`). Each public function takes the fast path
+//! for float32 tensors on the CPU device (f16 and bf16 ones cast to float32 for it and the
+//! result cast back) and otherwise runs the plain-Burn reference (`reference` module). With
+//! the `wgpu` feature, [`gpu`] holds cubecl kernels for Burn's wgpu backend: GroupNorm
+//! (+ SiLU) in one kernel. The fast paths work in place on the tensor's own buffer when it
 //! is not shared (burn-flex's `into_data`/`from_data` move the buffer without copying).
 
 pub mod attention;

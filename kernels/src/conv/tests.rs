@@ -35,7 +35,7 @@ type Case = ([usize; 4], usize, [usize; 2], usize, [usize; 4], bool);
 
 #[test]
 fn matches_burns_convolution() {
-    let cases: [Case; 9] = [
+    let cases: [Case; 10] = [
         // UNet / VAE 3x3, padding 1.
         ([2, 32, 16, 16], 48, [3, 3], 1, [1; 4], true),
         // Non-square, odd sizes, no bias.
@@ -53,6 +53,8 @@ fn matches_burns_convolution() {
         ([1, 3, 8, 9], 5, [1, 3], 1, [0, 1, 0, 1], true),
         // Padding wider than the kernel reaches: whole rows and columns of bias only.
         ([1, 3, 4, 4], 2, [3, 3], 2, [4, 3, 2, 5], true),
+        // A kernel wider than the input: some taps never reach it.
+        ([1, 2, 3, 1], 2, [1, 5], 1, [0, 4, 0, 0], true),
     ];
     for (dims, c_out, kernel, stride, padding, bias) in cases {
         let conv = module([dims[1], c_out], kernel, stride, padding, bias);
