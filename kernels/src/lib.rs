@@ -1,8 +1,8 @@
 //! Ember's own compute kernels, each with a plain-Burn reference it is tested against.
 //!
 //! Most are CPU kernels for the operations where Burn's CPU backend (burn-flex) is far
-//! behind PyTorch in an SD UNet (see README's performance section): convolution, attention,
-//! SiLU, GELU and GroupNorm; the low-rank weight update a LoRA merge makes (`low_rank`) and a
+//! behind PyTorch in an SD UNet (see README's performance section): convolution, linear
+//! layers, attention, SiLU, GELU and GroupNorm; the low-rank weight update a LoRA merge makes (`low_rank`) and a
 //! weight read again from its checkpoint (`widen`). Each public function takes the fast path
 //! for float32 tensors on the CPU device (f16 and bf16 ones cast to float32 for it and the
 //! result cast back) and otherwise runs the plain-Burn reference (`reference` module). With
@@ -17,6 +17,8 @@ mod gemm;
 #[cfg(feature = "wgpu")]
 pub mod gpu;
 pub mod group_norm;
+pub mod linear;
+pub use linear::linear;
 pub mod low_rank;
 pub mod reference;
 pub mod simd_math;

@@ -27,6 +27,11 @@ pub fn conv2d(x: Tensor<4>, conv: &burn::nn::conv::Conv2d) -> Tensor<4> {
     conv.forward(x)
 }
 
+/// A linear layer: Burn's module.
+pub fn linear<const D: usize>(x: Tensor<D>, linear: &burn::nn::Linear) -> Tensor<D> {
+    linear.forward(x)
+}
+
 /// GroupNorm (Burn's module, statistics in f32 for half-precision inputs), then SiLU when
 /// `silu`.
 pub fn group_norm_silu(x: Tensor<4>, norm: &burn::nn::GroupNorm, silu: bool) -> Tensor<4> {

@@ -314,7 +314,7 @@ impl ClipTextModel {
                     .reshape([1, hidden])
             })
             .collect();
-        Some(projection.forward(Tensor::cat(rows, 0)))
+        Some(kernels::linear(Tensor::cat(rows, 0), projection))
     }
 }
 
@@ -336,27 +336,26 @@ impl ClipAttention {
             t.reshape([b, n, self.heads, c / self.heads])
                 .swap_dims(1, 2)
         };
-        let q = split(self.q_proj.forward(x.clone()));
-        let k = split(self.k_proj.forward(x.clone()));
-        let v = split(self.v_proj.forward(x));
+        let q = split(kernels::linear(x.clone(), &self.q_proj));
+        let k = split(kernels::linear(x.clone(), &self.k_proj));
+        let v = split(kernels::linear(x, &self.v_proj));
         let options = AttentionModuleOptions {
             is_causal: true,
             ..Default::default()
         };
         let out = attention(q, k, v, None, None, options); // [b, heads, n, head_dim]
-        self.out_proj
-            .forward(out.swap_dims(1, 2).reshape([b, n, c]))
+        kernels::linear(out.swap_dims(1, 2).reshape([b, n, c]), &self.out_proj)
     }
 }
 
 impl ClipMlp {
     fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let h = self.fc1.forward(x);
+        let h = kernels::linear(x, &self.fc1);
         let h = if self.quick_gelu {
             h.clone() * sigmoid(h.mul_scalar(1.702))
         } else {
             kernels::gelu(h)
         };
-        self.fc2.forward(h)
+        kernels::linear(h, &self.fc2)
     }
 }

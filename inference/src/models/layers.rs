@@ -69,7 +69,7 @@ impl ResnetBlock {
     pub fn forward(&self, x: Tensor<4>, temb_act: Option<&Tensor<2>>) -> Tensor<4> {
         let mut h = kernels::conv2d(group_norm_silu(x.clone(), &self.norm1), &self.conv1);
         if let (Some(proj), Some(temb)) = (&self.time_emb_proj, temb_act) {
-            h = h + proj.forward(temb.clone()).unsqueeze_dims::<4>(&[2, 3]);
+            h = h + kernels::linear(temb.clone(), proj).unsqueeze_dims::<4>(&[2, 3]);
         }
         let h = kernels::conv2d(group_norm_silu(h, &self.norm2), &self.conv2);
         let skip = match &self.conv_shortcut {
@@ -148,7 +148,7 @@ impl TimestepMlp {
     }
 
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        self.linear_2.forward(silu(self.linear_1.forward(x)))
+        kernels::linear(silu(kernels::linear(x, &self.linear_1)), &self.linear_2)
     }
 }
 

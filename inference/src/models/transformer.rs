@@ -50,23 +50,17 @@ impl Attention {
         let context = context.cloned().unwrap_or_else(|| x.clone());
         let m = context.dims()[1];
         let d = c / self.heads;
-        let q = self
-            .to_q
-            .forward(x)
+        let q = kernels::linear(x, &self.to_q)
             .reshape([b, n, self.heads, d])
             .swap_dims(1, 2);
-        let k = self
-            .to_k
-            .forward(context.clone())
+        let k = kernels::linear(context.clone(), &self.to_k)
             .reshape([b, m, self.heads, d])
             .swap_dims(1, 2);
-        let v = self
-            .to_v
-            .forward(context)
+        let v = kernels::linear(context, &self.to_v)
             .reshape([b, m, self.heads, d])
             .swap_dims(1, 2);
         let out = kernels::attention(q, k, v); // [b, heads, n, d]
-        self.to_out.forward(out.swap_dims(1, 2).reshape([b, n, c]))
+        kernels::linear(out.swap_dims(1, 2).reshape([b, n, c]), &self.to_out)
     }
 }
 
@@ -88,7 +82,7 @@ impl FeedForward {
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.out.forward(kernels::geglu(self.geglu.forward(x)))
+        kernels::linear(kernels::geglu(kernels::linear(x, &self.geglu)), &self.out)
     }
 }
 
@@ -184,14 +178,14 @@ impl Transformer2d {
         let normed = kernels::group_norm(x.clone(), &self.norm);
         let mut tokens = match &self.proj_in {
             Projection::Conv(conv) => to_tokens(kernels::conv2d(normed, conv)),
-            Projection::Linear(linear) => linear.forward(to_tokens(normed)),
+            Projection::Linear(linear) => kernels::linear(to_tokens(normed), linear),
         };
         for block in &self.transformer_blocks {
             tokens = block.forward(tokens, context);
         }
         let out = match &self.proj_out {
             Projection::Conv(conv) => kernels::conv2d(to_image(tokens), conv),
-            Projection::Linear(linear) => to_image(linear.forward(tokens)),
+            Projection::Linear(linear) => to_image(kernels::linear(tokens, linear)),
         };
         out + x
     }

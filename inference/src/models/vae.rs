@@ -193,13 +193,11 @@ impl VaeAttention {
             .reshape([b, c, h * w])
             .swap_dims(1, 2);
         let head = |t: Tensor<3>| t.unsqueeze_dim::<4>(1); // one head: [b, 1, hw, c]
-        let q = head(self.to_q.forward(tokens.clone()));
-        let k = head(self.to_k.forward(tokens.clone()));
-        let v = head(self.to_v.forward(tokens));
+        let q = head(kernels::linear(tokens.clone(), &self.to_q));
+        let k = head(kernels::linear(tokens.clone(), &self.to_k));
+        let v = head(kernels::linear(tokens, &self.to_v));
         let out = kernels::attention(q, k, v).squeeze_dim::<3>(1);
-        let out = self
-            .to_out
-            .forward(out)
+        let out = kernels::linear(out, &self.to_out)
             .swap_dims(1, 2)
             .reshape([b, c, h, w]);
         out + x
