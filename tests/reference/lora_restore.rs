@@ -159,3 +159,56 @@ fn half_precision_checkpoints_are_read_again_exactly() {
         );
     }
 }
+
+/// A LoRA file is opened and checked once while it stays merged (a change of strength does
+/// not read it again), but one saved over between two merges is opened again: the next
+/// merge uses the new factors, as a fresh model merging the new file does.
+#[test]
+fn a_lora_saved_over_between_merges_is_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lora.safetensors");
+    let doubled = |_: &str, t: &mut ember_tests::Fixture| {
+        if t.shape.len() >= 2 {
+            t.bytes = t
+                .f32()
+                .iter()
+                .flat_map(|v| (v * 2.0).to_le_bytes())
+                .collect();
+        }
+        true
+    };
+    std::fs::copy(reference("sd15/lora/lora_kohya.safetensors"), &path).unwrap();
+    let at = |strength| LoraSpec {
+        path: path.clone(),
+        ..spec(strength)
+    };
+    let options = || LoadOptions {
+        config_dir: Some(reference("sd15/pipeline")),
+        ..LoadOptions::new(Device::flex(), Precision::F32)
+    };
+    let checkpoint = reference("sd15/checkpoint.safetensors");
+    let mut model = load(&checkpoint, &options()).unwrap();
+    set(&mut model, &[at(0.8)]).unwrap();
+    set(&mut model, &[at(0.6)]).unwrap();
+    let before = weight(&model);
+
+    ember_tests::write_edited(
+        "sd15/lora/lora_kohya.safetensors",
+        &path,
+        doubled,
+        Vec::new(),
+    );
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+    let file = std::fs::File::options().write(true).open(&path).unwrap();
+    file.set_modified(later).unwrap();
+    set(&mut model, &[at(0.5)]).unwrap();
+
+    let mut fresh = load(&checkpoint, &options()).unwrap();
+    set(&mut fresh, &[at(0.5)]).unwrap();
+    assert_eq!(
+        weight(&model),
+        weight(&fresh),
+        "the old file's factors were merged"
+    );
+    assert_ne!(weight(&model), before);
+}

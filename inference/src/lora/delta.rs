@@ -77,6 +77,35 @@ fn plain_linear_lora(adapter: &Adapter) -> Option<(&PackTensor, &PackTensor)> {
     }
 }
 
+/// A plain LoRA's factors for a linear layer as f32 values.
+pub struct LinearFactors {
+    /// `[out, rank]`
+    pub up: Vec<f32>,
+    /// `[rank, in]`
+    pub down: Vec<f32>,
+    pub rank: usize,
+}
+
+/// A plain LoRA's factors for a linear layer; `None` for other kinds and for DoRA.
+pub fn plain_linear_factors(adapter: &Adapter) -> Result<Option<LinearFactors>> {
+    let Some((up, down)) = plain_linear_lora(adapter).filter(|_| adapter.dora_scale.is_none())
+    else {
+        return Ok(None);
+    };
+    let values = |t: &PackTensor| -> Result<Vec<f32>> {
+        let data = bridge::to_data(t)
+            .map_err(|e| Error::settings(format!("LoRA tensor `{}`: {e}", t.name)))?;
+        data.convert::<f32>()
+            .try_into_vec::<f32>()
+            .map_err(|e| Error::settings(format!("LoRA tensor `{}`: {e:?}", t.name)))
+    };
+    Ok(Some(LinearFactors {
+        up: values(up)?,
+        down: values(down)?,
+        rank: shape(down)[0],
+    }))
+}
+
 /// Where a merged weight may be written.
 pub enum Destination {
     /// Into the weight's own buffer: nothing needs the loaded value (it can be read from

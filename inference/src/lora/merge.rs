@@ -6,7 +6,8 @@
 //! and put back. A new set of LoRAs (or none) starts from the loaded weights.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use burn::module::Module;
 use burn::store::burn_pack::Tensor as PackTensor;
@@ -15,9 +16,11 @@ use burn::tensor::Tensor;
 
 use super::delta::{Destination, merge_weight, target_size};
 use super::file::{Adapter, LoraFile, ModuleName, Network};
+use super::refill::{refill_weight, refillable};
 use super::unmerge::{map_network, take_out};
 use crate::error::{Error, Result};
 use crate::model::Model;
+use crate::weights::WeightSources;
 use crate::weights::keymap::{
     UNetLayout, diffusers_to_module, ldm_unet_to_diffusers, module_to_diffusers,
 };
@@ -45,23 +48,44 @@ pub struct LoraState {
     pub(super) unrestored: bool,
     /// Short hashes already computed, by file, with the file's size and modification time
     /// (a LoRA is hundreds of MiB: hashing it for every image would read it every time).
-    hashes: HashMap<PathBuf, (u64, Option<std::time::SystemTime>, String)>,
+    hashes: HashMap<PathBuf, (Stamp, String)>,
+    /// The merged LoRA files as opened and checked (every factor read once for NaN), by
+    /// path, with their size and modification time: a change of strength does not read
+    /// and check them again. Their factors are read from the files when merged.
+    opened: HashMap<PathBuf, (Stamp, Arc<LoraFile>)>,
+}
+
+/// A file's size and modification time.
+type Stamp = (u64, Option<std::time::SystemTime>);
+
+fn stamp(path: &Path) -> Result<Stamp> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    Ok((meta.len(), meta.modified().ok()))
 }
 
 impl LoraState {
     /// A1111's short hash of `path`, computed once while the file stays the same.
-    fn short_hash(&mut self, path: &std::path::Path) -> Result<String> {
-        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-        let stamp = (meta.len(), meta.modified().ok());
-        if let Some((len, modified, hash)) = self.hashes.get(path)
-            && (*len, *modified) == stamp
+    fn short_hash(&mut self, path: &Path) -> Result<String> {
+        let stamp = stamp(path)?;
+        if let Some((at, hash)) = self.hashes.get(path)
+            && *at == stamp
         {
             return Ok(hash.clone());
         }
         let hash = super::file::short_hash(path)?;
         self.hashes
-            .insert(path.to_path_buf(), (stamp.0, stamp.1, hash.clone()));
+            .insert(path.to_path_buf(), (stamp, hash.clone()));
         Ok(hash)
+    }
+
+    /// The LoRA at `path` with its stamp before opening, opened again only when it changed
+    /// since it was last opened.
+    fn open(&self, path: &Path) -> Result<(Stamp, Arc<LoraFile>)> {
+        let stamp = stamp(path)?;
+        match self.opened.get(path) {
+            Some((at, file)) if *at == stamp => Ok((stamp, Arc::clone(file))),
+            _ => Ok((stamp, Arc::new(LoraFile::open(path)?))),
+        }
     }
 }
 
@@ -205,10 +229,11 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
     if model.lora.applied == specs && !model.lora.unrestored {
         return Ok(Vec::new());
     }
-    let files: Vec<LoraFile> = specs
+    let opened: Vec<(Stamp, Arc<LoraFile>)> = specs
         .iter()
-        .map(|spec| LoraFile::open(&spec.path))
+        .map(|spec| model.lora.open(&spec.path))
         .collect::<Result<_>>()?;
+    let files: Vec<&LoraFile> = opened.iter().map(|(_, file)| &**file).collect();
     let mut networks = vec![Network::Unet];
     networks.extend((0..model.encoders.len()).map(Network::TextEncoder));
     let mut shapes: HashMap<Network, HashMap<String, Vec<usize>>> = HashMap::new();
@@ -306,30 +331,53 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
         }
     }
 
-    // The previous merge's copies of weights without a file, taken out of the model:
-    // written over by this merge (when nothing else holds them) instead of new ones.
-    let mut reusable = take_out(model)?;
-    if let Err(e) = merge(model, &networks, &updates, &mut reusable) {
+    // Weights merged before and merged again now are read from their file as they are
+    // merged (one pass over memory instead of two); the rest of the previous merge is taken
+    // out first. The previous merge's copies of weights without a file, taken out of the
+    // model, are written over by this merge (when nothing else holds them).
+    let refill = refillable(model, &updates);
+    let mut reusable = take_out(model, &refill)?;
+    if let Err(e) = merge(model, &networks, &updates, &refill, &mut reusable) {
         // A failed merge never leaves half-merged weights (if this fails too, its error,
         // which says to load the model again, is the one to tell).
-        take_out(model)?;
+        take_out(model, &BTreeSet::new())?;
         return Err(e);
     }
+    model.lora.unrestored = false;
     model.lora.applied = specs.to_vec();
+    let paths = specs.iter().map(|spec| spec.path.clone());
+    model.lora.opened = paths.zip(opened).collect();
     Ok(report)
 }
 
 /// What each weight merges: `(strength, adapter)` lists by network and module path.
-type Updates<'a> = BTreeMap<(Network, String), Vec<(f32, &'a Adapter)>>;
+pub(super) type Updates<'a> = BTreeMap<(Network, String), Vec<(f32, &'a Adapter)>>;
 
 /// Merges `updates` into the model's weights, recording each weight it changes (and a
 /// copy of those without a file source) in `model.lora`. A weight with a file source is
-/// merged into its own buffer. On an error some weights may be merged and one zeroed:
-/// the caller takes them out.
+/// merged into its own buffer; one in `refill` is first read from its file again, with
+/// its first plain LoRA added in the same pass. On an error some weights may be merged and
+/// one zeroed: the caller takes them out.
 fn merge(
     model: &mut Model,
     networks: &[Network],
     updates: &Updates<'_>,
+    refill: &BTreeSet<(Network, String)>,
+    reusable: &mut HashMap<(Network, String), Tensor<1>>,
+) -> Result<()> {
+    // Read while the networks are borrowed to be mapped; put back before returning.
+    let sources = std::mem::take(&mut model.sources);
+    let merged = merge_with(model, &sources, networks, updates, refill, reusable);
+    model.sources = sources;
+    merged
+}
+
+fn merge_with(
+    model: &mut Model,
+    sources: &WeightSources,
+    networks: &[Network],
+    updates: &Updates<'_>,
+    refill: &BTreeSet<(Network, String)>,
     reusable: &mut HashMap<(Network, String), Tensor<1>>,
 ) -> Result<()> {
     let dtype = model.precision.dtype();
@@ -346,7 +394,7 @@ fn merge(
         let rereadable: BTreeSet<&str> = touched
             .keys()
             .copied()
-            .filter(|path| model.sources.has(network, path))
+            .filter(|path| sources.has(network, path))
             .collect();
         let mut failed = None;
         let mut changed = Vec::new();
@@ -358,6 +406,21 @@ fn merge(
                 return w;
             }
             changed.push(path.to_string());
+            let mut updates = touched[path].as_slice();
+            let w = if refill.contains(&(network, path.to_string())) {
+                match refill_weight(sources, network, weight, w, &mut updates) {
+                    (w, Ok(())) => w,
+                    (w, Err(e)) => {
+                        failed = Some(e);
+                        return w;
+                    }
+                }
+            } else {
+                w
+            };
+            if updates.is_empty() {
+                return w;
+            }
             let destination = if rereadable.contains(path) {
                 Destination::InPlace
             } else {
@@ -365,7 +428,7 @@ fn merge(
                 Destination::Reuse(reusable.remove(&(network, path.to_string())).map(Box::new))
             };
             let n = w.dims()[0];
-            match merge_weight(w, dims, touched[path], destination, &device) {
+            match merge_weight(w, dims, updates, destination, &device) {
                 Ok(t) => t.cast(dtype),
                 Err(e) => {
                     failed = Some(e);

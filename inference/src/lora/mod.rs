@@ -1,9 +1,11 @@
 //! LoRA adapters: reading the files ([`file`]) and merging them into a loaded model's
-//! weights, or taking them out again exactly ([`merge`]).
+//! weights, or taking them out again exactly ([`merge`]), or changing them in one pass over
+//! the weights ([`refill`]).
 
 pub mod delta;
 pub mod file;
 pub mod merge;
+mod refill;
 pub mod swap;
 pub mod tags;
 mod unmerge;

@@ -40,17 +40,26 @@ pub(super) fn map_network(
 /// Puts every weight a LoRA touched back as loaded. On an error (a checkpoint changed on
 /// disk since it was loaded) the model refuses LoRA changes until a restore succeeds.
 pub fn restore(model: &mut Model) -> Result<()> {
-    take_out(model).map(drop)
+    take_out(model, &BTreeSet::new()).map(drop)
 }
 
 /// [`restore`], returning the merged tensors of weights without a file that it took out
-/// of the model (by network and path), which nothing else holds any more.
-pub(super) fn take_out(model: &mut Model) -> Result<HashMap<(Network, String), Tensor<1>>> {
+/// of the model (by network and path), which nothing else holds any more. The weights in
+/// `later` are left merged and still recorded as touched: the caller reads each of them
+/// from its file again itself, merging the next LoRAs in the same pass
+/// ([`crate::weights::WeightSources::reread_into`]); until then they are neither.
+pub(super) fn take_out(
+    model: &mut Model,
+    later: &BTreeSet<(Network, String)>,
+) -> Result<HashMap<(Network, String), Tensor<1>>> {
     // An f32 copy of the UNet made from the weights about to change would be stale.
     model.unet_f32.take();
     model.lora.applied.clear();
     let taken = put_back_originals(model)?;
-    let touched = std::mem::take(&mut model.lora.touched);
+    let (left, touched): (BTreeSet<_>, BTreeSet<_>) = std::mem::take(&mut model.lora.touched)
+        .into_iter()
+        .partition(|key| later.contains(key));
+    model.lora.touched = left;
     let mut networks: Vec<Network> = touched.iter().map(|(n, _)| *n).collect();
     networks.dedup();
     for network in networks {
@@ -68,7 +77,7 @@ pub(super) fn take_out(model: &mut Model) -> Result<HashMap<(Network, String), T
             )));
         }
     }
-    model.lora.unrestored = false;
+    model.lora.unrestored = !model.lora.touched.is_empty();
     Ok(taken)
 }
 
@@ -93,7 +102,7 @@ fn reread(model: &mut Model, network: Network, paths: &[&str]) -> Result<()> {
         if failed.is_some() {
             return w;
         }
-        let (w, read) = sources.reread_into(network, weight, w);
+        let (w, read) = sources.reread_into(network, weight, w, None);
         failed = read.err();
         w
     });

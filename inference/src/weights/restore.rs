@@ -12,6 +12,7 @@ use burn::module::Module;
 use burn::store::burn_pack::Tensor as PackTensor;
 use burn::store::{ModuleSnapshot, bridge};
 use burn::tensor::{DType, Device, Tensor, TensorData};
+use kernels::widen::{LowRank, Widen, widen_add_into, widen_into};
 
 use super::apply::load_adapter;
 use crate::error::{Error, Result};
@@ -90,13 +91,16 @@ impl WeightSources {
 
     /// `network`'s `weight` read from its file again into `w`, the weight's own f32 CPU
     /// buffer (nothing allocated but the read itself): the values [`Self::reload`] gives,
-    /// as a float widened to f32 is exact and a `Linear` weight is only transposed. Returns
-    /// the weight read again, or on an error `w` as it was.
+    /// as a float widened to f32 is exact and a `Linear` weight is only transposed. With
+    /// `update` (in the file's orientation) that low-rank change is added in the same pass:
+    /// a LoRA merged again at another strength. Returns the weight read again, or on an
+    /// error `w` as it was.
     pub fn reread_into(
         &self,
         network: Network,
         weight: &Weight<'_>,
         w: Tensor<1>,
+        update: Option<&LowRank<'_>>,
     ) -> (Tensor<1>, Result<()>) {
         let Some(source) = self.networks.get(&network).and_then(|t| t.get(weight.path)) else {
             return (w, Err(missing_source(weight.path)));
@@ -107,7 +111,13 @@ impl WeightSources {
         } else {
             dims.to_vec()
         };
-        if source.shape.as_slice() != expected.as_slice() || w.dtype() != DType::F32 {
+        // `[rows, cols]` of the file's layout (a Linear weight is written transposed).
+        let n: usize = dims.iter().product();
+        let rows = expected.first().copied().unwrap_or(1);
+        let size = [rows, n.checked_div(rows).unwrap_or(0)];
+        let fits = update
+            .is_none_or(|u| u.up.len() == size[0] * u.rank && u.down.len() == u.rank * size[1]);
+        if source.shape.as_slice() != expected.as_slice() || w.dtype() != DType::F32 || !fits {
             let e = Error::settings(format!(
                 "`{}` was loaded as {dims:?} from {:?}",
                 weight.path,
@@ -128,23 +138,31 @@ impl WeightSources {
         let device = w.device();
         let mut target = w.into_data();
         let dst = target.as_mut_slice::<f32>().expect("an f32 weight");
-        // `[rows, cols]` of the file's layout; a Linear weight is written transposed.
-        let (rows, cols) = match (weight.linear, expected.as_slice()) {
-            (true, [rows, cols]) => (*rows, *cols),
-            _ => (1, dst.len()),
-        };
-        use kernels::widen::widen_into;
-        let (size, linear) = ([rows, cols], weight.linear);
+        let transpose = weight.linear;
         match data.dtype() {
-            DType::F16 => widen_into(f16s(&data), dst, size, linear),
-            DType::BF16 => widen_into(bf16s(&data), dst, size, linear),
-            DType::F32 => widen_into(f32s(&data), dst, size, linear),
+            DType::F16 => write(f16s(&data), dst, size, transpose, update),
+            DType::BF16 => write(bf16s(&data), dst, size, transpose, update),
+            DType::F32 => write(f32s(&data), dst, size, transpose, update),
             _ => {
                 let data = data.convert_dtype(DType::F32);
-                widen_into(f32s(&data), dst, size, linear)
+                write(f32s(&data), dst, size, transpose, update)
             }
         }
         (Tensor::from_data(target, &device), Ok(()))
+    }
+}
+
+/// `src` widened into `dst` (transposed when `transpose`), with `update` added if given.
+fn write<T: Widen>(
+    src: &[T],
+    dst: &mut [f32],
+    size: [usize; 2],
+    transpose: bool,
+    update: Option<&LowRank<'_>>,
+) {
+    match update {
+        Some(update) => widen_add_into(src, dst, size, transpose, update),
+        None => widen_into(src, dst, size, transpose),
     }
 }
 
