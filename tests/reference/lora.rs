@@ -370,7 +370,7 @@ fn the_benchmark_lora_matches_every_module_and_is_removed_exactly() {
     let mut model = model("sd15/pipeline");
     let key = "down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.weight";
     let before = read_weight(&model, Network::Unet, key).unwrap();
-    let times = inference::bench::lora::run_on(&mut model, 4).unwrap();
+    let times = inference::bench::lora::run_on(&mut model, 4, 2).unwrap();
     assert!(times.modules > 0);
     assert_eq!(read_weight(&model, Network::Unet, key).unwrap(), before);
 }

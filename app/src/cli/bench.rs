@@ -144,9 +144,9 @@ fn lora(args: &BenchArgs) -> Result<(), String> {
         Precision::parse(&args.precision).map_err(err)?,
     );
     let t = match &args.model {
-        Some(path) => bench::lora::run_on_file(path, args.rank, &options),
+        Some(path) => bench::lora::run_on_file(path, args.rank, args.runs, &options),
         None => bench::parse_arch(&args.arch)
-            .and_then(|family| bench::lora::run(family, args.rank, &options)),
+            .and_then(|family| bench::lora::run(family, args.rank, args.runs, &options)),
     }
     .map_err(err)?;
     let arch = match &args.model {
@@ -160,13 +160,13 @@ fn lora(args: &BenchArgs) -> Result<(), String> {
             "device": args.device, "precision": args.precision, "modules": t.modules,
             "file_bytes": t.file_bytes, "merged_bytes": t.merged_bytes,
             "first_merge_s": s(t.first_merge), "change_strength_s": s(t.change_strength),
-            "remove_s": s(t.remove), "merge_again_s": s(t.merge_again),
+            "remove_s": s(t.remove), "merge_again_s": s(t.merge_again), "runs": t.runs,
         });
         println!("{json}");
     } else {
         println!(
             "lora {} rank {} ({}, {}): {} modules, {} file, {} of weights changed; first merge {}, \
-             strength change {}, removal {}, merged again {}",
+             strength change {}, removal {}, merged again {} (medians of {})",
             arch,
             args.rank,
             args.precision,
@@ -177,7 +177,8 @@ fn lora(args: &BenchArgs) -> Result<(), String> {
             seconds(s(t.first_merge)),
             seconds(s(t.change_strength)),
             seconds(s(t.remove)),
-            seconds(s(t.merge_again))
+            seconds(s(t.merge_again)),
+            t.runs
         );
     }
     Ok(())

@@ -1,8 +1,10 @@
 //! `ember bench lora`: how long merging a kohya LoRA takes on a family's released
 //! architecture with random weights loaded from a checkpoint file: the first merge
 //! (reading the LoRA, merging into the loaded weights), a change of strength (the changed
-//! weights read from the checkpoint again, then merged), taking it out (read again) and
-//! merging it again.
+//! weights read from the checkpoint again with the new merge added as they are read),
+//! taking it out (read again) and merging it again. All but the first are repeated and
+//! their medians reported: one merge moves over a gigabyte, and a busy machine's memory
+//! bandwidth varies from one to the next.
 
 use std::time::{Duration, Instant};
 
@@ -21,19 +23,21 @@ pub struct LoraTimes {
     /// model loaded from a `.safetensors` file; a copy of them for any other).
     pub merged_bytes: u64,
     pub first_merge: Duration,
+    /// Medians of `runs` each.
     pub change_strength: Duration,
     pub remove: Duration,
     /// Merging it again after the removal.
     pub merge_again: Duration,
+    pub runs: usize,
 }
 
 /// Builds the family's model with random weights (saved to a temporary `.safetensors` file
 /// and loaded from it, as a user's checkpoint is) and times [`run_on`] it.
-pub fn run(family: Family, rank: usize, options: &LoadOptions) -> Result<LoraTimes> {
+pub fn run(family: Family, rank: usize, runs: usize, options: &LoadOptions) -> Result<LoraTimes> {
     check_rank(rank)?;
     let temp = std::env::temp_dir();
     let mut model = crate::weights::random::random_model(family, options, &temp)?;
-    run_on(&mut model, rank)
+    run_on(&mut model, rank, runs)
 }
 
 /// Loads the checkpoint at `path` as generation would and times [`run_on`] it: the
@@ -41,11 +45,17 @@ pub fn run(family: Family, rank: usize, options: &LoadOptions) -> Result<LoraTim
 pub fn run_on_file(
     path: &std::path::Path,
     rank: usize,
+    runs: usize,
     options: &LoadOptions,
 ) -> Result<LoraTimes> {
     check_rank(rank)?;
     let mut model = crate::weights::load(path, options)?;
-    run_on(&mut model, rank)
+    run_on(&mut model, rank, runs)
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
 }
 
 fn check_rank(rank: usize) -> Result<()> {
@@ -59,9 +69,10 @@ fn check_rank(rank: usize) -> Result<()> {
 
 /// Writes a rank-`rank` kohya LoRA for every linear layer of `model`'s transformer blocks
 /// and text encoders (f16 factors, as kohya saves them) and times merging it, changing its
-/// strength, removing it and merging it again; the model is left without it. Every module
-/// must match.
-pub fn run_on(model: &mut crate::model::Model, rank: usize) -> Result<LoraTimes> {
+/// strength, removing it and merging it again (each of the last three `runs` times, at
+/// least once); the model is left without it. Every module must match.
+pub fn run_on(model: &mut crate::model::Model, rank: usize, runs: usize) -> Result<LoraTimes> {
+    let runs = runs.max(1);
     let model = &mut *model;
     let targets = kohya_linear_targets(model);
     let path = std::env::temp_dir().join(format!(
@@ -93,14 +104,25 @@ pub fn run_on(model: &mut crate::model::Model, rank: usize) -> Result<LoraTimes>
         Ok(start.elapsed())
     };
     let result = (|| {
+        let first_merge = timed(model, &[spec(1.0)])?;
+        let mut changes = Vec::with_capacity(runs);
+        for i in 0..runs {
+            changes.push(timed(model, &[spec(if i % 2 == 0 { 0.5 } else { 1.0 })])?);
+        }
+        let (mut removals, mut merges) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            removals.push(timed(model, &[])?);
+            merges.push(timed(model, &[spec(1.0)])?);
+        }
         Ok(LoraTimes {
             modules: targets.len(),
             file_bytes,
             merged_bytes,
-            first_merge: timed(model, &[spec(1.0)])?,
-            change_strength: timed(model, &[spec(0.5)])?,
-            remove: timed(model, &[])?,
-            merge_again: timed(model, &[spec(1.0)])?,
+            first_merge,
+            change_strength: median(changes),
+            remove: median(removals),
+            merge_again: median(merges),
+            runs,
         })
     })();
     // The model is left as it came: a failed benchmark too.
