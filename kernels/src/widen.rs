@@ -145,9 +145,13 @@ fn write<T: Widen>(
     let block_rows = if tiled {
         // Whole tiles, and long runs of each source row (whole cache lines, and enough of
         // them for the prefetcher to follow), but blocks for every thread to take.
+        // With a product, at least four times its rank: `gemm` packs the `rank × rows`
+        // factor again for every block.
         let threads = rayon::current_num_threads().max(1);
         let most = cols.div_ceil(2 * threads).next_multiple_of(TILE);
+        let rank = update.map_or(0, |u| u.rank);
         (TILE_BLOCK / rows)
+            .max(4 * rank)
             .clamp(4 * TILE, most.max(4 * TILE))
             .next_multiple_of(TILE)
     } else if update.is_some() {
