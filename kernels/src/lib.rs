@@ -22,6 +22,8 @@ pub use linear::linear;
 pub mod low_rank;
 pub mod reference;
 pub mod simd_math;
+#[cfg(test)]
+mod test_support;
 pub mod widen;
 
 use burn::backend::Flex;
@@ -226,6 +228,7 @@ pub fn group_norm(x: Tensor<4>, norm: &GroupNorm) -> Tensor<4> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::rel_diff;
     use burn::nn::GroupNormConfig;
 
     /// Deterministic test data (a fixed xorshift stream scaled to roughly N(0, 1.5)).
@@ -241,12 +244,6 @@ mod tests {
             })
             .collect();
         Tensor::from_data(TensorData::new(values, dims), &Device::flex())
-    }
-
-    /// Largest difference relative to the reference's largest magnitude.
-    fn rel_diff<const D: usize>(ours: Tensor<D>, reference: Tensor<D>) -> f32 {
-        let scale = reference.clone().abs().max().into_scalar::<f32>().max(1.0);
-        (ours - reference).abs().max().into_scalar::<f32>() / scale
     }
 
     /// Attention in float64 on the host: the ground truth both float32 versions approach.

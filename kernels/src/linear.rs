@@ -99,6 +99,7 @@ mod tests {
     use burn::tensor::Distribution;
 
     use super::*;
+    use crate::test_support::rel_diff;
 
     fn module(d_input: usize, d_output: usize, bias: bool) -> Linear {
         LinearConfig::new(d_input, d_output)
@@ -108,13 +109,6 @@ mod tests {
 
     fn random<const D: usize>(dims: [usize; D]) -> Tensor<D> {
         Tensor::random(dims, Distribution::Normal(0.0, 1.0), &Device::flex())
-    }
-
-    /// Largest difference relative to the reference's largest magnitude.
-    fn rel_diff<const D: usize>(ours: Tensor<D>, reference: Tensor<D>) -> f32 {
-        assert_eq!(ours.dims(), reference.dims());
-        let scale = reference.clone().abs().max().into_scalar::<f32>().max(1.0);
-        (ours - reference).abs().max().into_scalar::<f32>() / scale
     }
 
     #[test]

@@ -7,6 +7,7 @@ use burn::nn::PaddingConfig2d;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::tensor::{DType, Device, Distribution, Tensor};
 
+use crate::test_support::rel_diff;
 use crate::{conv2d, reference};
 
 fn module(
@@ -22,13 +23,6 @@ fn module(
         .with_padding(PaddingConfig2d::Explicit(top, left, bottom, right))
         .with_bias(bias)
         .init(&Device::flex())
-}
-
-/// Largest difference relative to the reference's largest magnitude.
-fn rel_diff(ours: Tensor<4>, reference: Tensor<4>) -> f32 {
-    assert_eq!(ours.dims(), reference.dims());
-    let scale = reference.clone().abs().max().into_scalar::<f32>().max(1.0);
-    (ours - reference).abs().max().into_scalar::<f32>() / scale
 }
 
 type Case = ([usize; 4], usize, [usize; 2], usize, [usize; 4], bool);
