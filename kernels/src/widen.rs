@@ -3,9 +3,10 @@
 //! transposed, optionally with a LoRA's low-rank product added on the way. What reading a
 //! weight again after a LoRA, or changing a LoRA's strength, costs.
 //!
-//! The destination is written in parallel blocks of whole rows, each transposed in 8×8
-//! tiles the compiler keeps in vector registers, with the widening inlined into the tile
-//! loads: `half`'s slice conversions, called a tile row at a time, cost more than the copy.
+//! The destination is written in parallel blocks of whole rows. A transposed block takes
+//! eight source rows at a time: widened into a band by a loop the compiler vectorises, then
+//! transposed as 8×8 tiles by AVX shuffles; the blocks are wide enough that each source
+//! row is read in long runs. A LoRA's product is added to each block while it is in cache.
 
 use rayon::prelude::*;
 
@@ -104,26 +105,16 @@ pub struct LowRank<'a> {
 /// # Panics
 /// If `src` or `dst` does not hold `rows * cols` values.
 pub fn widen_into<T: Widen>(src: &[T], dst: &mut [f32], size: [usize; 2], transpose: bool) {
-    write(src, dst, size, transpose, None);
+    widen_add_into(src, dst, size, transpose, None);
 }
 
-/// [`widen_into`] with `update` added (in the destination's orientation), each block of
-/// destination rows updated while it is still in cache: a weight read again from its file
-/// and a LoRA merged into it in one pass over memory instead of two.
+/// [`widen_into`] with `update` (in the source's orientation) added when given, to each
+/// block of destination rows while it is still in cache: a weight read again from its
+/// file and a LoRA merged into it in one pass over memory instead of two.
 ///
 /// # Panics
 /// If a slice does not hold the values its sizes say.
 pub fn widen_add_into<T: Widen>(
-    src: &[T],
-    dst: &mut [f32],
-    size: [usize; 2],
-    transpose: bool,
-    update: &LowRank<'_>,
-) {
-    write(src, dst, size, transpose, Some(update));
-}
-
-fn write<T: Widen>(
     src: &[T],
     dst: &mut [f32],
     [rows, cols]: [usize; 2],

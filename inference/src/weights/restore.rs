@@ -12,7 +12,7 @@ use burn::module::Module;
 use burn::store::burn_pack::Tensor as PackTensor;
 use burn::store::{ModuleSnapshot, bridge};
 use burn::tensor::{DType, Device, Tensor, TensorData};
-use kernels::widen::{LowRank, Widen, widen_add_into, widen_into};
+use kernels::widen::{LowRank, widen_add_into};
 
 use super::apply::load_adapter;
 use crate::error::{Error, Result};
@@ -140,29 +140,15 @@ impl WeightSources {
         let dst = target.as_mut_slice::<f32>().expect("an f32 weight");
         let transpose = weight.linear;
         match data.dtype() {
-            DType::F16 => write(f16s(&data), dst, size, transpose, update),
-            DType::BF16 => write(bf16s(&data), dst, size, transpose, update),
-            DType::F32 => write(f32s(&data), dst, size, transpose, update),
+            DType::F16 => widen_add_into(f16s(&data), dst, size, transpose, update),
+            DType::BF16 => widen_add_into(bf16s(&data), dst, size, transpose, update),
+            DType::F32 => widen_add_into(f32s(&data), dst, size, transpose, update),
             _ => {
                 let data = data.convert_dtype(DType::F32);
-                write(f32s(&data), dst, size, transpose, update)
+                widen_add_into(f32s(&data), dst, size, transpose, update)
             }
         }
         (Tensor::from_data(target, &device), Ok(()))
-    }
-}
-
-/// `src` widened into `dst` (transposed when `transpose`), with `update` added if given.
-fn write<T: Widen>(
-    src: &[T],
-    dst: &mut [f32],
-    size: [usize; 2],
-    transpose: bool,
-    update: Option<&LowRank<'_>>,
-) {
-    match update {
-        Some(update) => widen_add_into(src, dst, size, transpose, update),
-        None => widen_into(src, dst, size, transpose),
     }
 }
 

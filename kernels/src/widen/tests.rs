@@ -103,7 +103,7 @@ fn a_low_rank_update_is_added_in_either_orientation_as_burn_computes_it() {
                     merged.clone()
                 };
                 let mut dst = vec![f32::NAN; rows * cols];
-                widen_add_into(&halves, &mut dst, [rows, cols], transpose, &update);
+                widen_add_into(&halves, &mut dst, [rows, cols], transpose, Some(&update));
                 let ours = matrix(dst, expected.dims());
                 let diff = (ours - expected).abs().max().into_scalar::<f32>();
                 // Sums of `rank` products of values below 1 in another order.
@@ -145,7 +145,7 @@ fn a_merge_made_while_reading_equals_one_made_after_it_bit_for_bit() {
             scale: 0.8,
         };
         let mut fused = vec![0f32; rows * cols];
-        widen_add_into(&halves, &mut fused, [rows, cols], true, &update);
+        widen_add_into(&halves, &mut fused, [rows, cols], true, Some(&update));
         let mut after = vec![0f32; rows * cols];
         widen_into(&halves, &mut after, [rows, cols], true);
         // As the first merge adds it: `downᵀ @ upᵀ` onto the `[in, out]` weight.
