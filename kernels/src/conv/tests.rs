@@ -5,8 +5,9 @@
 use burn::module::Param;
 use burn::nn::PaddingConfig2d;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::tensor::{DType, Device, Distribution, Tensor};
+use burn::tensor::{DType, Device, Distribution, Tensor, TensorData};
 
+use super::{ConvShape, winograd};
 use crate::test_support::rel_diff;
 use crate::{conv2d, reference};
 
@@ -118,4 +119,116 @@ fn half_precision_runs_in_float32_and_is_rounded_once() {
         let diff = rel_diff(ours.cast(DType::F32), exact);
         assert!(diff < tolerance, "{dtype:?}: {diff}");
     }
+}
+
+#[test]
+fn winograd_tiles_cover_odd_sizes_and_bands_that_cross_images() {
+    // 3x3, stride 1, padding 1 with at least 16 channels each way takes the Winograd path.
+    // [3, 16, 50, 16]: 8 tiles a row, bands of 64 tile rows over 3 images of 25: the first
+    // band ends inside the third image.
+    let cases: [([usize; 4], usize, bool); 4] = [
+        ([1, 16, 7, 11], 16, true),
+        ([3, 16, 50, 16], 20, true),
+        ([2, 64, 5, 3], 32, false),
+        ([1, 17, 1, 1], 19, true),
+    ];
+    for (dims, c_out, bias) in cases {
+        let conv = module([dims[1], c_out], [3, 3], 1, [1; 4], bias);
+        let x = Tensor::<4>::random(dims, Distribution::Normal(0.0, 1.0), &Device::flex());
+        let diff = rel_diff(conv2d(x.clone(), &conv), reference::conv2d(x, &conv));
+        assert!(diff < 1e-5, "{dims:?} -> {c_out}: {diff}");
+    }
+}
+
+#[test]
+fn winograd_bands_of_any_height_give_the_same_output() {
+    // 3 images of 5 tile rows (height 9: the last tile row has one output row).
+    let shape = ConvShape {
+        batch: 3,
+        c_in: 16,
+        height: 9,
+        width: 6,
+        c_out: 18,
+        kernel: [3, 3],
+        stride: [1, 1],
+        padding: [1; 4],
+    };
+    let conv = module([shape.c_in, shape.c_out], [3, 3], 1, [1; 4], true);
+    let x = Tensor::<4>::random(
+        [shape.batch, shape.c_in, shape.height, shape.width],
+        Distribution::Normal(0.0, 1.0),
+        &Device::flex(),
+    );
+    let expected = reference::conv2d(x.clone(), &conv);
+    let values = |t: Tensor<4>| t.into_data().try_to_vec::<f32>().unwrap();
+    let (input, weight) = (values(x), values(conv.weight.val()));
+    let bias = conv
+        .bias
+        .as_ref()
+        .unwrap()
+        .val()
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    for band_rows in [1, 2, 4, 7, 15] {
+        let ours = winograd::conv3x3_in_bands(&input, &weight, Some(&bias), shape, band_rows);
+        let ours = Tensor::<4>::from_data(TensorData::new(ours, expected.dims()), &Device::flex());
+        let diff = rel_diff(ours, expected.clone());
+        assert!(diff < 1e-5, "bands of {band_rows} tile rows: {diff}");
+    }
+}
+
+#[test]
+fn winograd_error_stays_at_the_direct_products_level_over_many_channels() {
+    // 2,560 input channels (SDXL's widest) sum 23,040 products per output; F(2x2, 3x3)'s
+    // transforms add a few roundings to each. Both paths are compared with a float64
+    // convolution of the same values (seen: Winograd 8e-7 of the largest output, the direct
+    // product 4e-7).
+    let shape = ConvShape {
+        batch: 1,
+        c_in: 2560,
+        height: 6,
+        width: 5,
+        c_out: 16,
+        kernel: [3, 3],
+        stride: [1, 1],
+        padding: [1; 4],
+    };
+    let (h, w) = (shape.height, shape.width);
+    let values = |len: usize| -> Vec<f32> {
+        let t = Tensor::<1>::random([len], Distribution::Normal(0.0, 1.0), &Device::flex());
+        t.into_data().try_to_vec::<f32>().unwrap()
+    };
+    let input = values(shape.c_in * h * w);
+    let weight = values(shape.c_out * shape.c_in * 9);
+    let mut exact = vec![0f64; shape.c_out * h * w];
+    for (k, out) in exact.chunks_exact_mut(h * w).enumerate() {
+        for (c, (y, x)) in
+            (0..shape.c_in).flat_map(|c| (0..h * w).map(move |p| (c, (p / w, p % w))))
+        {
+            for (ky, kx) in (0..3).flat_map(|ky| (0..3).map(move |kx| (ky, kx))) {
+                let (iy, ix) = ((y + ky).wrapping_sub(1), (x + kx).wrapping_sub(1));
+                if iy < h && ix < w {
+                    out[y * w + x] += f64::from(weight[(k * shape.c_in + c) * 9 + ky * 3 + kx])
+                        * f64::from(input[(c * h + iy) * w + ix]);
+                }
+            }
+        }
+    }
+    let scale = exact.iter().fold(0f64, |m, v| m.max(v.abs()));
+    let error = |ours: Vec<f32>| {
+        ours.iter()
+            .zip(&exact)
+            .fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()))
+            / scale
+    };
+    let winograd = error(winograd::conv3x3(&input, &weight, None, shape));
+    let direct = error(super::im2col_conv(&input, &weight, None, shape));
+    println!(
+        "largest error relative to the largest output: winograd {winograd:e}, direct {direct:e}"
+    );
+    assert!(
+        winograd < 4e-6 && winograd < 8.0 * direct.max(1e-7),
+        "winograd {winograd:e}, direct {direct:e}"
+    );
 }
