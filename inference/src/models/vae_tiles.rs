@@ -143,12 +143,18 @@ fn blend(a: &Tensor<4>, b: Tensor<4>, extent: usize, dim: usize) -> Tensor<4> {
         .collect();
     let mut shape = [1, 1, 1, 1];
     shape[dim] = extent;
-    let w = Tensor::<1>::from_floats(weights.as_slice(), &device).reshape(shape);
+    // The ramps in the tiles' own type: a half-precision VAE's tiles are f16 or bf16.
+    let dtype = b.dtype();
+    let w = Tensor::<1>::from_floats(weights.as_slice(), &device)
+        .reshape(shape)
+        .cast(dtype);
     // diffusers multiplies by `1 - y / extent` computed in double, then rounded.
     let inverse: Vec<f32> = (0..extent)
         .map(|k| (1.0 - k as f64 / extent as f64) as f32)
         .collect();
-    let inv = Tensor::<1>::from_floats(inverse.as_slice(), &device).reshape(shape);
+    let inv = Tensor::<1>::from_floats(inverse.as_slice(), &device)
+        .reshape(shape)
+        .cast(dtype);
     let from_a = a.clone().narrow(dim, a.dims()[dim] - extent, extent);
     let len = b.dims()[dim];
     let head = b.clone().narrow(dim, 0, extent);
@@ -163,6 +169,30 @@ fn blend(a: &Tensor<4>, b: Tensor<4>, extent: usize, dim: usize) -> Tensor<4> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn half_precision_tiles_blend_in_their_own_type() {
+        use burn::tensor::{DType, Device, Distribution};
+        let device = Device::flex();
+        let a = Tensor::<4>::random([1, 3, 8, 6], Distribution::Normal(0.0, 1.0), &device);
+        let b = Tensor::<4>::random([1, 3, 8, 6], Distribution::Normal(0.0, 1.0), &device);
+        for dtype in [DType::BF16, DType::F16] {
+            let (a, b) = (a.clone().cast(dtype), b.clone().cast(dtype));
+            let exact = blend(
+                &a.clone().cast(DType::F32),
+                b.clone().cast(DType::F32),
+                4,
+                3,
+            );
+            let ours = blend(&a, b, 4, 3);
+            assert_eq!(ours.dtype(), dtype);
+            let diff = (ours.cast(DType::F32) - exact)
+                .abs()
+                .max()
+                .into_scalar::<f32>();
+            assert!(diff < 0.05, "{dtype:?}: {diff}");
+        }
+    }
 
     #[test]
     fn grids_follow_diffusers_arithmetic() {
