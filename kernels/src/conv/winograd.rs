@@ -141,28 +141,23 @@ multiversion! {
                 taps[t * c_in + c] = value;
             }
         }
-        // `G g` (4 × 3) row by row: row r, column col at g_g[(r * 3 + col) * c_in ..].
+        // `G g` (4 × 3): row r, column col at g_g[(r * 3 + col) * c_in ..].
         for col in 0..3 {
             let tap = |row: usize| &taps[(row * 3 + col) * c_in..][..c_in];
             let (g0, g1, g2) = (tap(0), tap(1), tap(2));
-            let mut out = |r: usize, f: &dyn Fn(usize) -> f32| {
-                for (c, value) in g_g[(r * 3 + col) * c_in..][..c_in].iter_mut().enumerate() {
-                    *value = f(c);
-                }
-            };
-            out(0, &|c| g0[c]);
-            out(1, &|c| 0.5 * (g0[c] + g1[c] + g2[c]));
-            out(2, &|c| 0.5 * (g0[c] - g1[c] + g2[c]));
-            out(3, &|c| g2[c]);
+            let [r0, r1, r2, r3] = four_rows(&mut g_g[col * c_in..], 3 * c_in, c_in);
+            for c in 0..c_in {
+                r0[c] = g0[c];
+                r1[c] = 0.5 * (g0[c] + g1[c] + g2[c]);
+                r2[c] = 0.5 * (g0[c] - g1[c] + g2[c]);
+                r3[c] = g2[c];
+            }
         }
         // Each row of `G g` times `Gᵀ`.
         for r in 0..4 {
             let row = |col: usize| &g_g[(r * 3 + col) * c_in..][..c_in];
             let (a, b, d) = (row(0), row(1), row(2));
-            let (u0, rest) = u[4 * r * c_in..].split_at_mut(c_in);
-            let (u1, rest) = rest.split_at_mut(c_in);
-            let (u2, rest) = rest.split_at_mut(c_in);
-            let u3 = &mut rest[..c_in];
+            let [u0, u1, u2, u3] = four_rows(&mut u[4 * r * c_in..], c_in, c_in);
             for c in 0..c_in {
                 u0[c] = a[c];
                 u1[c] = 0.5 * (a[c] + b[c] + d[c]);
