@@ -103,11 +103,55 @@ fn open_wgpu(
 ) -> std::result::Result<OpenedDevice, burn::tensor::wgpu::WgpuInitError> {
     let (device, setup) = options.init_with_setup()?;
     let info = setup.adapter.get_info();
+    let memory = record_gpu_memory(&device, &setup.adapter);
     Ok(OpenedDevice {
         device,
         gpu: true,
-        description: format!("{} ({:?}, {:?})", info.name, info.device_type, info.backend),
+        description: format!(
+            "{} ({:?}, {:?}{memory})",
+            info.name, info.device_type, info.backend
+        ),
     })
+}
+
+/// Records the memory of the GPU `device` runs on (see [`crate::memory::available_on`]);
+/// returns it as `", 7.8 GiB"` for a description, empty where the driver does not say.
+#[cfg(feature = "wgpu")]
+pub fn record_gpu_memory(device: &Device, adapter: &wgpu::Adapter) -> String {
+    match vulkan_device_memory(adapter) {
+        Some(bytes) => {
+            crate::memory::set_gpu_memory_bytes(device, bytes);
+            format!(", {}", crate::memory::human_bytes(bytes))
+        }
+        None => String::new(),
+    }
+}
+
+/// The largest device-local memory heap of a Vulkan adapter, in bytes: the card's own
+/// memory (on an integrated GPU, the share of the computer's the driver gives it). `None`
+/// on other APIs; wgpu's safe API does not tell (cubecl reads it the same way, only in its
+/// SPIR-V build).
+#[cfg(feature = "wgpu")]
+#[allow(unsafe_code)]
+fn vulkan_device_memory(adapter: &wgpu::Adapter) -> Option<u64> {
+    // VK_MEMORY_HEAP_DEVICE_LOCAL_BIT.
+    const DEVICE_LOCAL: u32 = 1;
+    // SAFETY: `as_hal` borrows the adapter's Vulkan handles while `adapter` is alive, and
+    // vkGetPhysicalDeviceMemoryProperties only reads properties of that physical device
+    // through the instance that owns it; no handle is kept.
+    unsafe {
+        let vulkan = adapter.as_hal::<wgpu::hal::api::Vulkan>()?;
+        let properties = vulkan
+            .shared_instance()
+            .raw_instance()
+            .get_physical_device_memory_properties(vulkan.raw_physical_device());
+        let heaps = &properties.memory_heaps[..properties.memory_heap_count as usize];
+        heaps
+            .iter()
+            .filter(|heap| heap.flags.as_raw() & DEVICE_LOCAL != 0)
+            .map(|heap| heap.size)
+            .max()
+    }
 }
 
 #[cfg(not(feature = "wgpu"))]
@@ -151,6 +195,7 @@ pub struct SharedWgpu {
 #[cfg(feature = "wgpu")]
 pub fn shared_wgpu_device(shared: SharedWgpu) -> Result<Device> {
     let backend = shared.adapter.get_info().backend;
+    let adapter = shared.adapter.clone();
     let setup = burn::tensor::wgpu::WgpuSetup {
         instance: shared.instance,
         adapter: shared.adapter,
@@ -158,11 +203,13 @@ pub fn shared_wgpu_device(shared: SharedWgpu) -> Result<Device> {
         queue: shared.queue,
         backend,
     };
-    Device::wgpu_options().setup(setup).init().map_err(|e| {
+    let device = Device::wgpu_options().setup(setup).init().map_err(|e| {
         Error::Device(format!(
             "could not run Burn on the window's GPU device: {e}"
         ))
-    })
+    })?;
+    record_gpu_memory(&device, &adapter);
+    Ok(device)
 }
 
 /// Where Burn's GPU runtime keeps what it learns about this machine, set once per process

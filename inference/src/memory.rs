@@ -2,6 +2,10 @@
 //! `ember generate --verbose`), what is free, and what a generation will need, so a request
 //! that cannot fit is refused before a long load rather than failing (or swapping) later.
 
+use std::sync::Mutex;
+
+use burn::tensor::Device;
+
 use crate::api::VaeTiling;
 use crate::error::{Error, Result};
 use crate::models::unet::UNetConfig;
@@ -47,6 +51,43 @@ pub fn available_bytes() -> Option<u64> {
     )
 }
 
+/// Memory free for a new job on `device`. On the CPU: [`available_bytes`]. On a GPU: its
+/// own memory ([`EMBER_GPU_MEMORY`](gpu_memory_bytes), else what the driver reported when
+/// the device opened) less what Burn holds there now (the loaded weights); `None` where
+/// the driver says nothing (Metal, DirectX 12).
+pub fn available_on(device: &Device) -> Option<u64> {
+    if *device == Device::flex() {
+        return available_bytes();
+    }
+    let capacity = gpu_memory_bytes(device)?;
+    let in_use = device.memory_pool_usage().map_or(0, |u| u.bytes_in_use);
+    Some(capacity.saturating_sub(in_use))
+}
+
+/// A GPU's memory: `EMBER_GPU_MEMORY` (bytes, or with a `K`/`M`/`G` suffix; to share a card,
+/// or to try a small card's budget on a large one) when set, else what
+/// [`set_gpu_memory_bytes`] recorded for `device`.
+pub fn gpu_memory_bytes(device: &Device) -> Option<u64> {
+    if let Ok(limit) = std::env::var("EMBER_GPU_MEMORY") {
+        return parse_bytes(&limit);
+    }
+    let known = GPU_MEMORY.lock().unwrap_or_else(|e| e.into_inner());
+    known
+        .iter()
+        .find(|(d, _)| d == device)
+        .map(|(_, bytes)| *bytes)
+}
+
+/// Records how much memory the driver says `device` has (called when a GPU device opens).
+pub fn set_gpu_memory_bytes(device: &Device, bytes: u64) {
+    let mut known = GPU_MEMORY.lock().unwrap_or_else(|e| e.into_inner());
+    known.retain(|(d, _)| d != device);
+    known.push((device.clone(), bytes));
+}
+
+/// The GPU devices this process opened, with their memory (one or two in practice).
+static GPU_MEMORY: Mutex<Vec<(Device, u64)>> = Mutex::new(Vec::new());
+
 /// `123`, `512M`, `8G`, `1.5G` as bytes.
 pub fn parse_bytes(text: &str) -> Option<u64> {
     let text = text.trim();
@@ -87,9 +128,9 @@ impl Estimate {
 ///
 /// The working memory is the UNet's skip connections plus the largest level's transient
 /// tensors (the feed-forward is 8 channels wide per channel), or the VAE decoder at full
-/// resolution (one image at a time; one tile when `vae_tiling` allows tiles and the whole
-/// image would need more), whichever is larger, with a margin: an estimate to refuse the
-/// impossible, not an exact count.
+/// resolution (one image at a time; the smallest tile the plan may choose when
+/// `vae_tiling` allows tiles and the whole image would need more), whichever is larger,
+/// with a margin: an estimate to refuse the impossible, not an exact count.
 pub fn estimate(
     parameters: u64,
     weight_bytes: u64,
@@ -118,7 +159,10 @@ pub fn estimate(
     let vae_bytes = match vae_tiling {
         VaeTiling::Off => whole,
         VaeTiling::On | VaeTiling::Auto => {
-            let side = VaeTiles::of(vae).sample.min(width.max(height) as usize) as u32;
+            // The plan halves tiles until they fit: count the smallest.
+            let side = VaeTiles::smallest(vae)
+                .sample
+                .min(width.max(height) as usize) as u32;
             whole.min(vae_bytes(vae, (side, side), materialised_attention))
         }
     };
@@ -148,19 +192,53 @@ pub fn vae_bytes(
     bytes
 }
 
-/// An error when `estimate` does not fit in `available` bytes, saying what would help.
-pub fn check_fits(estimate: Estimate, available: u64, half_precision_helps: bool) -> Result<()> {
+/// Where the memory a job needs would be: the computer's (the CPU device) or a GPU's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryOf {
+    Host,
+    Gpu,
+}
+
+impl MemoryOf {
+    pub fn of(device: &Device) -> Self {
+        if *device == Device::flex() {
+            MemoryOf::Host
+        } else {
+            MemoryOf::Gpu
+        }
+    }
+}
+
+/// An error when `estimate` does not fit in `available` bytes of `memory`, saying what
+/// would help.
+pub fn check_fits(
+    estimate: Estimate,
+    (available, memory): (u64, MemoryOf),
+    half_precision_helps: bool,
+) -> Result<()> {
     if estimate.total() <= available {
         return Ok(());
     }
     let mut hints = Vec::new();
-    if half_precision_helps {
-        hints.push("--precision bf16 (halves the weights)");
+    match (half_precision_helps, memory) {
+        (true, MemoryOf::Host) => hints.push("--precision bf16 (halves the weights)"),
+        (true, MemoryOf::Gpu) => hints.push("--precision f16 (halves the weights)"),
+        (false, _) => {}
     }
     hints.push("a smaller size or batch");
-    hints.push("closing other programs");
+    match memory {
+        MemoryOf::Host => hints.push("closing other programs"),
+        MemoryOf::Gpu => {
+            hints.push("--vae-tiling auto");
+            hints.push("--device cpu (the computer's memory)");
+        }
+    }
+    let free = match memory {
+        MemoryOf::Host => "is free",
+        MemoryOf::Gpu => "of GPU memory is free",
+    };
     Err(Error::settings(format!(
-        "this generation needs about {} ({} of weights and {} of working memory) but only {} is free; try {}",
+        "this generation needs about {} ({} of weights and {} of working memory) but only {} {free}; try {}",
         human_bytes(estimate.total()),
         human_bytes(estimate.weights),
         human_bytes(estimate.working),
@@ -208,8 +286,10 @@ mod tests {
             (false, VaeTiling::Off),
         );
         assert!(bf16.total() < 16 << 30, "{bf16:?}");
-        assert!(check_fits(bf16, 24 << 30, false).is_ok());
-        let err = check_fits(bf16, 4 << 30, false).unwrap_err().to_string();
+        assert!(check_fits(bf16, (24 << 30, MemoryOf::Host), false).is_ok());
+        let err = check_fits(bf16, (4 << 30, MemoryOf::Host), false)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("needs about") && err.contains("free"), "{err}");
         let f32 = estimate(
             3_470_000_000,
@@ -235,20 +315,57 @@ mod tests {
     }
 
     #[test]
+    fn sdxl_at_1024_fits_an_8_gib_gpu_in_f16_only_with_vae_tiles() {
+        let family = crate::family::Family::Sdxl.spec();
+        let (unet, vae) = ((family.unet_preset)(4), family.vae_preset());
+        let at = |tiling| {
+            estimate(
+                3_470_000_000,
+                2,
+                &unet,
+                &vae,
+                (1024, 1024),
+                2,
+                (false, tiling),
+            )
+        };
+        let gpu = (8 << 30, MemoryOf::Gpu);
+        let err = check_fits(at(VaeTiling::Off), gpu, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("of GPU memory is free") && err.contains("--vae-tiling auto"),
+            "{err}"
+        );
+        assert!(
+            check_fits(at(VaeTiling::Auto), gpu, false).is_ok(),
+            "{:?}",
+            at(VaeTiling::Auto)
+        );
+    }
+
+    #[test]
     fn a_2048_sd15_image_fits_24_gib_only_with_vae_tiles() {
         let spec = crate::family::Family::Sd1.spec();
         let (unet, vae) = ((spec.unet_preset)(4), spec.vae_preset());
         let parameters = 1_066_000_000;
         let at = |tiling| estimate(parameters, 4, &unet, &vae, (2048, 2048), 2, (false, tiling));
         let whole = at(VaeTiling::Off);
-        assert!(check_fits(whole, 24 << 30, false).is_err(), "{whole:?}");
+        assert!(
+            check_fits(whole, (24 << 30, MemoryOf::Host), false).is_err(),
+            "{whole:?}"
+        );
         for tiling in [VaeTiling::Auto, VaeTiling::On] {
             let tiled = at(tiling);
-            assert!(check_fits(tiled, 24 << 30, false).is_ok(), "{tiled:?}");
+            assert!(
+                check_fits(tiled, (24 << 30, MemoryOf::Host), false).is_ok(),
+                "{tiled:?}"
+            );
         }
-        // Small images are never estimated larger for allowing tiles.
+        // Allowing tiles never makes an estimate larger; even a 512² image may run in
+        // 256 px tiles where memory is short.
         let small = |tiling| estimate(parameters, 4, &unet, &vae, (512, 512), 2, (false, tiling));
-        assert_eq!(small(VaeTiling::Auto), small(VaeTiling::Off));
+        assert!(small(VaeTiling::Auto).total() <= small(VaeTiling::Off).total());
     }
 
     #[test]

@@ -100,3 +100,55 @@ fn gpu_autotune_answers_are_kept_across_runs_and_bench_names_the_attention_kerne
     let retuned = bench(&["--retune"]);
     assert_eq!(attention(&retuned).len(), tuned.len(), "{retuned}");
 }
+
+/// On a GPU the check before loading is against the GPU's memory (`EMBER_GPU_MEMORY` here,
+/// standing for a small card): one error line with the GPU's hints, nothing written, and
+/// `--verbose` says how much memory the driver reports.
+#[test]
+fn a_generation_too_large_for_the_gpus_memory_is_refused_before_it_loads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("big.png");
+    let generate = |verbose: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ember"));
+        command
+            .env("EMBER_CACHE_DIR", tmp.path().join("cache"))
+            .env("EMBER_GPU_MEMORY", "64M")
+            .env_remove("EMBER_MEMORY_LIMIT")
+            .args(["generate", "--model", &arg(&reference("sd15/pipeline"))])
+            .args([
+                "--device",
+                "wgpu",
+                "--prompt",
+                "a lighthouse",
+                "--steps",
+                "1",
+            ])
+            .args(["--width", "1024", "--height", "1024", "--out", &arg(&out)]);
+        if verbose {
+            command.arg("--verbose");
+        }
+        command.output().unwrap()
+    };
+    let output = generate(false);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("error: this generation needs about")
+            && lines[0].contains("of GPU memory is free")
+            && lines[0].contains("--device cpu"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+    let output = generate(true);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let device = stderr
+        .lines()
+        .find(|l| l.starts_with("device: "))
+        .unwrap_or_else(|| panic!("no device line in:\n{stderr}"));
+    assert!(
+        device.contains(" GiB)") || device.contains(" MiB)"),
+        "the driver's memory is named: {device}"
+    );
+}

@@ -184,3 +184,38 @@ fn f16_on_wgpu_stays_close_to_f32() {
 fn quiet(_: Progress) -> ControlFlow<()> {
     ControlFlow::Continue(())
 }
+
+/// The GPU's own memory, as the driver reports it, is what a request is checked against:
+/// less what the loaded weights hold there, and a request that cannot fit is refused
+/// before it starts with hints for the GPU (the CPU's memory is not asked).
+#[test]
+fn requests_are_checked_against_the_gpus_own_memory() {
+    use inference::memory::{MemoryOf, available_on, gpu_memory_bytes};
+    use inference::worker::estimate::{Speed, cost};
+    let device = wgpu();
+    let capacity = gpu_memory_bytes(&device).expect("a Vulkan driver states its memory");
+    let model = load(
+        &reference("sd15/pipeline"),
+        &options(&device, Precision::F32, None),
+    )
+    .unwrap();
+    assert_eq!(MemoryOf::of(&device), MemoryOf::Gpu);
+    let free = available_on(&device).unwrap();
+    assert!(free < capacity, "the weights count: {free} of {capacity}");
+    let mut request = model.request("a lighthouse", 1);
+    (request.width, request.height) = (4096, 4096);
+    let e = cost(
+        &model,
+        &request,
+        (&mut Speed::default(), &|| false),
+        Some(64 << 20),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("needs about")
+            && e.contains("of GPU memory is free")
+            && e.contains("--device cpu"),
+        "{e}"
+    );
+}

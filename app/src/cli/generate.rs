@@ -334,8 +334,11 @@ fn check_memory(
             inference::memory::human_bytes(estimate.working)
         );
     }
-    match inference::memory::available_bytes() {
-        Some(free) => inference::memory::check_fits(estimate, free, bytes > 2).map_err(err),
+    let memory = inference::memory::MemoryOf::of(&options.device);
+    match inference::memory::available_on(&options.device) {
+        Some(free) => {
+            inference::memory::check_fits(estimate, (free, memory), bytes > 2).map_err(err)
+        }
         None => Ok(()),
     }
 }

@@ -152,16 +152,17 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
             let z = random([b, 4, latent, latent], d).cast(dtype);
             let flops = vae_decode_flops(&cfg, b, latent, latent);
             let size = config.size as u32;
-            let whole = crate::memory::vae_bytes(&cfg, (size, size), false);
-            let tiles = crate::models::vae_tiles::VaeTiles::of(&cfg);
-            let split = tiles.split_decode([latent, latent]);
-            let available = crate::memory::available_bytes();
-            let tiled =
-                crate::pipeline::vae_plan::use_tiles(config.vae_tiling, split, whole, available);
+            let available = crate::memory::available_on(d);
+            let tiles = crate::pipeline::vae_plan::plan_tiles(
+                config.vae_tiling,
+                &cfg,
+                (size, size),
+                available,
+            );
             (
-                Box::new(move || match tiled {
-                    true => sync(vae.decode_tiled(z.clone(), tiles)),
-                    false => sync(vae.decode(z.clone())),
+                Box::new(move || match tiles {
+                    Some(tiles) => sync(vae.decode_tiled(z.clone(), tiles)),
+                    None => sync(vae.decode(z.clone())),
                 }),
                 flops,
             )

@@ -34,6 +34,10 @@ impl Grid {
     }
 }
 
+/// Tiles are halved to fit in memory down to this side in pixels (32 latents at a factor
+/// of 8: below that the overlap is most of a tile and the seams show).
+pub const MIN_TILE_SIDE: usize = 256;
+
 /// A VAE's tile sides: `sample` pixels, `sample / f` latents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VaeTiles {
@@ -49,6 +53,25 @@ impl VaeTiles {
             sample,
             latent: (sample / config.factor()).max(1),
         }
+    }
+
+    /// Tiles half as wide (Ember's, not diffusers': where memory is short), never below
+    /// [`MIN_TILE_SIDE`] pixels; `None` when these are already that small.
+    pub fn halved(&self, config: &VaeConfig) -> Option<Self> {
+        let sample = self.sample / 2;
+        (sample >= MIN_TILE_SIDE).then(|| VaeTiles {
+            sample,
+            latent: (sample / config.factor()).max(1),
+        })
+    }
+
+    /// The smallest tiles [`halved`](Self::halved) reaches from diffusers' ones.
+    pub fn smallest(config: &VaeConfig) -> Self {
+        let mut tiles = Self::of(config);
+        while let Some(smaller) = tiles.halved(config) {
+            tiles = smaller;
+        }
+        tiles
     }
 
     /// Whether decoding latents of this size splits them (diffusers: either side larger

@@ -174,7 +174,7 @@ pub fn generate_refined(
         transfer.combines_v = model.prediction == Prediction::V;
     }
     let mut rng = BatchRng::new(request.seed, batch);
-    let vae_plan = VaePlan::decide(model, request, memory::available_bytes());
+    let vae_plan = VaePlan::decide(model, request, memory::available_on(&model.device));
     // Half-precision UNets and VAEs that may fall back to f32 during this generation (said
     // once).
     use crate::device::Precision::F32;

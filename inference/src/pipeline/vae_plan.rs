@@ -1,13 +1,16 @@
-//! Whether one generation's VAE runs on the whole image or in tiles: decided once, before
-//! the job, from the request's [`VaeTiling`] and the memory free then.
+//! Whether one generation's VAE runs on the whole image or in tiles, and how large: decided
+//! once, before the job, from the request's [`VaeTiling`] and the memory free then on the
+//! model's device (the GPU's own memory on a GPU).
 
 use crate::api::{GenerateRequest, VaeTiling};
 use crate::memory;
 use crate::model::Model;
+use crate::models::vae::VaeConfig;
 use crate::models::vae_tiles::VaeTiles;
 
-/// Where free memory is not known (no `/proc/meminfo`, no `EMBER_MEMORY_LIMIT`), `auto`
-/// tiles images whose whole-image VAE would need more than this.
+/// Where free memory is not known (no `/proc/meminfo`, no `EMBER_MEMORY_LIMIT`; a GPU whose
+/// driver does not say, without `EMBER_GPU_MEMORY`), `auto` tiles images whose whole-image
+/// VAE would need more than this.
 const UNKNOWN_MEMORY_LIMIT: u64 = 8 << 30;
 
 /// The VAE's tiles for this generation, if any.
@@ -15,76 +18,125 @@ const UNKNOWN_MEMORY_LIMIT: u64 = 8 << 30;
 pub struct VaePlan {
     /// Tiles to encode the init image and decode the latents in; `None`: the whole image.
     pub tiles: Option<VaeTiles>,
-    /// Said to the user when tiles were chosen for them (`auto`).
+    /// Said to the user when tiles were chosen for them (`auto`) or made smaller than
+    /// diffusers' to fit.
     pub warning: Option<String>,
 }
 
 impl VaePlan {
     /// The plan for `request` on `model` with `available` bytes free.
     pub fn decide(model: &Model, request: &GenerateRequest, available: Option<u64>) -> Self {
-        let tiles = VaeTiles::of(&model.vae_config);
-        let f = model.vae_factor();
-        let (w, h) = (request.width as usize, request.height as usize);
-        let splits = tiles.split_decode([h / f, w / f]) || tiles.split_encode([h, w]);
-        let whole = memory::vae_bytes(&model.vae_config, (request.width, request.height), false);
-        let use_tiles = use_tiles(request.vae_tiling, splits, whole, available);
-        let warning = (use_tiles && request.vae_tiling == VaeTiling::Auto).then(|| {
-            let free = match available {
-                Some(bytes) => format!("{} is free", memory::human_bytes(bytes)),
-                None => format!(
-                    "free memory is unknown here (tiles above {})",
-                    memory::human_bytes(UNKNOWN_MEMORY_LIMIT)
-                ),
-            };
-            format!(
-                "the VAE ran in {} px tiles: the whole {w}x{h} image needs about {} and {free} \
-                 (tiles blend, but the image differs slightly from an untiled one; \
-                 --vae-tiling off refuses instead)",
-                tiles.sample,
-                memory::human_bytes(whole)
-            )
+        let config = &model.vae_config;
+        let size = (request.width, request.height);
+        let tiles = plan_tiles(request.vae_tiling, config, size, available);
+        let (w, h) = size;
+        let whole = memory::vae_bytes(config, size, false);
+        let free = || match available {
+            Some(bytes) => format!("{} is free", memory::human_bytes(bytes)),
+            None => format!(
+                "free memory is unknown here (tiles above {})",
+                memory::human_bytes(UNKNOWN_MEMORY_LIMIT)
+            ),
+        };
+        let warning = tiles.and_then(|t| {
+            let shrunk = t != VaeTiles::of(config);
+            match request.vae_tiling {
+                VaeTiling::Auto => Some(format!(
+                    "the VAE ran in {} px tiles: the whole {w}x{h} image needs about {} and {} \
+                     (tiles blend, but the image differs slightly from an untiled one; \
+                     --vae-tiling off refuses instead)",
+                    t.sample,
+                    memory::human_bytes(whole),
+                    free()
+                )),
+                VaeTiling::On if shrunk => Some(format!(
+                    "the VAE ran in {} px tiles, smaller than the usual {} px, to fit: {}",
+                    t.sample,
+                    VaeTiles::of(config).sample,
+                    free()
+                )),
+                _ => None,
+            }
         });
-        VaePlan {
-            tiles: use_tiles.then_some(tiles),
-            warning,
-        }
+        VaePlan { tiles, warning }
     }
 }
 
-/// The rule: tiles when the image `splits` into more than one and the mode asks for them,
-/// `auto` when the `whole`-image VAE, with the quarter margin the memory check allows,
-/// would need more than the `available` bytes.
-pub fn use_tiles(mode: VaeTiling, splits: bool, whole: u64, available: Option<u64>) -> bool {
-    splits
-        && match mode {
-            VaeTiling::Off => false,
-            VaeTiling::On => true,
-            VaeTiling::Auto => {
-                whole.saturating_mul(5) / 4 > available.unwrap_or(UNKNOWN_MEMORY_LIMIT)
-            }
+/// The tiles for a `width` x `height` image: `None` (the whole image) when `mode` is off,
+/// when `auto` finds the whole image fits in `available` bytes, or when the tiles chosen
+/// would not split it; else diffusers' tiles, halved while a tile does not fit (down to
+/// [`crate::models::vae_tiles::MIN_TILE_SIDE`]).
+pub fn plan_tiles(
+    mode: VaeTiling,
+    config: &VaeConfig,
+    (width, height): (u32, u32),
+    available: Option<u64>,
+) -> Option<VaeTiles> {
+    let fits = |w: u32, h: u32| fits(memory::vae_bytes(config, (w, h), false), available);
+    let wanted = match mode {
+        VaeTiling::Off => false,
+        VaeTiling::On => true,
+        VaeTiling::Auto => !fits(width, height),
+    };
+    if !wanted {
+        return None;
+    }
+    let mut tiles = VaeTiles::of(config);
+    while !fits(tiles.sample as u32, tiles.sample as u32) {
+        match tiles.halved(config) {
+            Some(smaller) => tiles = smaller,
+            None => break,
         }
+    }
+    let f = config.factor();
+    let (w, h) = (width as usize, height as usize);
+    let splits = tiles.split_decode([h / f, w / f]) || tiles.split_encode([h, w]);
+    splits.then_some(tiles)
+}
+
+/// Whether a VAE pass needing `bytes` fits in `available` with the quarter margin the
+/// memory check allows.
+fn fits(bytes: u64, available: Option<u64>) -> bool {
+    bytes.saturating_mul(5) / 4 <= available.unwrap_or(UNKNOWN_MEMORY_LIMIT)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::family::Family;
+
+    const GIB: u64 = 1 << 30;
+
+    fn sides(mode: VaeTiling, family: Family, side: u32, available: Option<u64>) -> Option<usize> {
+        let config = family.spec().vae_preset();
+        plan_tiles(mode, &config, (side, side), available).map(|t| t.sample)
+    }
 
     #[test]
-    fn auto_tiles_only_what_does_not_fit() {
-        let gib = 1u64 << 30;
-        assert!(use_tiles(VaeTiling::Auto, true, 17 * gib, Some(12 * gib)));
-        assert!(!use_tiles(VaeTiling::Auto, true, 4 * gib, Some(12 * gib)));
-        assert!(
-            use_tiles(VaeTiling::Auto, true, 11 * gib, Some(12 * gib)),
-            "no margin"
-        );
-        // Unknown free memory: a fixed limit.
-        assert!(use_tiles(VaeTiling::Auto, true, 17 * gib, None));
-        assert!(!use_tiles(VaeTiling::Auto, true, 4 * gib, None));
+    fn auto_tiles_only_what_does_not_fit_and_shrinks_tiles_that_do_not() {
+        use Family::{Sd1, Sdxl};
+        use VaeTiling::Auto;
+        // SD's VAE at 1024²: about 4 GiB whole, 1 GiB in its own 512 px tiles.
+        assert_eq!(sides(Auto, Sd1, 1024, Some(12 * GIB)), None);
+        assert_eq!(sides(Auto, Sd1, 1024, Some(2 * GIB)), Some(512));
+        assert_eq!(sides(Auto, Sd1, 1024, Some(GIB)), Some(256));
+        // Nothing fits: the smallest tiles (the job's memory check refuses it, with hints).
+        assert_eq!(sides(Auto, Sd1, 1024, Some(1)), Some(256));
+        // SDXL's tile is the whole 1024² image: on an 8 GiB GPU holding the weights, it is
+        // halved so the decode splits at all.
+        assert_eq!(sides(Auto, Sdxl, 1024, Some(3 * GIB / 2)), Some(512));
+        // Free memory unknown: a fixed 8 GiB.
+        assert_eq!(sides(Auto, Sd1, 2048, None), Some(512));
+        assert_eq!(sides(Auto, Sd1, 1024, None), None);
+    }
+
+    #[test]
+    fn on_uses_diffusers_tiles_where_they_fit_and_off_never_tiles() {
+        use Family::Sd1;
+        assert_eq!(sides(VaeTiling::On, Sd1, 1024, Some(12 * GIB)), Some(512));
+        assert_eq!(sides(VaeTiling::On, Sd1, 1024, Some(GIB)), Some(256));
         // One tile is the whole image: nothing to split.
-        assert!(!use_tiles(VaeTiling::Auto, false, 17 * gib, Some(gib)));
-        assert!(!use_tiles(VaeTiling::On, false, 17 * gib, Some(gib)));
-        assert!(use_tiles(VaeTiling::On, true, 1, Some(12 * gib)));
-        assert!(!use_tiles(VaeTiling::Off, true, 17 * gib, Some(gib)));
+        assert_eq!(sides(VaeTiling::On, Sd1, 512, Some(12 * GIB)), None);
+        assert_eq!(sides(VaeTiling::Off, Sd1, 2048, Some(1)), None);
     }
 }

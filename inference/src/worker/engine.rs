@@ -389,7 +389,7 @@ impl Engine for BurnEngine {
     ) -> Result<Option<Cost>> {
         match &self.main {
             Some(main) => {
-                let available = crate::memory::available_bytes();
+                let available = crate::memory::available_on(&self.device);
                 cost(
                     &main.model,
                     request,

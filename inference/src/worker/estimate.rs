@@ -40,8 +40,8 @@ fn rows(request: &GenerateRequest) -> usize {
 }
 
 /// The cost of `request` on `model`; `Err` when its working memory cannot fit in
-/// `available` bytes of host memory (unknown: not checked; a GPU's own memory is not
-/// known here). `speed` is measured on the first large request and kept; `interrupted`
+/// `available` bytes free on the model's device (the computer's memory, or a GPU's own;
+/// unknown: not checked). `speed` is measured on the first large request and kept; `interrupted`
 /// abandons the measurement (`Cancelled`).
 pub fn cost(
     model: &Model,
@@ -67,7 +67,7 @@ pub fn cost(
         (false, request.vae_tiling),
     );
     if let Some(free) = available {
-        memory::check_fits(estimate, free, false)?;
+        memory::check_fits(estimate, (free, memory::MemoryOf::of(&model.device)), false)?;
     }
     let f = model.vae_factor();
     let pixels = (request.width as usize / f) * (request.height as usize / f);
