@@ -2,7 +2,9 @@
 //! found, and the plain [`ModelCapabilities`] the API validates requests against.
 
 use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
 
+use burn::module::Module;
 use burn::tensor::{Device, Tensor};
 
 use crate::api::{ModelCapabilities, SamplerChoice};
@@ -94,13 +96,85 @@ pub struct ModelInfo {
 pub struct TextEncoder {
     pub spec: &'static EncoderSpec,
     pub tokenizer: ClipTokenizer,
-    pub network: ClipTextModel,
+    /// The network where it is now: on the model's device, or parked in the computer's
+    /// memory while the UNet and VAE use a GPU short of memory ([`TextEncoder::park`]).
+    resident: Mutex<Resident>,
+}
+
+struct Resident {
+    network: ClipTextModel,
+    parked: bool,
 }
 
 impl TextEncoder {
+    pub fn new(
+        spec: &'static EncoderSpec,
+        tokenizer: ClipTokenizer,
+        network: ClipTextModel,
+    ) -> Self {
+        TextEncoder {
+            spec,
+            tokenizer,
+            resident: Mutex::new(Resident {
+                network,
+                parked: false,
+            }),
+        }
+    }
+
+    fn resident(&self) -> std::sync::MutexGuard<'_, Resident> {
+        self.resident.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The network wherever it is now (a handle: the weights are shared, not copied).
+    pub fn network(&self) -> ClipTextModel {
+        self.resident().network.clone()
+    }
+
+    /// The network on `device` (the model's), brought back first if it was parked.
+    pub fn network_on(&self, device: &Device) -> ClipTextModel {
+        let mut resident = self.resident();
+        resident.unpark(device);
+        resident.network.clone()
+    }
+
+    /// The network to change in place (a LoRA merge), on `device`.
+    pub fn network_mut(&mut self, device: &Device) -> &mut ClipTextModel {
+        let resident = self
+            .resident
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        resident.unpark(device);
+        &mut resident.network
+    }
+
+    /// Moves the network to the computer's memory, freeing the GPU memory its weights held,
+    /// until [`network_on`](Self::network_on) brings it back for the next prompt.
+    pub fn park(&self) {
+        let mut resident = self.resident();
+        if !resident.parked {
+            resident.network = resident.network.clone().to_device(&Device::flex());
+            resident.parked = true;
+        }
+    }
+
+    /// Whether [`park`](Self::park) moved it to the computer's memory.
+    pub fn is_parked(&self) -> bool {
+        self.resident().parked
+    }
+
     /// The largest CLIP skip this encoder allows: back to the first layer's output.
     pub fn max_clip_skip(&self) -> usize {
-        self.network.num_layers().max(2)
+        self.resident().network.num_layers().max(2)
+    }
+}
+
+impl Resident {
+    fn unpark(&mut self, device: &Device) {
+        if self.parked {
+            self.network = self.network.clone().to_device(device);
+            self.parked = false;
+        }
     }
 }
 

@@ -68,7 +68,7 @@ fn text_encoder_matches_every_hidden_state() {
     for (layout, model) in all_layouts() {
         let ids_t =
             Tensor::<2, Int>::from_data(TensorData::new(ids.i64(), [batch, tokens]), &model.device);
-        let out = model.encoders[0].network.forward(ids_t.clone());
+        let out = model.encoders[0].network().forward(ids_t.clone());
         let hidden = golden.get("hidden_states").f64();
         let per = hidden.len() / out.hidden_states.len();
         assert_eq!(
@@ -101,7 +101,7 @@ fn text_encoder_matches_every_hidden_state() {
             &golden.get("penultimate").f64(),
             TOL,
         );
-        let skip = tensor_to_vec(model.encoders[0].network.final_layer_norm(penultimate));
+        let skip = tensor_to_vec(model.encoders[0].network().final_layer_norm(penultimate));
         assert_close_scaled(
             &format!("{layout}: penultimate_final_ln"),
             &skip,

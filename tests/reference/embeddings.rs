@@ -75,7 +75,7 @@ fn an_sd15_embedding_conditions_the_text_encoder_as_diffusers_does() {
         assert_eq!(i64::from(ours), expected, "token {i}");
     }
     // The file's rows are the golden token embeddings at those positions.
-    let width = encoder.network.hidden_size();
+    let width = encoder.network().hidden_size();
     let embedding = set.get(fixes[0].embedding).unwrap();
     let rows = embedding.rows_for("", width).unwrap();
     let token_embeddings = golden.get("token_embeddings").f64();

@@ -52,7 +52,7 @@ fn check_hidden_states(
     ids: Tensor<2, Int>,
     hidden: &ember_tests::Fixture,
 ) {
-    let out = encoder.network.forward(ids);
+    let out = encoder.network().forward(ids);
     assert_eq!(
         out.hidden_states.len(),
         hidden.shape[0],
@@ -78,7 +78,7 @@ fn sd2_text_encoder_matches_every_hidden_state() {
         let encoder = &model.encoders[0];
         let (t, _) = ids(golden.get("input_ids"));
         check_hidden_states(&layout, encoder, t.clone(), golden.get("hidden_states"));
-        let out = encoder.network.forward(t);
+        let out = encoder.network().forward(t);
         let n = out.hidden_states.len();
         assert_close_scaled(
             &format!("{layout}: last_hidden_state"),
@@ -95,7 +95,7 @@ fn sd2_text_encoder_matches_every_hidden_state() {
         );
         assert_close_scaled(
             &format!("{layout}: penultimate_final_ln"),
-            &tensor_to_vec(encoder.network.final_layer_norm(penultimate)),
+            &tensor_to_vec(encoder.network().final_layer_norm(penultimate)),
             &golden.get("penultimate_final_ln").f64(),
             TOL,
         );
@@ -179,7 +179,7 @@ fn sdxl_text_encoders_match_every_hidden_state_and_the_pooled_embedding() {
             ids1.clone(),
             golden.get("te1_hidden_states"),
         );
-        let out1 = te1.network.forward(ids1);
+        let out1 = te1.network().forward(ids1);
         assert_close_scaled(
             &format!("{layout}: te1_penultimate"),
             &tensor_to_vec(out1.hidden_states[out1.hidden_states.len() - 2].clone()),
@@ -193,7 +193,7 @@ fn sdxl_text_encoders_match_every_hidden_state_and_the_pooled_embedding() {
             ids2.clone(),
             golden.get("te2_hidden_states"),
         );
-        let out2 = te2.network.forward(ids2);
+        let out2 = te2.network().forward(ids2);
         assert_close_scaled(
             &format!("{layout}: te2_last_hidden_state"),
             &tensor_to_vec(out2.last_hidden_state.clone()),
@@ -207,7 +207,7 @@ fn sdxl_text_encoders_match_every_hidden_state_and_the_pooled_embedding() {
             TOL,
         );
         let pooled = te2
-            .network
+            .network()
             .pooled(&out2.last_hidden_state, &ids2_v)
             .expect("bigG has a text projection");
         assert_close_scaled(
@@ -240,7 +240,7 @@ fn refiner_encodes_with_bigg_alone_and_its_unet_takes_aesthetic_scores() {
             ("negative_prompt", "negative_te2_input_ids"),
         ] {
             let (t, v) = ids(golden.get(ids_key));
-            let out = encoder.network.forward(t);
+            let out = encoder.network().forward(t);
             let n = out.hidden_states.len();
             assert_close_scaled(
                 &format!("{layout}: {which}_embeds"),
@@ -248,7 +248,10 @@ fn refiner_encodes_with_bigg_alone_and_its_unet_takes_aesthetic_scores() {
                 &golden.get(&format!("{which}_embeds")).f64(),
                 TOL,
             );
-            let pooled = encoder.network.pooled(&out.last_hidden_state, &v).unwrap();
+            let pooled = encoder
+                .network()
+                .pooled(&out.last_hidden_state, &v)
+                .unwrap();
             let key = if which == "prompt" {
                 "pooled_prompt_embeds".to_string()
             } else {

@@ -219,3 +219,51 @@ fn requests_are_checked_against_the_gpus_own_memory() {
         "{e}"
     );
 }
+
+/// Text encoders parked in the computer's memory (what a GPU short of memory does once the
+/// prompts are encoded) come back for the next prompt and give the same image bit for bit,
+/// in f32 and f16; parking happens only on a GPU with less free than the working memory.
+#[test]
+fn parked_text_encoders_come_back_and_give_the_same_image() {
+    use inference::pipeline::residency::{park_encoders_if_short, parkable_bytes};
+    let device = wgpu();
+    for precision in [Precision::F32, Precision::F16] {
+        let model = load(
+            &reference("sd15/pipeline"),
+            &options(&device, precision, None),
+        )
+        .unwrap();
+        let mut request = model.request("a lighthouse", 3);
+        (request.width, request.height, request.steps) = (64, 64, 2);
+        let resident = generate(&model, &request, &mut quiet).unwrap();
+        let parkable = parkable_bytes(&model);
+        assert!(parkable > 0, "the text encoders' weights are on the GPU");
+
+        assert!(!park_encoders_if_short(&[&model], 1 << 20, Some(u64::MAX)));
+        assert!(
+            !model.encoders[0].is_parked(),
+            "enough memory: nothing moves"
+        );
+        assert!(park_encoders_if_short(&[&model], 1 << 20, Some(0)));
+        assert!(model.encoders.iter().all(|e| e.is_parked()));
+        assert_eq!(parkable_bytes(&model), 0, "nothing left to free");
+
+        let again = generate(&model, &request, &mut quiet).unwrap();
+        assert!(
+            resident.images[0].pixels == again.images[0].pixels,
+            "{precision}: the image changed after the text encoders came back"
+        );
+        assert!(
+            !model.encoders[0].is_parked(),
+            "back on the GPU for the prompt, and kept there with memory to spare"
+        );
+    }
+    // On the CPU there is nothing to free.
+    let cpu = load(
+        &reference("sd15/pipeline"),
+        &options(&Device::flex(), Precision::F32, None),
+    )
+    .unwrap();
+    assert_eq!(parkable_bytes(&cpu), 0);
+    assert!(!park_encoders_if_short(&[&cpu], 1 << 20, Some(0)));
+}

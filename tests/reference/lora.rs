@@ -89,7 +89,7 @@ fn check_networks(what: &str, model: &Model, golden: &Fixtures) {
         TOL,
     );
     let te = model.encoders[0]
-        .network
+        .network()
         .forward(ids(golden.get("te_input_ids")));
     assert_close_scaled(
         &format!("{what}: text encoder"),

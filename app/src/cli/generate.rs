@@ -303,12 +303,16 @@ fn check_memory(
     (options, refiner_options): (&LoadOptions, &LoadOptions),
 ) -> Result<(), String> {
     let err = |e: inference::Error| e.to_string();
+    let memory = inference::memory::MemoryOf::of(&options.device);
+    // On a GPU the text encoders make room once the prompts are encoded.
+    let resident = |plan: &weights::plan::LoadPlan| match memory {
+        inference::memory::MemoryOf::Host => plan.parameters,
+        inference::memory::MemoryOf::Gpu => plan.parameters.saturating_sub(plan.encoder_parameters),
+    };
     let plan = weights::plan::plan(&args.model, options).map_err(err)?;
-    let mut parameters = plan.parameters;
+    let mut parameters = resident(&plan);
     if let Some(path) = &args.refiner {
-        parameters += weights::plan::plan(path, refiner_options)
-            .map_err(err)?
-            .parameters;
+        parameters += resident(&weights::plan::plan(path, refiner_options).map_err(err)?);
     }
     let native = (plan.unet.sample_size * plan.vae.factor()) as u32;
     let size = generation_size(args, (native, native))?;
@@ -334,7 +338,6 @@ fn check_memory(
             inference::memory::human_bytes(estimate.working)
         );
     }
-    let memory = inference::memory::MemoryOf::of(&options.device);
     match inference::memory::available_on(&options.device) {
         Some(free) => {
             inference::memory::check_fits(estimate, (free, memory), bytes > 2).map_err(err)

@@ -122,10 +122,14 @@ mod gpu {
         } else {
             ""
         };
+        let memory = match inference::memory::gpu_memory_bytes(&device) {
+            Some(bytes) => format!(", {} of memory", inference::memory::human_bytes(bytes)),
+            None => String::new(),
+        };
         let note = super::DeviceNote {
             short: format!("Running on {} ({precision})", info.name),
             detail: format!(
-                "Running on {} ({:?}), sharing the window's GPU device, in {precision}{vae}.",
+                "Running on {} ({:?}{memory}), sharing the window's GPU device, in {precision}{vae}.",
                 info.name, info.backend
             ),
         };

@@ -104,7 +104,10 @@ fn with_network<R>(
 ) -> R {
     match network {
         Network::Unet => f(&mut model.unet),
-        Network::TextEncoder(i) => f(&mut model.encoders[i].network),
+        Network::TextEncoder(i) => {
+            let device = model.device.clone();
+            f(model.encoders[i].network_mut(&device))
+        }
     }
 }
 
@@ -463,7 +466,7 @@ pub fn read_weight(model: &Model, network: Network, key: &str) -> Option<Vec<f32
     let path = vec![diffusers_to_module(key)];
     let found = match network {
         Network::Unet => model.unet.read(&path),
-        Network::TextEncoder(i) => model.encoders.get(i)?.network.read(&path),
+        Network::TextEncoder(i) => model.encoders.get(i)?.network().read(&path),
     };
     let data = bridge::to_data(found.first()?).ok()?;
     data.convert::<f32>().try_into_vec::<f32>().ok()

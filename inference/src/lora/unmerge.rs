@@ -31,8 +31,9 @@ pub(super) fn map_network(
         Network::TextEncoder(i) => {
             let encoder = &mut model.encoders[i];
             let placeholder = (encoder.spec.preset)().init(&device);
-            let network = std::mem::replace(&mut encoder.network, placeholder);
-            encoder.network = map_weights(network, wanted, f);
+            let network = encoder.network_mut(&device);
+            let loaded = std::mem::replace(network, placeholder);
+            *network = map_weights(loaded, wanted, f);
         }
     }
 }
@@ -89,7 +90,8 @@ fn reread(model: &mut Model, network: Network, paths: &[&str]) -> Result<()> {
         return match network {
             Network::Unet => sources.reload(&mut model.unet, network, paths),
             Network::TextEncoder(i) => {
-                sources.reload(&mut model.encoders[i].network, network, paths)
+                let device = model.device.clone();
+                sources.reload(model.encoders[i].network_mut(&device), network, paths)
             }
         };
     }

@@ -90,16 +90,17 @@ pub fn run_encoder(
         TensorData::new(ids_i64, [sequences.len(), CONTEXT_LENGTH]),
         &model.device,
     );
-    let tokens = encoder.network.token_embeddings(tensor);
+    let network = encoder.network_on(&model.device);
+    let tokens = network.token_embeddings(tensor);
     let tokens = place_embeddings(tokens, &sequences, embeddings, encoder.spec.embedding_key)?;
-    let out = encoder.network.forward_embedded(tokens);
+    let out = network.forward_embedded(tokens);
     let n = out.hidden_states.len();
     let hidden = match encoder.spec.output {
         // A1111's CLIP skip s uses the output of layer (layers + 1 - s), then the final norm.
         EncoderOutput::FinalNormed if clip_skip <= 1 => out.last_hidden_state.clone(),
-        EncoderOutput::FinalNormed => encoder
-            .network
-            .final_layer_norm(out.hidden_states[n - clip_skip].clone()),
+        EncoderOutput::FinalNormed => {
+            network.final_layer_norm(out.hidden_states[n - clip_skip].clone())
+        }
         // SDXL: the penultimate layer, no final norm; CLIP skip s takes layer -max(s, 2) of
         // both encoders (Forge; ComfyUI's CLIPSetLastLayer(-s); diffusers' clip_skip s - 2).
         EncoderOutput::Penultimate => out.hidden_states[n - clip_skip.max(2)].clone(),
@@ -132,8 +133,7 @@ pub fn run_encoder(
             // A1111 (and diffusers, which has one chunk) pool the first chunk.
             let last = out.last_hidden_state.clone().narrow(0, r, 1);
             let first_ids = &ids[r * CONTEXT_LENGTH..(r + 1) * CONTEXT_LENGTH];
-            encoder
-                .network
+            network
                 .pooled(&last, first_ids)
                 .map(Some)
                 .ok_or_else(|| Error::settings("the pooled text encoder has no text_projection"))

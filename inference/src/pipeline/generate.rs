@@ -174,6 +174,11 @@ pub fn generate_refined(
         transfer.combines_v = model.prediction == Prediction::V;
     }
     let mut rng = BatchRng::new(request.seed, batch);
+    // The prompts are encoded: on a GPU short of memory the text encoders make room.
+    let encoded: Vec<&Model> = std::iter::once(model).chain(refiner).collect();
+    let working = super::residency::working_bytes(model, request)?;
+    let free = memory::available_on(&model.device);
+    super::residency::park_encoders_if_short(&encoded, working, free);
     let vae_plan = VaePlan::decide(model, request, memory::available_on(&model.device));
     // Half-precision UNets and VAEs that may fall back to f32 during this generation (said
     // once).

@@ -8,6 +8,7 @@ pub mod guidance;
 pub mod hires;
 mod image_inputs;
 pub mod prompt;
+pub mod residency;
 pub mod scheduled;
 mod start;
 mod torch_mean;

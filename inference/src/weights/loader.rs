@@ -403,11 +403,7 @@ impl Networks {
             .iter()
             .zip(tokenizers)
             .zip(self.encoders)
-            .map(|((spec, tokenizer), network)| TextEncoder {
-                spec,
-                tokenizer,
-                network,
-            })
+            .map(|((spec, tokenizer), network)| TextEncoder::new(spec, tokenizer, network))
             .collect();
         Model {
             info,

@@ -21,6 +21,9 @@ pub struct LoadPlan {
     pub vae: VaeConfig,
     /// Parameters of the networks Ember loads (text encoders, UNet, VAE).
     pub parameters: u64,
+    /// Those of the text encoders (which wait in the computer's memory while a GPU short
+    /// of memory runs the UNet).
+    pub encoder_parameters: u64,
 }
 
 /// Reads a model's headers and configs; cheap even for a 7 GB checkpoint.
@@ -38,17 +41,20 @@ pub fn plan(path: &Path, options: &LoadOptions) -> Result<LoadPlan> {
             || key.starts_with("first_stage_model.")
             || spec.encoders.iter().any(|e| key.starts_with(e.file_prefix))
     };
-    let parameters = file
-        .tensors
-        .iter()
-        .filter(|t| loaded(&t.name))
-        .map(|t| t.shape.as_slice().iter().product::<usize>() as u64)
-        .sum();
+    let count = |keep: &dyn Fn(&str) -> bool| -> u64 {
+        file.tensors
+            .iter()
+            .filter(|t| keep(&t.name))
+            .map(|t| t.shape.as_slice().iter().product::<usize>() as u64)
+            .sum()
+    };
+    let encoder = |key: &str| spec.encoders.iter().any(|e| key.starts_with(e.file_prefix));
     Ok(LoadPlan {
         family,
         unet: configs.unet,
         vae: configs.vae,
-        parameters,
+        parameters: count(&loaded),
+        encoder_parameters: count(&encoder),
     })
 }
 
@@ -57,18 +63,25 @@ fn plan_folder(dir: &Path) -> Result<LoadPlan> {
     let configs = Configs::from_dir(dir, family, None)?;
     // The same files the loader reads.
     let files = component_files(dir, family)?;
-    let mut parameters = 0u64;
+    let (mut parameters, mut encoder_parameters) = (0u64, 0u64);
     for file in files {
-        parameters += TensorFile::open(&file)?
+        let count = TensorFile::open(&file)?
             .tensors
             .iter()
             .map(|t| t.shape.as_slice().iter().product::<usize>() as u64)
             .sum::<u64>();
+        parameters += count;
+        // `text_encoder/…`, `text_encoder_2/…`.
+        let component = file.strip_prefix(dir).ok().and_then(|p| p.iter().next());
+        if component.is_some_and(|c| c.to_string_lossy().starts_with("text_encoder")) {
+            encoder_parameters += count;
+        }
     }
     Ok(LoadPlan {
         family,
         unet: configs.unet,
         vae: configs.vae,
         parameters,
+        encoder_parameters,
     })
 }

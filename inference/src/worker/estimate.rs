@@ -10,6 +10,7 @@ use crate::api::GenerateRequest;
 use crate::error::{Error, Result};
 use crate::memory;
 use crate::model::Model;
+use crate::pipeline::residency;
 
 /// Requests this much larger than the calibration call (in UNet rows x latent pixels) are
 /// timed against a measured speed; smaller ones finish quickly whatever the device.
@@ -50,23 +51,14 @@ pub fn cost(
     available: Option<u64>,
 ) -> Result<Cost> {
     let rows = rows(request);
-    // A hires fix peaks in its second pass, one image at a time (its rows: 1 or 2).
     let hires = crate::pipeline::hires::hires_plan(request, model)?;
-    let (size, peak_rows) = match &hires {
-        Some(plan) => (plan.size, rows / request.batch.max(1) as usize),
-        None => ((request.width, request.height), rows),
+    let estimate = memory::Estimate {
+        weights: 0,
+        working: residency::working_bytes(model, request)?,
     };
-    // Attention in tiles (the CPU kernel, fused attention elsewhere): no full matrices.
-    let estimate = memory::estimate(
-        0,
-        0,
-        &model.unet_config,
-        &model.vae_config,
-        size,
-        peak_rows,
-        (false, request.vae_tiling),
-    );
     if let Some(free) = available {
+        // On a GPU the text encoders make room once the prompts are encoded.
+        let free = free + residency::parkable_bytes(model);
         memory::check_fits(estimate, (free, memory::MemoryOf::of(&model.device)), false)?;
     }
     let f = model.vae_factor();
