@@ -267,3 +267,82 @@ fn parked_text_encoders_come_back_and_give_the_same_image() {
     assert_eq!(parkable_bytes(&cpu), 0);
     assert!(!park_encoders_if_short(&[&cpu], 1 << 20, Some(0)));
 }
+
+/// A job too large for the GPU's memory is refused by the worker before it starts, with the
+/// GPU's hints; the model stays loaded and the next job that fits makes its image.
+/// `EMBER_GPU_MEMORY` stands for a small card: it is set in a child run of this one test,
+/// so no other test sees it.
+#[test]
+fn a_job_too_large_for_the_gpu_is_refused_and_the_worker_goes_on() {
+    use inference::api::GenerateRequest;
+    use inference::worker::{BurnEngine, CancelToken, Command, Event, JobId, ModelRole};
+    const CHILD: &str = "EMBER_TEST_SMALL_GPU";
+    if std::env::var_os(CHILD).is_none() {
+        let name = "gpu::a_job_too_large_for_the_gpu_is_refused_and_the_worker_goes_on";
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", name, "--nocapture"])
+            .env(CHILD, "1")
+            .env("EMBER_GPU_MEMORY", "320M")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).to_string()
+            + &String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success() && text.contains("1 passed"),
+            "{text}"
+        );
+        return;
+    }
+    let worker =
+        inference::worker::WorkerHandle::spawn(BurnEngine::new(wgpu(), Precision::F32), || {})
+            .unwrap();
+    let until = |done: &dyn Fn(&Event) -> bool| -> Event {
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_secs(600) {
+            match worker.try_event() {
+                Some(e) if done(&e) => return e,
+                Some(_) => {}
+                None => std::thread::sleep(std::time::Duration::from_millis(5)),
+            }
+        }
+        panic!("the worker did not answer in 10 minutes");
+    };
+    worker.send(Command::LoadModel {
+        path: reference("sd15/pipeline"),
+        config_dir: None,
+        role: ModelRole::Main,
+        cancel: CancelToken::new(),
+    });
+    let loaded = until(&|e| matches!(e, Event::ModelLoaded { .. } | Event::ModelFailed { .. }));
+    assert!(matches!(loaded, Event::ModelLoaded { .. }), "{loaded:?}");
+    let job = |id, side| Command::Generate {
+        job: JobId(id),
+        request: Box::new(GenerateRequest {
+            prompt: "a lighthouse".into(),
+            steps: 1,
+            width: side,
+            height: side,
+            ..GenerateRequest::default()
+        }),
+        cancel: CancelToken::new(),
+    };
+    let ended = |e: &Event| matches!(e, Event::Finished { .. } | Event::Failed { .. });
+    worker.send(job(1, 1024));
+    match until(&ended) {
+        Event::Failed { job, error } => {
+            assert_eq!(job, JobId(1));
+            assert!(
+                error.contains("needs about") && error.contains("of GPU memory is free"),
+                "{error}"
+            );
+        }
+        other => panic!("a 1024² job on a 320 MiB GPU ran: {other:?}"),
+    }
+    worker.send(job(2, 64));
+    match until(&ended) {
+        Event::Finished { job, images, .. } => {
+            assert_eq!((job, images.len()), (JobId(2), 1));
+        }
+        other => panic!("the model stays loaded and a small job runs: {other:?}"),
+    }
+}
