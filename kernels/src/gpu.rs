@@ -6,6 +6,11 @@
 //! mean and the variance around it in f32 whatever the tensor's float format (the issue's
 //! "f16 in/out, f32 statistics"), then the scale, shift and SiLU written in one pass. Burn
 //! makes about ten operations of it, each a pass over the activation.
+//!
+//! `geglu`: the transformer feed-forward's gate, `hidden * gelu(gate)` over the two halves
+//! of the projection, one unit an output value, the GELU in f32: one read of the
+//! projection and one write, where Burn makes two strided slices, the GELU's several
+//! elementwise passes and the product.
 
 use burn::backend::Wgpu;
 use burn::backend::cubecl::dtype_to_storage_type;
@@ -152,6 +157,67 @@ pub fn group_norm_silu(
         epsilon,
         UNITS,
         silu,
+        dtype_to_storage_type(dtype),
+    );
+    Some(BurnTensor::from_primitive::<Wgpu>(output))
+}
+
+#[cube(launch)]
+fn geglu_kernel<F: Float>(
+    input: &Tensor<F>,
+    output: &mut Tensor<F>,
+    inner: u32,
+    count: u32,
+    #[define(F)] _dtype: ElemType,
+) {
+    let i = ABSOLUTE_POS;
+    if i < count as usize {
+        let inner = inner as usize;
+        // Output row r holds input row r's `[hidden | gate]`, each `inner` wide.
+        let start = (i / inner) * 2 * inner + i % inner;
+        let hidden = f32::cast_from(input[start]);
+        let gate = f32::cast_from(input[start + inner]);
+        // Exact GELU: gate * Φ(gate) = gate / 2 * (1 + erf(gate / √2)).
+        let gelu = 0.5f32 * gate * (1.0f32 + Erf::erf(gate * core::f32::consts::FRAC_1_SQRT_2));
+        output[i] = F::cast_from(hidden * gelu);
+    }
+}
+
+/// GEGLU, `hidden * gelu(gate)` where `[hidden, gate]` are the halves of `x`'s last
+/// dimension, on the wgpu backend; `None` when `x` is not a contiguous f32 or f16 tensor
+/// there (the caller runs the reference).
+///
+/// # Shapes
+/// - `x`: `[batch, tokens, 2 * inner]` -> `[batch, tokens, inner]`
+pub fn geglu(x: &BurnTensor<3>) -> Option<BurnTensor<3>> {
+    let [batch, tokens, width] = x.dims();
+    let dtype = x.dtype();
+    let inner = width / 2;
+    if !matches!(dtype, DType::F32 | DType::F16) || width % 2 != 0 || batch * tokens * inner == 0 {
+        return None;
+    }
+    let input = x.clone().try_into_primitive::<Wgpu>().ok()?;
+    if !input.is_contiguous() {
+        return None;
+    }
+    let count = u32::try_from(batch * tokens * inner).ok()?;
+    let client = input.client.clone();
+    let output = empty_device_dtype(
+        client.clone(),
+        input.device.clone(),
+        [batch, tokens, inner].into(),
+        dtype,
+    );
+    let cube_dim = CubeDim::new_1d(UNITS);
+    let cubes = cubecl::calculate_cube_count_elemwise(&client, count as usize, cube_dim);
+    geglu_kernel::launch(
+        &client,
+        cubes,
+        cube_dim,
+        input.into_tensor_arg(),
+        output.clone().into_tensor_arg(),
+        inner as u32,
+        count,
         dtype_to_storage_type(dtype),
     );
     Some(BurnTensor::from_primitive::<Wgpu>(output))

@@ -7,7 +7,8 @@
 //! for float32 tensors on the CPU device (f16 and bf16 ones cast to float32 for it and the
 //! result cast back) and otherwise runs the plain-Burn reference (`reference` module). With
 //! the `wgpu` feature, [`gpu`] holds cubecl kernels for Burn's wgpu backend: GroupNorm
-//! (+ SiLU) in one kernel. The fast paths work in place on the tensor's own buffer when it
+//! (+ SiLU) in one kernel, and GEGLU in one. [`upsample`] folds the upsampler's
+//! nearest-neighbour 2× and 3×3 convolution into 2×2 kernels on GPU backends. The fast paths work in place on the tensor's own buffer when it
 //! is not shared (burn-flex's `into_data`/`from_data` move the buffer without copying).
 
 pub mod attention;
@@ -19,11 +20,13 @@ pub mod gpu;
 pub mod group_norm;
 pub mod linear;
 pub use linear::linear;
+pub use upsample::upsample_conv;
 pub mod low_rank;
 pub mod reference;
 pub mod simd_math;
 #[cfg(test)]
 mod test_support;
+pub mod upsample;
 pub mod widen;
 
 use burn::backend::Flex;
@@ -113,11 +116,15 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 }
 
 /// GEGLU gating: splits the last dimension into `[hidden, gate]` halves and returns
-/// `hidden * gelu(gate)`.
+/// `hidden * gelu(gate)`. On the wgpu backend one cubecl kernel ([`gpu::geglu`]).
 ///
 /// # Shapes
 /// - `x`: `[batch, tokens, 2 * inner]` -> `[batch, tokens, inner]`
 pub fn geglu(x: Tensor<3>) -> Tensor<3> {
+    #[cfg(feature = "wgpu")]
+    if let Some(y) = gpu::geglu(&x) {
+        return y;
+    }
     if on_cpu_half(&x) {
         return in_f32(x, geglu);
     }

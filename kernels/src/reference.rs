@@ -48,3 +48,9 @@ pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
 pub fn add_product(base: Tensor<2>, lhs: Tensor<2>, rhs: Tensor<2>, scale: f32) -> Tensor<2> {
     base + lhs.matmul(rhs).mul_scalar(scale)
 }
+
+/// diffusers' `Upsample2D`: nearest-neighbour upscaling to `size`, then `conv` (Burn's
+/// module).
+pub fn upsample_conv(x: Tensor<4>, conv: &burn::nn::conv::Conv2d, size: [usize; 2]) -> Tensor<4> {
+    conv.forward(crate::upsample::nearest(x, size))
+}

@@ -3,8 +3,6 @@
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{GroupNorm, GroupNormConfig, Linear, LinearConfig, PaddingConfig2d};
-use burn::tensor::module::interpolate;
-use burn::tensor::ops::{InterpolateMode, InterpolateOptions};
 use burn::tensor::{Device, Tensor};
 use kernels::{group_norm_silu, silu};
 
@@ -125,10 +123,7 @@ impl Upsample {
     /// Upscales to `size` (twice the input, or the skip connection's size when an odd
     /// size was halved on the way down).
     pub fn forward(&self, x: Tensor<4>, size: [usize; 2]) -> Tensor<4> {
-        let options = InterpolateOptions::new(InterpolateMode::Nearest)
-            .with_align_corners(false)
-            .with_output_size(size);
-        kernels::conv2d(interpolate(x, options), &self.conv)
+        kernels::upsample_conv(x, &self.conv, size)
     }
 }
 
