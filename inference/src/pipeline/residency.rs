@@ -13,8 +13,7 @@ use crate::model::Model;
 /// activations, or the VAE's on the whole image or a tile. A hires fix peaks in its second
 /// pass, one image at a time.
 pub fn working_bytes(model: &Model, request: &GenerateRequest) -> Result<u64> {
-    let guided = request.cfg_scale > 1.0;
-    let rows = request.batch as usize * if guided { 2 } else { 1 };
+    let rows = rows(request);
     let (size, peak_rows) = match crate::pipeline::hires::hires_plan(request, model)? {
         Some(plan) => (plan.size, rows / request.batch.max(1) as usize),
         None => ((request.width, request.height), rows),
@@ -30,6 +29,13 @@ pub fn working_bytes(model: &Model, request: &GenerateRequest) -> Result<u64> {
         (false, request.vae_tiling),
     );
     Ok(estimate.working)
+}
+
+/// UNet rows per call: the batch, doubled by classifier-free guidance (the pipeline's rule,
+/// less the CFG++ samplers' unguided-but-doubled case, which this underestimates).
+pub fn rows(request: &GenerateRequest) -> usize {
+    let guided = request.cfg_scale > 1.0;
+    request.batch as usize * if guided { 2 } else { 1 }
 }
 
 /// The bytes of GPU memory parking `model`'s text encoders would free (0 on the CPU, where

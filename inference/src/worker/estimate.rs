@@ -33,13 +33,6 @@ pub struct Cost {
     pub time: Option<Duration>,
 }
 
-/// UNet rows per call: the batch, doubled by classifier-free guidance (the pipeline's rule,
-/// less the CFG++ samplers' unguided-but-doubled case, which this underestimates).
-fn rows(request: &GenerateRequest) -> usize {
-    let guided = request.cfg_scale > 1.0;
-    request.batch as usize * if guided { 2 } else { 1 }
-}
-
 /// The cost of `request` on `model`; `Err` when its working memory cannot fit in
 /// `available` bytes free on the model's device (the computer's memory, or a GPU's own;
 /// unknown: not checked). `speed` is measured on the first large request and kept; `interrupted`
@@ -50,7 +43,7 @@ pub fn cost(
     (speed, interrupted): (&mut Speed, &dyn Fn() -> bool),
     available: Option<u64>,
 ) -> Result<Cost> {
-    let rows = rows(request);
+    let rows = residency::rows(request);
     let hires = crate::pipeline::hires::hires_plan(request, model)?;
     let estimate = memory::Estimate {
         weights: 0,
