@@ -130,7 +130,9 @@ impl Estimate {
 /// tensors (the feed-forward is 8 channels wide per channel), or the VAE decoder at full
 /// resolution (one image at a time; the smallest tile the plan may choose when
 /// `vae_tiling` allows tiles and the whole image would need more), whichever is larger,
-/// with a margin: an estimate to refuse the impossible, not an exact count.
+/// with a margin, plus 256 MiB of scratch (on wgpu a convolution's im2col band and the VAE
+/// attention's slice of scores, at most 128 MiB each): an estimate to refuse the impossible,
+/// not an exact count.
 pub fn estimate(
     parameters: u64,
     weight_bytes: u64,

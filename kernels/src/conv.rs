@@ -20,7 +20,8 @@ use crate::gemm::{Gemm, gemm_f32_parallel};
 use crate::{reference, with_host_slice};
 
 /// A [`Conv2d`] module's forward pass. On the CPU [`conv2d_nchw`] (f16 and bf16 tensors
-/// cast to float32 for it and the result cast back); elsewhere, and for grouped, dilated or
+/// cast to float32 for it and the result cast back); on the wgpu backend an im2col matrix
+/// and Burn's matrix product ([`crate::conv_gemm`]); elsewhere, and for grouped, dilated or
 /// `Same`-padded convolutions, the module's own `forward` ([`reference::conv2d`]).
 ///
 /// # Shapes
@@ -28,6 +29,12 @@ use crate::{reference, with_host_slice};
 pub fn conv2d(x: Tensor<4>, conv: &Conv2d) -> Tensor<4> {
     let weight = conv.weight.val();
     let bias = conv.bias.as_ref().map(|b| b.val());
+    #[cfg(feature = "wgpu")]
+    if let Some(shape) = conv_shape(&x, &weight, bias.as_ref(), conv)
+        && let Some(y) = crate::conv_gemm::conv2d_gemm(&x, &weight, bias.as_ref(), shape)
+    {
+        return y;
+    }
     let Some(shape) = cpu_conv_shape(&x, &weight, bias.as_ref(), conv) else {
         return reference::conv2d(x, conv);
     };
@@ -48,10 +55,23 @@ pub fn conv2d(x: Tensor<4>, conv: &Conv2d) -> Tensor<4> {
     Tensor::<4>::from_data(TensorData::new(output, dims), &device).cast(dtype)
 }
 
-/// The geometry of `conv` on `x` when the CPU kernel takes it: a CPU tensor of float32 or
-/// a half type with parameters of the same type, `groups = 1`, `dilation = 1`, explicit (or
-/// no) padding, no empty dimension.
+/// The geometry of `conv` on `x` when the CPU kernel takes it: [`conv_shape`] on the CPU.
 fn cpu_conv_shape(
+    x: &Tensor<4>,
+    weight: &Tensor<4>,
+    bias: Option<&Tensor<1>>,
+    conv: &Conv2d,
+) -> Option<ConvShape> {
+    if x.device() != Device::flex() {
+        return None;
+    }
+    conv_shape(x, weight, bias, conv)
+}
+
+/// The geometry of `conv` on `x` on any device: a float32 or half tensor with parameters
+/// of the same type, `groups = 1`, `dilation = 1`, explicit (or no) padding, no empty
+/// dimension.
+fn conv_shape(
     x: &Tensor<4>,
     weight: &Tensor<4>,
     bias: Option<&Tensor<1>>,
@@ -60,10 +80,7 @@ fn cpu_conv_shape(
     let dtype = x.dtype();
     let same_type = weight.dtype() == dtype && bias.is_none_or(|b| b.dtype() == dtype);
     let float = matches!(dtype, DType::F32 | DType::F16 | DType::BF16);
-    if !(float && same_type && x.device() == Device::flex())
-        || conv.groups != 1
-        || conv.dilation != [1, 1]
-    {
+    if !(float && same_type) || conv.groups != 1 || conv.dilation != [1, 1] {
         return None;
     }
     let padding = match conv.padding {
@@ -124,13 +141,18 @@ impl ConvShape {
         ])
     }
 
+    /// The input's `[batch, c_in, height, width]`.
+    pub fn input_dims(&self) -> [usize; 4] {
+        [self.batch, self.c_in, self.height, self.width]
+    }
+
     /// Length of one im2col column: the weight's row length.
-    fn patch_len(&self) -> usize {
+    pub(crate) fn patch_len(&self) -> usize {
         self.c_in * self.kernel[0] * self.kernel[1]
     }
 
     /// Whether the input itself is the im2col matrix (a 1x1 kernel at stride 1, unpadded).
-    fn is_pointwise(&self) -> bool {
+    pub(crate) fn is_pointwise(&self) -> bool {
         self.kernel == [1, 1] && self.stride == [1, 1] && self.padding == [0; 4]
     }
 }

@@ -7,6 +7,8 @@
 //! "f16 in/out, f32 statistics"), then the scale, shift and SiLU written in one pass. Burn
 //! makes about ten operations of it, each a pass over the activation.
 //!
+//! `im2col`: a convolution's im2col matrix, for [`crate::conv_gemm`].
+//!
 //! `geglu`: the transformer feed-forward's gate, `hidden * gelu(gate)` over the two halves
 //! of the projection, one unit an output value, the GELU in f32: one read of the
 //! projection and one write, where Burn makes two strided slices, the GELU's several
@@ -17,6 +19,14 @@ use burn::backend::cubecl::dtype_to_storage_type;
 use burn::tensor::{DType, Tensor as BurnTensor};
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use cubecl::prelude::*;
+
+mod im2col;
+pub use im2col::im2col;
+
+/// Whether `x` is an f32 or f16 tensor on the wgpu backend, what these kernels take.
+pub fn is_wgpu_float<const D: usize>(x: &BurnTensor<D>) -> bool {
+    matches!(x.dtype(), DType::F32 | DType::F16) && x.clone().try_into_primitive::<Wgpu>().is_ok()
+}
 
 /// Units per cube: the reductions halve this, so it is a power of two.
 const UNITS: u32 = 256;
@@ -224,4 +234,4 @@ pub fn geglu(x: &BurnTensor<3>) -> Option<BurnTensor<3>> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

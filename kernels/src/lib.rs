@@ -14,6 +14,8 @@
 pub mod attention;
 pub mod conv;
 pub use conv::conv2d;
+#[cfg(feature = "wgpu")]
+pub mod conv_gemm;
 mod gemm;
 #[cfg(feature = "wgpu")]
 pub mod gpu;
@@ -27,6 +29,7 @@ pub mod simd_math;
 #[cfg(test)]
 mod test_support;
 pub mod upsample;
+pub mod wide_attention;
 pub mod widen;
 
 use burn::backend::Flex;
@@ -144,7 +147,9 @@ pub fn geglu(x: Tensor<3>) -> Tensor<3> {
     Tensor::from_data(TensorData::new(out, [b, n, c2 / 2]), &device)
 }
 
-/// Scaled dot-product attention (no mask), scale `1 / sqrt(head_dim)`.
+/// Scaled dot-product attention (no mask), scale `1 / sqrt(head_dim)`. On the CPU the flash
+/// kernel ([`attention`]); elsewhere Burn's, except heads wider than its flash kernels
+/// ([`wide_attention`]).
 ///
 /// # Shapes
 /// - `q`: `[batch, heads, n, d]`, `k`: `[batch, heads, m, d]`, `v`: `[batch, heads, m, dv]`
@@ -155,6 +160,9 @@ pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
         return in_f32(q, |q| attention(q, f32(k), f32(v)));
     }
     if !(on_cpu_f32(&q) && on_cpu_f32(&k) && on_cpu_f32(&v)) {
+        if q.dims()[3] > wide_attention::WIDEST_FLASH_HEAD {
+            return wide_attention::sliced_attention(q, k, v, wide_attention::SLICE_BYTES);
+        }
         return reference::attention(q, k, v);
     }
     let [b, h, n, d] = q.dims();
@@ -171,6 +179,18 @@ pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
     let out =
         attention::flash_attention(f32s(&q), f32s(&k), f32s(&v), shape, 1.0 / (d as f32).sqrt());
     Tensor::from_data(TensorData::new(out, [b, h, n, dv]), &device)
+}
+
+/// Which path [`attention`] takes for f32 heads of `head_dim` values on `device`, in words
+/// (for benchmarks, which also report Burn's own autotune choices).
+pub fn attention_path(device: &Device, head_dim: usize) -> &'static str {
+    if *device == Device::flex() {
+        "flash (Ember's CPU kernel)"
+    } else if head_dim > wide_attention::WIDEST_FLASH_HEAD {
+        "sliced, materialised, softmax in f32 (Ember's wide_attention)"
+    } else {
+        "Burn's attention (its autotune picks the kernel)"
+    }
 }
 
 /// GroupNorm with the module's affine parameters, then SiLU: `silu(norm(x))`, as every

@@ -71,9 +71,7 @@ fn folded(x: Tensor<4>, conv: &Conv2d) -> Tensor<4> {
     }
     let kernel = Tensor::cat(kernels, 0); // [4 * c_out, c_in, 2, 2]
     let bias = conv.bias.as_ref().map(|b| b.val().repeat_dim(0, 4));
-    let padded = x.pad((1, 1, 1, 1), burn::tensor::ops::PadMode::Constant(0.0));
-    let options = burn::tensor::ops::ConvOptions::new([1, 1], [0, 0], [1, 1], 1);
-    let all = burn::tensor::module::conv2d(padded, kernel, bias, options); // [b, 4co, h+1, w+1]
+    let all = convolve_padded(x, kernel, bias); // [b, 4co, h+1, w+1]
     // Position (r, c) of each 2×2 block: rows r..r+h and columns c..c+w of its stack.
     let phase = |index: usize, r: usize, c: usize| {
         all.clone()
@@ -83,6 +81,33 @@ fn folded(x: Tensor<4>, conv: &Conv2d) -> Tensor<4> {
     };
     let row = |r: usize| Tensor::stack::<5>(vec![phase(2 * r, r, 0), phase(2 * r + 1, r, 1)], 4);
     Tensor::stack::<6>(vec![row(0), row(1)], 3).reshape([batch, c_out, 2 * h, 2 * w])
+}
+
+/// `x` padded by one pixel on every side, convolved with `kernel` at stride 1: on wgpu as
+/// a matrix product ([`crate::conv_gemm`], which reads the padding as zeros), elsewhere
+/// Burn's convolution of the padded input.
+fn convolve_padded(x: Tensor<4>, kernel: Tensor<4>, bias: Option<Tensor<1>>) -> Tensor<4> {
+    #[cfg(feature = "wgpu")]
+    {
+        let [batch, c_in, height, width] = x.dims();
+        let [c_out, _, kh, kw] = kernel.dims();
+        let shape = crate::conv::ConvShape {
+            batch,
+            c_in,
+            height,
+            width,
+            c_out,
+            kernel: [kh, kw],
+            stride: [1, 1],
+            padding: [1; 4],
+        };
+        if let Some(y) = crate::conv_gemm::conv2d_gemm(&x, &kernel, bias.as_ref(), shape) {
+            return y;
+        }
+    }
+    let padded = x.pad((1, 1, 1, 1), burn::tensor::ops::PadMode::Constant(0.0));
+    let options = burn::tensor::ops::ConvOptions::new([1, 1], [0, 0], [1, 1], 1);
+    burn::tensor::module::conv2d(padded, kernel, bias, options)
 }
 
 #[cfg(test)]

@@ -128,10 +128,10 @@ fn attention_too_large_to_materialise_runs_on_wgpu() {
 }
 
 /// Most levels an f16 image (f32 VAE) may differ from the f32 one on the GPU: on lavapipe
-/// the txt2img, img2img and inpainting runs differed by at most 3, 4 and 5 (the test prints
-/// them; 4, 3 and 6 before the GEGLU kernel and the folded upsampler, 5, 4 and 7 with
-/// Burn's materialised attention).
-const F16_PIXEL_TOL: i64 = 8;
+/// the txt2img, img2img and inpainting runs differed by at most 1, 1 and 1 (the test prints
+/// them) since convolutions run as matrix products that sum in f32; 3, 4 and 5 with Burn's
+/// direct convolution, which sums in f16. The tolerance leaves room for other weights.
+const F16_PIXEL_TOL: i64 = 4;
 
 /// A txt2img, an img2img and an inpainting run in f16 on the GPU (the VAE in f32, as
 /// `--precision auto` loads it) against the same runs in f32 there; the observed worst

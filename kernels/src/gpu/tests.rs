@@ -1,5 +1,6 @@
-//! The GroupNorm (+ SiLU) and GEGLU cubecl kernels against the plain-Burn references, on
-//! whatever wgpu adapter the machine has (Mesa's lavapipe in CI), in f32 and in f16.
+//! The GroupNorm (+ SiLU) and GEGLU cubecl kernels, the folded upsampler and the wide-head
+//! attention against the plain-Burn references, on whatever wgpu adapter the machine has
+//! (Mesa's lavapipe in CI), in f32 and in f16.
 
 use burn::module::{Module, Param};
 use burn::nn::{GroupNorm, GroupNormConfig};
@@ -8,7 +9,7 @@ use burn::tensor::{DType, Device, Tensor, TensorData};
 use crate::reference;
 
 /// The process's one wgpu device (wgpu's runtime opens once per process).
-fn wgpu() -> Device {
+pub(crate) fn wgpu() -> Device {
     static DEVICE: std::sync::OnceLock<Device> = std::sync::OnceLock::new();
     DEVICE
         .get_or_init(|| {
@@ -21,7 +22,7 @@ fn wgpu() -> Device {
 }
 
 /// A fixed xorshift stream: values in `offset ± spread / 2`.
-fn values(n: usize, seed: u64, offset: f32, spread: f32) -> Vec<f32> {
+pub(crate) fn values(n: usize, seed: u64, offset: f32, spread: f32) -> Vec<f32> {
     let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ seed;
     (0..n)
         .map(|_| {
@@ -56,7 +57,7 @@ fn cast_norm(norm: &GroupNorm, dtype: DType) -> GroupNorm {
 }
 
 /// The largest difference over the reference's largest magnitude (at least 1).
-fn relative_error(ours: Tensor<4>, reference: Tensor<4>) -> f32 {
+pub(crate) fn relative_error(ours: Tensor<4>, reference: Tensor<4>) -> f32 {
     let (ours, reference) = (ours.cast(DType::F32), reference.cast(DType::F32));
     let scale = reference.clone().abs().max().into_scalar::<f32>().max(1.0);
     (ours - reference).abs().max().into_scalar::<f32>() / scale
@@ -220,8 +221,38 @@ fn upsample_conv_matches_the_reference_in_f32_and_f16() {
     }
 }
 
+/// Attention with the VAE's one 512-wide head (sliced, softmax in f32) on wgpu against Burn's
+/// on the CPU: f32 within 1e-5; f16 inputs within 2e-3 of the f32 result on the same values.
+#[test]
+fn wide_attention_matches_the_reference_in_f32_and_f16() {
+    let gpu = wgpu();
+    let cpu = Device::flex();
+    let tensor = |seed: u64, n: usize| {
+        let data = TensorData::new(values(2 * n * 512, seed, 0.0, 2.0), [2, 1, n, 512]);
+        Tensor::<4>::from_data(data, &gpu)
+    };
+    let (q, k, v) = (tensor(1, 70), tensor(2, 70), tensor(3, 70));
+    let on_cpu = |t: &Tensor<4>| t.clone().cast(DType::F32).to_device(&cpu);
+    let exact = reference::attention(on_cpu(&q), on_cpu(&k), on_cpu(&v));
+    let ours = crate::attention(q.clone(), k.clone(), v.clone());
+    let error = relative_error(ours.to_device(&cpu), exact);
+    assert!(error <= 1e-5, "f32 error {error}");
+
+    let half = |t: Tensor<4>| t.cast(DType::F16);
+    let (q, k, v) = (half(q), half(k), half(v));
+    let exact = reference::attention(on_cpu(&q), on_cpu(&k), on_cpu(&v));
+    let ours = crate::attention(q, k, v);
+    assert_eq!(ours.dtype(), DType::F16);
+    let error = relative_error(ours.to_device(&cpu), exact);
+    assert!(error <= 2e-3, "f16 error {error}");
+
+    assert!(crate::attention_path(&gpu, 512).contains("wide_attention"));
+    assert!(crate::attention_path(&gpu, 64).contains("Burn's"));
+    assert!(crate::attention_path(&cpu, 512).contains("CPU"));
+}
+
 /// Casts every float parameter of a module.
-struct CastTo(DType);
+pub(crate) struct CastTo(pub(crate) DType);
 
 impl burn::module::ModuleMapper for CastTo {
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
