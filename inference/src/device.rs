@@ -359,7 +359,16 @@ pub fn all_finite<const D: usize>(t: &Tensor<D>) -> Result<bool> {
 
 /// The GPU runtime's report (dozens of lines) as one: its innermost cause.
 fn device_failure(report: &str) -> Error {
-    let cause = report
+    let cause = innermost_cause(report);
+    Error::Device(format!(
+        "the GPU failed while generating ({cause}); nothing was saved. Try a smaller size or \
+         batch, --vae-tiling on, or --device cpu"
+    ))
+}
+
+/// The last line of a GPU runtime's report that says what went wrong.
+pub(crate) fn innermost_cause(report: &str) -> &str {
+    report
         .lines()
         .map(str::trim)
         .rfind(|l| {
@@ -370,11 +379,7 @@ fn device_failure(report: &str) -> Error {
                 && !l.starts_with("Asked at")
                 && !l.contains("backtrace")
         })
-        .unwrap_or("unknown failure");
-    Error::Device(format!(
-        "the GPU failed while generating ({cause}); nothing was saved. Try a smaller size or \
-         batch, --vae-tiling on, or --device cpu"
-    ))
+        .unwrap_or("unknown failure")
 }
 
 /// A float32 tensor from host data.

@@ -101,6 +101,39 @@ fn gpu_autotune_answers_are_kept_across_runs_and_bench_names_the_attention_kerne
     assert_eq!(attention(&retuned).len(), tuned.len(), "{retuned}");
 }
 
+/// `ember bench vae-decode` names the attention path Ember chose for the VAE's one 512-wide
+/// head (Burn's autotune log has only the paths Burn chose).
+#[test]
+fn bench_names_the_vae_attention_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = crate::ember(
+        tmp.path(),
+        &[
+            "bench",
+            "vae-decode",
+            "--size",
+            "64",
+            "--batch",
+            "1",
+            "--warmup",
+            "1",
+            "--runs",
+            "1",
+            "--json",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let run: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON line");
+    let attention = run["attention"].as_array().expect("an attention list");
+    assert_eq!(attention.len(), 1, "{run}");
+    let path = attention[0].as_str().unwrap();
+    assert!(
+        path.contains("head 512") && path.contains("CPU kernel"),
+        "{path}"
+    );
+}
+
 /// On a GPU the check before loading is against the GPU's memory (`EMBER_GPU_MEMORY` here,
 /// standing for a small card): one error line with the GPU's hints, nothing written, and
 /// `--verbose` says how much memory the driver reports.

@@ -75,7 +75,10 @@ fn run_target(args: &BenchArgs, tuning_log: Option<&std::path::Path>) -> Result<
     let min = result.times.iter().min().map_or(0.0, |t| t.as_secs_f64());
     let peak = inference::memory::peak_resident_bytes();
     let first = result.first.map(|t| t.as_secs_f64());
-    let attention = tuning_log.map(bench::attention_choices).unwrap_or_default();
+    let tuned = tuning_log.map(bench::attention_choices).unwrap_or_default();
+    let attention: Vec<String> = (result.attention.iter().cloned())
+        .chain(tuned.iter().map(ToString::to_string))
+        .collect();
     if args.json {
         let json = serde_json::json!({
             "implementation": "ember",
@@ -85,7 +88,7 @@ fn run_target(args: &BenchArgs, tuning_log: Option<&std::path::Path>) -> Result<
             "gflop": result.flops / 1e9, "gflops_per_s": result.gflops_per_second(),
             "peak_rss_bytes": peak, "peak_device_bytes": result.peak_device_bytes,
             "first_call_s": first,
-            "attention": attention.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "attention": attention,
         });
         println!("{json}");
     } else {

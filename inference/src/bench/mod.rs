@@ -90,6 +90,8 @@ pub struct BenchResult {
     /// The most device memory Burn's allocator held after any call (its pools keep what a
     /// call needed); `None` on the CPU, whose memory is the process's (see peak RSS).
     pub peak_device_bytes: Option<u64>,
+    /// The attention paths Ember chose itself (Burn's autotuned ones are in its tuning log).
+    pub attention: Vec<String>,
 }
 
 impl BenchResult {
@@ -121,7 +123,8 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
     let dtype = config.precision.dtype();
     let (b, latent) = (config.batch, config.size / 8);
     let spec = config.family.spec();
-    let (mut call, flops): (Box<dyn FnMut()>, f64) = match config.target {
+    let mut attention = Vec::new();
+    let (mut call, flops): (Box<dyn FnMut() -> Result<()>>, f64) = match config.target {
         Target::Unet => {
             let cfg = (spec.unet_preset)(4);
             let unet = cfg.init(d).map(&mut CastParams(dtype));
@@ -151,6 +154,11 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
             let vae = cfg.init(d).map(&mut CastParams(dtype));
             let z = random([b, 4, latent, latent], d).cast(dtype);
             let flops = vae_decode_flops(&cfg, b, latent, latent);
+            let head = cfg.block_out_channels.last().copied().unwrap_or(0);
+            let path = kernels::attention_path(d, head);
+            attention.push(format!(
+                "{latent}x{latent} tokens, head {head}, 1 head x batch: {path}"
+            ));
             let size = config.size as u32;
             let available = crate::memory::available_on(d);
             let tiles = crate::pipeline::vae_plan::plan_tiles(
@@ -179,8 +187,9 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
             (
                 Box::new(move || {
                     for clip in &encoders {
-                        sync(clip.forward(ids.clone()).last_hidden_state.unsqueeze::<4>());
+                        sync(clip.forward(ids.clone()).last_hidden_state.unsqueeze::<4>())?;
                     }
+                    Ok(())
                 }),
                 flops,
             )
@@ -211,7 +220,7 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
                         hint.clone(),
                         1.0,
                     );
-                    sync(r.mid);
+                    sync(r.mid)
                 }),
                 // Not counted: compare the time with `ember bench unet` (the CLI prints both).
                 0.0,
@@ -225,37 +234,51 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
             (
                 Box::new(move || {
                     std::hint::black_box(crate::preview::latent_preview(&z, config.family));
+                    Ok(())
                 }),
                 flops,
             )
         }
     };
     let mut peak_device_bytes = None;
-    let mut timed = |call: &mut dyn FnMut()| {
+    let mut timed = |call: &mut dyn FnMut() -> Result<()>| {
         let start = Instant::now();
-        call();
+        call()?;
         let elapsed = start.elapsed();
         if let Some(usage) = d.memory_pool_usage() {
             peak_device_bytes = peak_device_bytes.max(Some(usage.bytes_reserved));
         }
-        elapsed
+        Ok::<_, Error>(elapsed)
     };
-    let first = (config.warmup > 0).then(|| timed(&mut call));
+    let first = match config.warmup > 0 {
+        true => Some(timed(&mut call)?),
+        false => None,
+    };
     for _ in 1..config.warmup {
-        timed(&mut call);
+        timed(&mut call)?;
     }
-    let times = (0..config.runs).map(|_| timed(&mut call)).collect();
+    let times = (0..config.runs)
+        .map(|_| timed(&mut call))
+        .collect::<Result<_>>()?;
     Ok(BenchResult {
         times,
         first,
         flops,
         peak_device_bytes,
+        attention,
     })
 }
 
-/// Waits for the device by reading one value back (GPU backends run asynchronously).
-fn sync(t: Tensor<4>) {
-    let _ = t.slice([0..1, 0..1, 0..1, 0..1]).into_data();
+/// Waits until the device has finished all queued work (GPU backends run asynchronously).
+/// Reading one value of `t` back is not enough: on lavapipe such a read of a convolution's
+/// output returned in 0.3 ms while the convolution was still running for 450 ms.
+fn sync(t: Tensor<4>) -> Result<()> {
+    let device = t.device();
+    drop(t);
+    device.sync().map_err(|error| {
+        let cause = crate::device::innermost_cause(&error.to_string()).to_owned();
+        Error::Device(format!("the GPU failed while benchmarking ({cause})"))
+    })
 }
 
 fn random(dims: [usize; 4], device: &Device) -> Tensor<4> {
