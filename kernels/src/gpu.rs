@@ -2,7 +2,8 @@
 //! Burn operations that would each read and write the whole activation, and falls back to
 //! the plain-Burn reference for any tensor it does not handle.
 //!
-//! `group_norm_silu`: GroupNorm (+ SiLU) in one kernel, one cube per (image, group): the
+//! `group_norm_silu`: GroupNorm (+ SiLU) in one kernel, one cube per (image, group) (for
+//! groups of over 16384 values, `group_norm_wide`'s three with many cubes a group): the
 //! mean and the variance around it in f32 whatever the tensor's float format (the issue's
 //! "f16 in/out, f32 statistics"), then the scale, shift and SiLU written in one pass. Burn
 //! makes about ten operations of it, each a pass over the activation.
@@ -20,6 +21,7 @@ use burn::tensor::{DType, Tensor as BurnTensor};
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use cubecl::prelude::*;
 
+mod group_norm_wide;
 mod im2col;
 pub use im2col::im2col;
 
@@ -140,6 +142,10 @@ pub fn group_norm_silu(
     let beta = beta.clone().try_into_primitive::<Wgpu>().ok()?;
     if !(input.is_contiguous() && gamma.is_contiguous() && beta.is_contiguous()) {
         return None;
+    }
+    if channels / groups * h * w > group_norm_wide::SLICE {
+        let output = group_norm_wide::group_norm_silu(input, gamma, beta, groups, epsilon, silu)?;
+        return Some(BurnTensor::from_primitive::<Wgpu>(output));
     }
     let pixels = u32::try_from(h * w).ok()?;
     let channels_per_group = u32::try_from(channels / groups).ok()?;

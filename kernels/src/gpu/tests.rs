@@ -64,13 +64,17 @@ pub(crate) fn relative_error(ours: Tensor<4>, reference: Tensor<4>) -> f32 {
 }
 
 /// `[batch, channels, h, w]` and groups: SD's 32 groups of 2 and 10 channels, odd and
-/// single-pixel images, one group holding every channel.
-const CASES: [([usize; 4], usize); 5] = [
+/// single-pixel images, one group holding every channel; and groups of more than 16384
+/// values, whose statistics come from several cubes (3 slices a group, and 2 with two
+/// images).
+const CASES: [([usize; 4], usize); 7] = [
     ([2, 64, 9, 7], 32),
     ([1, 320, 16, 16], 32),
     ([1, 96, 3, 5], 3),
     ([3, 32, 1, 1], 32),
     ([1, 8, 40, 33], 1),
+    ([1, 8, 100, 90], 2),
+    ([2, 6, 77, 113], 3),
 ];
 
 #[test]
