@@ -55,24 +55,9 @@ fn group_norm_kernel<F: Float>(
     let count = channels_per_group as usize * per_channel;
     let start = group * count;
     let mut partial = Shared::new_slice(units as usize);
-
-    let mut sum = 0.0f32;
-    let mut i = UNIT_POS_X as usize;
-    while i < count {
-        sum += f32::cast_from(input[start + i]);
-        i += step;
-    }
-    let mean = cube_sum(&mut partial, sum) / f32::cast_from(count as u32);
-
-    // The variance around the mean (a second read: no cancellation of large means).
-    let mut squares = 0.0f32;
-    let mut i = UNIT_POS_X as usize;
-    while i < count {
-        let d = f32::cast_from(input[start + i]) - mean;
-        squares += d * d;
-        i += step;
-    }
-    let variance = cube_sum(&mut partial, squares) / f32::cast_from(count as u32);
+    let mean = cube_mean(input, start, count, &mut partial);
+    let squares = cube_squares(input, start, count, mean, &mut partial);
+    let variance = squares / f32::cast_from(count as u32);
     let rstd = 1.0f32 / (variance + epsilon).sqrt();
 
     let first_channel = (group % groups as usize) * channels_per_group as usize;
@@ -87,6 +72,45 @@ fn group_norm_kernel<F: Float>(
         output[start + i] = F::cast_from(y);
         i += step;
     }
+}
+
+/// The mean of the `len` values of `input` from `start`, in f32, the same for every unit.
+#[cube]
+fn cube_mean<F: Float>(
+    input: &Tensor<F>,
+    start: usize,
+    len: usize,
+    partial: &mut Shared<[f32]>,
+) -> f32 {
+    let step = CUBE_DIM_X as usize;
+    let mut sum = 0.0f32;
+    let mut i = UNIT_POS_X as usize;
+    while i < len {
+        sum += f32::cast_from(input[start + i]);
+        i += step;
+    }
+    cube_sum(partial, sum) / f32::cast_from(len as u32)
+}
+
+/// The sum of the squared deviations from `mean` of the same values: a second read, so a
+/// large mean does not cancel the variance away as a sum of squares would.
+#[cube]
+fn cube_squares<F: Float>(
+    input: &Tensor<F>,
+    start: usize,
+    len: usize,
+    mean: f32,
+    partial: &mut Shared<[f32]>,
+) -> f32 {
+    let step = CUBE_DIM_X as usize;
+    let mut squares = 0.0f32;
+    let mut i = UNIT_POS_X as usize;
+    while i < len {
+        let d = f32::cast_from(input[start + i]) - mean;
+        squares += d * d;
+        i += step;
+    }
+    cube_sum(partial, squares)
 }
 
 /// The sum of every unit's `value` (a tree in `partial`, one slot a unit; the cube's size a

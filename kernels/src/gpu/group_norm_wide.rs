@@ -16,7 +16,7 @@ use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::{UNITS, cube_sum};
+use super::{UNITS, cube_mean, cube_squares};
 
 /// Values per slice: groups larger than this take this path.
 pub const SLICE: usize = 16384;
@@ -39,34 +39,26 @@ fn slice_stats_kernel<F: Float>(
     let cube = CUBE_POS_X as usize;
     let group = cube / slices as usize;
     let slice = cube % slices as usize;
+    let len = slice_length(slice, slice_len, count);
+    let start = group * count as usize + slice * slice_len as usize;
+    let mut partial = Shared::new_slice(units as usize);
+    let mean = cube_mean(input, start, len, &mut partial);
+    let m2 = cube_squares(input, start, len, mean, &mut partial);
+    if UNIT_POS_X == 0 {
+        stats[cube * 2] = mean;
+        stats[cube * 2 + 1] = m2;
+    }
+}
+
+/// Values in slice `slice` of a group of `count`: `slice_len`, the last one fewer.
+#[cube]
+fn slice_length(slice: usize, slice_len: u32, count: u32) -> usize {
     let first = slice * slice_len as usize;
     let mut len = slice_len as usize;
     if count as usize - first < len {
         len = count as usize - first;
     }
-    let start = group * count as usize + first;
-    let step = CUBE_DIM_X as usize;
-    let mut partial = Shared::new_slice(units as usize);
-
-    let mut sum = 0.0f32;
-    let mut i = UNIT_POS_X as usize;
-    while i < len {
-        sum += f32::cast_from(input[start + i]);
-        i += step;
-    }
-    let mean = cube_sum(&mut partial, sum) / f32::cast_from(len as u32);
-    let mut squares = 0.0f32;
-    let mut i = UNIT_POS_X as usize;
-    while i < len {
-        let d = f32::cast_from(input[start + i]) - mean;
-        squares += d * d;
-        i += step;
-    }
-    let m2 = cube_sum(&mut partial, squares);
-    if UNIT_POS_X == 0 {
-        stats[cube * 2] = mean;
-        stats[cube * 2 + 1] = m2;
-    }
+    len
 }
 
 #[cube(launch)]
@@ -87,12 +79,7 @@ fn merge_stats_kernel(
         let mut mean = 0.0f32;
         let mut m2 = 0.0f32;
         for slice in 0..slices as usize {
-            let first = slice * slice_len as usize;
-            let mut len = slice_len as usize;
-            if count as usize - first < len {
-                len = count as usize - first;
-            }
-            let n_b = f32::cast_from(len as u32);
+            let n_b = f32::cast_from(slice_length(slice, slice_len, count) as u32);
             let mean_b = stats[(base + slice) * 2];
             let delta = mean_b - mean;
             let total = n + n_b;
