@@ -270,8 +270,9 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
 }
 
 /// Waits until the device has finished all queued work (GPU backends run asynchronously).
-/// Reading one value of `t` back is not enough: on lavapipe such a read of a convolution's
-/// output returned in 0.3 ms while the convolution was still running for 450 ms.
+/// Reading one value of `t` back and dropping it is not enough: Burn's `into_data` returns
+/// before the values arrive and waits only when they are first used (on lavapipe it returned
+/// in 0.3 ms, its values 0.43 s later).
 fn sync(t: Tensor<4>) -> Result<()> {
     let device = t.device();
     drop(t);
