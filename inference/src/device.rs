@@ -104,14 +104,33 @@ fn open_wgpu(
     let (device, setup) = options.init_with_setup()?;
     let info = setup.adapter.get_info();
     let memory = record_gpu_memory(&device, &setup.adapter);
+    let language = kernel_language(&device).unwrap_or("no");
     Ok(OpenedDevice {
         device,
         gpu: true,
         description: format!(
-            "{} ({:?}, {:?}{memory})",
+            "{} ({:?}, {:?}{memory}, {language} kernels)",
             info.name, info.device_type, info.backend
         ),
     })
+}
+
+/// What Burn compiles its GPU kernels to on `device`, for people: "SPIR-V" on Vulkan (the
+/// route to tensor cores), "WGSL" elsewhere; `None` on the CPU.
+#[cfg(feature = "wgpu")]
+pub fn kernel_language(device: &Device) -> Option<&'static str> {
+    Some(match kernels::gpu::shader_language(device)? {
+        "spirv" => "SPIR-V",
+        "wgsl" => "WGSL",
+        "msl" => "MSL",
+        other => other,
+    })
+}
+
+/// Without a GPU backend every device is the CPU.
+#[cfg(not(feature = "wgpu"))]
+pub fn kernel_language(_device: &Device) -> Option<&'static str> {
+    None
 }
 
 /// Records the memory of the GPU `device` runs on (see [`crate::memory::available_on`]);

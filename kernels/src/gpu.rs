@@ -30,6 +30,22 @@ pub fn is_wgpu_float<const D: usize>(x: &BurnTensor<D>) -> bool {
     matches!(x.dtype(), DType::F32 | DType::F16) && x.clone().try_into_primitive::<Wgpu>().is_ok()
 }
 
+/// The language Burn compiles every kernel to on `device`: `"spirv"` on a Vulkan adapter
+/// whose driver has what cubecl's SPIR-V needs, `"wgsl"` elsewhere; `None` off wgpu.
+pub fn shader_language(device: &burn::tensor::Device) -> Option<&'static str> {
+    let probe = BurnTensor::<1>::zeros([1], device);
+    let name = probe.try_into_primitive::<Wgpu>().ok()?.client.name();
+    // cubecl names the runtime by its compiler: "wgpu<spirv>", "wgpu<wgsl>", "wgpu<msl>".
+    name.strip_prefix("wgpu<")?.strip_suffix('>')
+}
+
+/// Whether `x`'s device has matrix units Burn's kernels can use (cooperative matrices: SPIR-V
+/// on a GPU whose Vulkan driver offers them; never through WGSL).
+pub fn has_matrix_units<const D: usize>(x: &BurnTensor<D>) -> bool {
+    (x.clone().try_into_primitive::<Wgpu>())
+        .is_ok_and(|t| !t.client.properties().features.matmul.cmma.is_empty())
+}
+
 /// Units per cube: the reductions halve this, so it is a power of two.
 const UNITS: u32 = 256;
 

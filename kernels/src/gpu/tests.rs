@@ -255,6 +255,39 @@ fn wide_attention_matches_the_reference_in_f32_and_f16() {
     assert!(crate::attention_path(&cpu, 512).contains("CPU"));
 }
 
+/// With `spirv`, every kernel here, Burn's included, is compiled to SPIR-V on a Vulkan
+/// adapter: cubecl 0.11.3 emitted invalid SPIR-V for shared memory on drivers without explicit
+/// workgroup layouts (lavapipe crashed in Burn's first matrix product; `vendor/cubecl-spirv`).
+#[test]
+fn kernels_are_compiled_to_spirv_on_vulkan() {
+    let gpu = wgpu();
+    let language = crate::gpu::shader_language(&gpu);
+    // On Linux wgpu computes through Vulkan (test.sh installs lavapipe where there is none).
+    let vulkan = cfg!(target_os = "linux");
+    let expected = if vulkan && cfg!(feature = "spirv") {
+        "spirv"
+    } else {
+        "wgsl"
+    };
+    assert_eq!(language, Some(expected));
+    assert_eq!(crate::gpu::shader_language(&Device::flex()), None);
+    // A matrix product with shared memory: the kernel the unpatched compiler broke.
+    let a = Tensor::<2>::from_data(
+        TensorData::new(values(64 * 96, 1, 0.0, 2.0), [64, 96]),
+        &gpu,
+    );
+    let b = Tensor::<2>::from_data(
+        TensorData::new(values(96 * 80, 2, 0.0, 2.0), [96, 80]),
+        &gpu,
+    );
+    let ours = a.clone().matmul(b.clone()).to_device(&Device::flex());
+    let exact = a
+        .to_device(&Device::flex())
+        .matmul(b.to_device(&Device::flex()));
+    let error = relative_error(ours.reshape([1, 1, 64, 80]), exact.reshape([1, 1, 64, 80]));
+    assert!(error <= 1e-5, "error {error}");
+}
+
 /// Casts every float parameter of a module.
 pub(crate) struct CastTo(pub(crate) DType);
 
