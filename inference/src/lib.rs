@@ -26,6 +26,8 @@ pub mod schedule;
 pub mod text;
 pub mod upscale;
 pub mod weights;
+#[cfg(feature = "wgpu")]
+pub mod window_gpu;
 pub mod worker;
 
 pub use error::{Error, Result};

@@ -347,3 +347,32 @@ fn a_job_too_large_for_the_gpu_is_refused_and_the_worker_goes_on() {
         other => panic!("the model stays loaded and a small job runs: {other:?}"),
     }
 }
+
+/// The app's device on Vulkan: the one `window_gpu` opens for the window (with the extensions
+/// Burn's SPIR-V kernels use), registered with Burn as the window's, compiles SPIR-V and
+/// reproduces an SD 1.x run as the default device does.
+#[test]
+#[cfg(target_os = "linux")]
+fn the_window_device_compiles_spirv_and_reproduces_a_run() {
+    use inference::device::{kernel_language, shared_wgpu_device};
+    use inference::window_gpu::open_for_window;
+    let shared = open_for_window(inference::device::wgpu::PowerPreference::HighPerformance)
+        .expect("opening the Vulkan device")
+        .expect("a Vulkan adapter that can run SPIR-V kernels (lavapipe can)");
+    let device = shared_wgpu_device(shared).unwrap();
+    assert_eq!(kernel_language(&device), Some("SPIR-V"));
+    let folder = load(
+        &reference("sd15/pipeline"),
+        &options(&device, Precision::F32, None),
+    )
+    .unwrap();
+    let (name, run, config) = runs()
+        .into_iter()
+        .find_map(|(name, run)| {
+            let config = SchedulerConfig::from_json(&run["scheduler_config"].to_string()).ok()?;
+            let plain = run["model"].as_str().is_none_or(|m| !m.contains("unet_inpaint"));
+            plain.then_some((name, run, config))
+        })
+        .expect("an SD 1.x run on the plain UNet");
+    check_run("sd15/runs", &name, &run, "wgpu", (&folder, None), config);
+}

@@ -80,7 +80,9 @@ pub fn run(files: Vec<std::path::PathBuf>) -> ExitCode {
             eprintln!(
                 "error: could not open the window: {e}\n\
                  Ember needs a display and a Vulkan, Metal, DirectX 12 or OpenGL driver; \
-                 the command line (`ember generate --help`) works without one."
+                 the command line (`ember generate --help`) works without one. \
+                 EMBER_DEVICE=cpu lets the window pick its own GPU device (on Vulkan Ember \
+                 otherwise opens the one its kernels need)."
             );
             ExitCode::FAILURE
         }

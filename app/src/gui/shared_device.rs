@@ -1,8 +1,9 @@
 //! Picks the engine's device: the window's own wgpu device (feature `wgpu`) or the CPU.
 //!
-//! With the `wgpu` feature, eframe is asked for a device with all of the adapter's features
-//! and limits (egui alone asks for the defaults, too little for Burn's kernels), and Burn is
-//! registered on that same device and queue. `EMBER_DEVICE=cpu|gpu` overrides the choice.
+//! With the `wgpu` feature, on a Vulkan adapter the window is handed the device cubecl opens for
+//! Burn's SPIR-V kernels; elsewhere eframe is asked for a device with all of the adapter's
+//! features and limits (egui alone asks for the defaults, too little for Burn's kernels). Burn
+//! is registered on that same device and queue. `EMBER_DEVICE=cpu|gpu` overrides the choice.
 
 use inference::device::{DeviceKind, Precision};
 use inference::worker::BurnEngine;
@@ -10,7 +11,12 @@ use inference::worker::BurnEngine;
 /// Adjusts the window options before the window (and its GPU device) is created.
 pub fn prepare(options: &mut eframe::NativeOptions) {
     #[cfg(feature = "wgpu")]
-    request_full_device(options);
+    {
+        let cpu_only = std::env::var("EMBER_DEVICE").is_ok_and(|d| d.eq_ignore_ascii_case("cpu"));
+        if cpu_only || !hand_over_vulkan_device(options) {
+            request_full_device(options);
+        }
+    }
     #[cfg(not(feature = "wgpu"))]
     let _ = options;
 }
@@ -55,6 +61,37 @@ fn cpu_engine(why: &str) -> (BurnEngine, DeviceNote) {
     (BurnEngine::new(device, Precision::F32), note)
 }
 
+/// Why the engine must not run on the window's device, when cubecl could not open the Vulkan
+/// device its SPIR-V kernels need (the window then made an ordinary one of its own).
+#[cfg(feature = "wgpu")]
+static WINDOW_DEVICE_UNFIT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Gives the window the Vulkan device cubecl opens for Burn's SPIR-V kernels (see
+/// `inference::window_gpu`); false where the window should make its own device.
+#[cfg(feature = "wgpu")]
+fn hand_over_vulkan_device(options: &mut eframe::NativeOptions) -> bool {
+    use eframe::egui_wgpu::{WgpuSetup, WgpuSetupExisting};
+    let WgpuSetup::CreateNew(create) = &options.wgpu_options.wgpu_setup else {
+        return false;
+    };
+    match inference::window_gpu::open_for_window(create.power_preference) {
+        Ok(Some(shared)) => {
+            options.wgpu_options.wgpu_setup = WgpuSetup::Existing(WgpuSetupExisting {
+                instance: shared.instance,
+                adapter: shared.adapter,
+                device: shared.device,
+                queue: shared.queue,
+            });
+            true
+        }
+        Ok(None) => false,
+        Err(why) => {
+            let _ = WINDOW_DEVICE_UNFIT.set(why);
+            false
+        }
+    }
+}
+
 #[cfg(feature = "wgpu")]
 fn request_full_device(options: &mut eframe::NativeOptions) {
     use eframe::egui_wgpu::{WgpuSetup, wgpu};
@@ -87,6 +124,9 @@ mod gpu {
             .wgpu_render_state
             .as_ref()
             .ok_or("the window has no wgpu device")?;
+        if let Some(why) = super::WINDOW_DEVICE_UNFIT.get() {
+            return Err(why.clone());
+        }
         let info = state.adapter.get_info();
         if info.backend == wgpu::Backend::Gl {
             return Err(format!("{} is only available through OpenGL", info.name));
@@ -126,10 +166,12 @@ mod gpu {
             Some(bytes) => format!(", {} of memory", inference::memory::human_bytes(bytes)),
             None => String::new(),
         };
+        let kernels = inference::device::kernel_language(&device).unwrap_or("no");
         let note = super::DeviceNote {
             short: format!("Running on {} ({precision})", info.name),
             detail: format!(
-                "Running on {} ({:?}{memory}), sharing the window's GPU device, in {precision}{vae}.",
+                "Running on {} ({:?}{memory}, {kernels} kernels), sharing the window's GPU \
+                 device, in {precision}{vae}.",
                 info.name, info.backend
             ),
         };
