@@ -20,8 +20,9 @@ use crate::gemm::{Gemm, gemm_f32_parallel};
 use crate::{reference, with_host_slice};
 
 /// A [`Conv2d`] module's forward pass. On the CPU [`conv2d_nchw`] (f16 and bf16 tensors
-/// cast to float32 for it and the result cast back); on the wgpu backend an im2col matrix
-/// and Burn's matrix product ([`crate::conv_gemm`]); elsewhere, and for grouped, dilated or
+/// cast to float32 for it and the result cast back); on the wgpu backend without matrix
+/// units an im2col matrix and Burn's matrix product ([`crate::conv_gemm`]); elsewhere
+/// (Burn's implicit GEMM where there are matrix units), and for grouped, dilated or
 /// `Same`-padded convolutions, the module's own `forward` ([`reference::conv2d`]).
 ///
 /// # Shapes
@@ -31,6 +32,7 @@ pub fn conv2d(x: Tensor<4>, conv: &Conv2d) -> Tensor<4> {
     let bias = conv.bias.as_ref().map(|b| b.val());
     #[cfg(feature = "wgpu")]
     if let Some(shape) = conv_shape(&x, &weight, bias.as_ref(), conv)
+        && crate::conv_gemm::preferred_over_burns(&x)
         && let Some(y) = crate::conv_gemm::conv2d_gemm(&x, &weight, bias.as_ref(), shape)
     {
         return y;

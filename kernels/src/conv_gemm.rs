@@ -8,7 +8,8 @@
 //! instructions WGSL does not have. Burn's matrix products do tile (its "unit" kernels), and
 //! accumulate half-precision products in f32 where the direct kernel accumulates in the
 //! tensor's own type. Convolutions are 55% of an SD 1.5 UNet's arithmetic and 98% of a VAE
-//! decode's. It also skips Burn's NCHW→NHWC copy of the input and the copy back.
+//! decode's. It also skips Burn's NCHW→NHWC copy of the input and the copy back. Where the
+//! device has matrix units Burn's own convolutions are kept ([`preferred_over_burns`]).
 
 use burn::tensor::Tensor;
 
@@ -18,6 +19,27 @@ use crate::conv::ConvShape;
 /// (an SDXL VAE's full-resolution convolutions would need gigabytes in one piece) while
 /// keeping each product thousands of columns wide.
 pub const BAND_BYTES: usize = 128 << 20;
+
+/// Whether a convolution of `x` should take this path rather than Burn's: on a device
+/// without matrix units (WGSL, or SPIR-V without cooperative matrices, as on lavapipe) Burn
+/// has only its direct kernel; with them (SPIR-V on NVIDIA, AMD, Intel) Burn's autotune
+/// also has implicit-GEMM kernels on the matrix units, which never write an im2col matrix, so
+/// Burn keeps those convolutions, as it does on CUDA. `EMBER_GPU_CONV=im2col` or `burn`
+/// forces one or the other, to compare the two in one binary.
+pub fn preferred_over_burns(x: &Tensor<4>) -> bool {
+    static SETTING: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let setting = SETTING.get_or_init(|| std::env::var("EMBER_GPU_CONV").ok());
+    choose_im2col(setting.as_deref(), || crate::gpu::has_matrix_units(x))
+}
+
+/// [`preferred_over_burns`] given the setting and, only when it is needed, the device's units.
+fn choose_im2col(setting: Option<&str>, matrix_units: impl FnOnce() -> bool) -> bool {
+    match setting {
+        Some(s) if s.eq_ignore_ascii_case("im2col") => true,
+        Some(s) if s.eq_ignore_ascii_case("burn") => false,
+        _ => !matrix_units(),
+    }
+}
 
 /// `x` convolved with `weight` (`[c_out, c_in, kh, kw]`) plus `bias` over `shape`, on the
 /// wgpu backend; `None` where the im2col kernel does not take `x` (the caller runs Burn's).

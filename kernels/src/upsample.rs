@@ -83,9 +83,9 @@ fn folded(x: Tensor<4>, conv: &Conv2d) -> Tensor<4> {
     Tensor::stack::<6>(vec![row(0), row(1)], 3).reshape([batch, c_out, 2 * h, 2 * w])
 }
 
-/// `x` padded by one pixel on every side, convolved with `kernel` at stride 1: on wgpu as
-/// a matrix product ([`crate::conv_gemm`], which reads the padding as zeros), elsewhere
-/// Burn's convolution of the padded input.
+/// `x` padded by one pixel on every side, convolved with `kernel` at stride 1: on wgpu
+/// without matrix units as a matrix product ([`crate::conv_gemm`], which reads the padding
+/// as zeros), elsewhere Burn's convolution of the padded input.
 fn convolve_padded(x: Tensor<4>, kernel: Tensor<4>, bias: Option<Tensor<1>>) -> Tensor<4> {
     #[cfg(feature = "wgpu")]
     {
@@ -101,7 +101,9 @@ fn convolve_padded(x: Tensor<4>, kernel: Tensor<4>, bias: Option<Tensor<1>>) -> 
             stride: [1, 1],
             padding: [1; 4],
         };
-        if let Some(y) = crate::conv_gemm::conv2d_gemm(&x, &kernel, bias.as_ref(), shape) {
+        if crate::conv_gemm::preferred_over_burns(&x)
+            && let Some(y) = crate::conv_gemm::conv2d_gemm(&x, &kernel, bias.as_ref(), shape)
+        {
             return y;
         }
     }

@@ -4,7 +4,8 @@
 #
 #   tests/bench/gpu.sh [quick]
 #
-# Needs a release build of ember (EMBER=path, default target/release/ember), a Vulkan driver
+# Needs a release build of ember (EMBER=path, default target/release/ember; its "adapter" field
+# says whether Burn compiled SPIR-V or WGSL kernels), a Vulkan driver
 # for the card, and a Python with torch (CUDA) and diffusers (PYTHON=path, default python3).
 # Each ember network runs twice with a fresh cache folder: the first process compiles and tunes
 # its kernels (cold), the second finds the autotune answers the first kept (warm); both
@@ -52,6 +53,10 @@ pair() {
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >&2 || true
 pair "sd15 unet 512 b2 f16" f16 unet sd15 512 2
+# Ember's im2col convolutions instead of Burn's (which the default keeps on a GPU with matrix
+# units through SPIR-V), in the same binary: which of the two is faster on this card.
+EMBER_GPU_CONV=im2col ember_bench "sd15 unet 512 b2 f16 im2col convs" 120 unet --arch sd15 \
+    --size 512 --batch 2 --precision f16 --runs 5
 pair "sdxl unet 1024 b2 f16" f16 unet sdxl 1024 2
 pair "sd15 vae-decode 512 b1 f16" f16 vae-decode sd15 512 1
 pair "sd15 text-encoder b2 f16" f16 text-encoder sd15 512 2

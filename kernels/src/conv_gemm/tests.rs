@@ -186,3 +186,26 @@ fn tensors_it_does_not_take_are_declined() {
     let wrong = ConvShape { c_in: 3, ..shape };
     assert!(conv2d_gemm(&x, &weight, bias.as_ref(), wrong).is_none());
 }
+
+#[test]
+fn burn_keeps_the_convolutions_of_devices_with_matrix_units_unless_told() {
+    let asked = &std::cell::Cell::new(0);
+    let units = |has: bool| {
+        move || {
+            asked.set(asked.get() + 1);
+            has
+        }
+    };
+    assert!(choose_im2col(None, units(false)));
+    assert!(!choose_im2col(None, units(true)));
+    assert!(!choose_im2col(Some("anything else"), units(true)));
+    assert_eq!(asked.get(), 3);
+    assert!(choose_im2col(Some("im2col"), units(true)));
+    assert!(choose_im2col(Some("IM2COL"), units(true)));
+    assert!(!choose_im2col(Some("burn"), units(false)));
+    assert_eq!(
+        asked.get(),
+        3,
+        "a forced choice does not look at the device"
+    );
+}
