@@ -1,4 +1,4 @@
-//! Opens the Vulkan device a window shares with the engine, made the way Burn's SPIR-V kernels need it.
+//! Opens the Vulkan device a window shares with the engine, as Burn's SPIR-V kernels need it.
 //!
 //! On a Vulkan adapter Burn compiles its kernels to SPIR-V and relies on Vulkan features that
 //! wgpu's own device creation never turns on (cooperative matrices for tensor cores, explicit

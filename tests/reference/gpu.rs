@@ -370,7 +370,9 @@ fn the_window_device_compiles_spirv_and_reproduces_a_run() {
         .into_iter()
         .find_map(|(name, run)| {
             let config = SchedulerConfig::from_json(&run["scheduler_config"].to_string()).ok()?;
-            let plain = run["model"].as_str().is_none_or(|m| !m.contains("unet_inpaint"));
+            let plain = run["model"]
+                .as_str()
+                .is_none_or(|m| !m.contains("unet_inpaint"));
             plain.then_some((name, run, config))
         })
         .expect("an SD 1.x run on the plain UNet");
