@@ -181,7 +181,17 @@ fn a_generation_too_large_for_the_gpus_memory_is_refused_before_it_loads() {
         .find(|l| l.starts_with("device: "))
         .unwrap_or_else(|| panic!("no device line in:\n{stderr}"));
     assert!(
-        device.contains(" GiB)") || device.contains(" MiB)"),
+        [" GiB,", " MiB,"].iter().any(|unit| device.contains(unit)),
         "the driver's memory is named: {device}"
+    );
+    // On Linux the GPU is reached through Vulkan, where Burn compiles SPIR-V.
+    let language = if cfg!(target_os = "linux") {
+        "SPIR-V"
+    } else {
+        "WGSL"
+    };
+    assert!(
+        device.contains(&format!(", {language} kernels)")),
+        "the kernels' language is named: {device}"
     );
 }
