@@ -21,6 +21,8 @@ use burn::tensor::{DType, Tensor as BurnTensor};
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use cubecl::prelude::*;
 
+use crate::padded_attention::MatrixTiles;
+
 mod group_norm_wide;
 mod im2col;
 pub use im2col::im2col;
@@ -44,6 +46,21 @@ pub fn shader_language(device: &burn::tensor::Device) -> Option<&'static str> {
 pub fn has_matrix_units<const D: usize>(x: &BurnTensor<D>) -> bool {
     (x.clone().try_into_primitive::<Wgpu>())
         .is_ok_and(|t| !t.client.properties().features.matmul.cmma.is_empty())
+}
+
+/// The tiles of the matrix units of `x`'s device for half-precision inputs, which Burn's
+/// tensor-core attention needs its problems padded to ([`crate::padded_attention`]); `None`
+/// off wgpu or without matrix units.
+pub fn matrix_tiles<const D: usize>(x: &BurnTensor<D>) -> Option<MatrixTiles> {
+    let tensor = x.clone().try_into_primitive::<Wgpu>().ok()?;
+    let f16 = cubecl::ir::ElemType::Float(cubecl::ir::FloatKind::F16);
+    let properties = tensor.client.properties();
+    let instructions = properties.features.matmul.cmma.iter();
+    MatrixTiles::for_instructions(
+        instructions
+            .filter(|mma| mma.a_type == f16 && mma.b_type == f16)
+            .map(|mma| (mma.m, mma.n, mma.k)),
+    )
 }
 
 /// Units per cube: the reductions halve this, so it is a power of two.

@@ -22,6 +22,7 @@ pub mod gpu;
 pub mod group_norm;
 pub mod linear;
 pub use linear::linear;
+pub mod padded_attention;
 pub use upsample::upsample_conv;
 pub mod low_rank;
 pub mod reference;
@@ -149,7 +150,8 @@ pub fn geglu(x: Tensor<3>) -> Tensor<3> {
 
 /// Scaled dot-product attention (no mask), scale `1 / sqrt(head_dim)`. On the CPU the flash
 /// kernel ([`attention`]); elsewhere Burn's, except heads wider than its flash kernels
-/// ([`wide_attention`]).
+/// ([`wide_attention`]), padded to the tiles of a GPU's matrix units where they need it
+/// ([`padded_attention`]).
 ///
 /// # Shapes
 /// - `q`: `[batch, heads, n, d]`, `k`: `[batch, heads, m, d]`, `v`: `[batch, heads, m, dv]`
@@ -162,6 +164,14 @@ pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
     if !(on_cpu_f32(&q) && on_cpu_f32(&k) && on_cpu_f32(&v)) {
         if q.dims()[3] > wide_attention::WIDEST_FLASH_HEAD {
             return wide_attention::sliced_attention(q, k, v, wide_attention::SLICE_BYTES);
+        }
+        // Burn's tensor-core kernel takes only shapes that fit its tiles.
+        #[cfg(feature = "wgpu")]
+        if let Some(tiles) = gpu::matrix_tiles(&q) {
+            let [_, _, n, d] = q.dims();
+            if padded_attention::needs_padding(&tiles, n, d, v.dims()[3]) {
+                return padded_attention::padded_attention(q, k, v, &tiles);
+            }
         }
         return reference::attention(q, k, v);
     }
@@ -183,14 +193,24 @@ pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
 
 /// Which path [`attention`] takes for f32 heads of `head_dim` values on `device`, in words
 /// (for benchmarks, which also report Burn's own autotune choices).
-pub fn attention_path(device: &Device, head_dim: usize) -> &'static str {
+pub fn attention_path(device: &Device, head_dim: usize) -> String {
     if *device == Device::flex() {
-        "flash (Ember's CPU kernel)"
-    } else if head_dim > wide_attention::WIDEST_FLASH_HEAD {
-        "sliced, materialised, softmax in f32 (Ember's wide_attention)"
-    } else {
-        "Burn's attention (its autotune picks the kernel)"
+        return "flash (Ember's CPU kernel)".into();
     }
+    if head_dim > wide_attention::WIDEST_FLASH_HEAD {
+        return "sliced, materialised, softmax in f32 (Ember's wide_attention)".into();
+    }
+    #[cfg(feature = "wgpu")]
+    if let Some(tiles) = gpu::matrix_tiles(&Tensor::<1>::zeros([1], device)) {
+        let padded = head_dim.next_multiple_of(tiles.head);
+        if padded != head_dim {
+            return format!(
+                "Burn's attention, heads padded to {padded} for the matrix units \
+                 (its autotune picks the kernel)"
+            );
+        }
+    }
+    "Burn's attention (its autotune picks the kernel)".into()
 }
 
 /// GroupNorm with the module's affine parameters, then SiLU: `silu(norm(x))`, as every

@@ -127,6 +127,17 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
     let (mut call, flops): (Box<dyn FnMut() -> Result<()>>, f64) = match config.target {
         Target::Unet => {
             let cfg = (spec.unet_preset)(4);
+            let mut heads: Vec<usize> = (cfg.block_out_channels.iter().zip(&cfg.heads))
+                .zip(&cfg.down_attention)
+                .filter(|(_, attends)| **attends)
+                .map(|((channels, heads), _)| channels / heads)
+                .collect();
+            heads.sort_unstable();
+            heads.dedup();
+            for head in heads {
+                let path = kernels::attention_path(d, head);
+                attention.push(format!("heads of {head}: {path}"));
+            }
             let unet = cfg.init(d).map(&mut CastParams(dtype));
             let x = random([b, 4, latent, latent], d).cast(dtype);
             let ctx = cfg.cross_attention_dim;

@@ -1,6 +1,6 @@
-//! The GroupNorm (+ SiLU) and GEGLU cubecl kernels, the folded upsampler and the wide-head
-//! attention against the plain-Burn references, on whatever wgpu adapter the machine has
-//! (Mesa's lavapipe in CI), in f32 and in f16.
+//! The GroupNorm (+ SiLU) and GEGLU cubecl kernels, the folded upsampler, and the wide-head
+//! and padded attention against the plain-Burn references, on whatever wgpu adapter the
+//! machine has (Mesa's lavapipe in CI), in f32 and in f16.
 
 use burn::module::{Module, Param};
 use burn::nn::{GroupNorm, GroupNormConfig};
@@ -253,6 +253,41 @@ fn wide_attention_matches_the_reference_in_f32_and_f16() {
     assert!(crate::attention_path(&gpu, 512).contains("wide_attention"));
     assert!(crate::attention_path(&gpu, 64).contains("Burn's"));
     assert!(crate::attention_path(&cpu, 512).contains("CPU"));
+}
+
+/// Attention padded to NVIDIA-like tiles (SD 1.5's 40-wide heads to 48, 70 queries to 96)
+/// gives the unpadded result on wgpu, in f32 and f16. Lavapipe has no matrix units, so the
+/// padding is forced here; on such a device `attention` pads by itself (`matrix_tiles`).
+#[test]
+fn padded_attention_matches_the_reference_in_f32_and_f16() {
+    use crate::padded_attention::{MatrixTiles, padded_attention};
+    let gpu = wgpu();
+    let cpu = Device::flex();
+    let tensor = |seed: u64, n: usize| {
+        let data = TensorData::new(values(2 * 3 * n * 40, seed, 0.0, 2.0), [2, 3, n, 40]);
+        Tensor::<4>::from_data(data, &gpu)
+    };
+    let (q, k, v) = (tensor(4, 70), tensor(5, 77), tensor(6, 77));
+    let tiles = MatrixTiles::for_instructions([(16, 16, 16), (16, 8, 16)]).expect("tiles");
+    assert_eq!(tiles.padded(70, 40, 40), [96, 48, 48]);
+    let on_cpu = |t: &Tensor<4>| t.clone().cast(DType::F32).to_device(&cpu);
+    let exact = reference::attention(on_cpu(&q), on_cpu(&k), on_cpu(&v));
+    let ours = padded_attention(q.clone(), k.clone(), v.clone(), &tiles);
+    assert_eq!(ours.dims(), [2, 3, 70, 40]);
+    let error = relative_error(ours.to_device(&cpu), exact);
+    assert!(error <= 1e-5, "f32 error {error}");
+
+    let half = |t: Tensor<4>| t.cast(DType::F16);
+    let (q, k, v) = (half(q), half(k), half(v));
+    let exact = reference::attention(on_cpu(&q), on_cpu(&k), on_cpu(&v));
+    let ours = padded_attention(q, k, v, &tiles);
+    assert_eq!(ours.dtype(), DType::F16);
+    let error = relative_error(ours.to_device(&cpu), exact);
+    assert!(error <= 2e-3, "f16 error {error}");
+    // Lavapipe offers no matrix units: nothing is padded there unasked.
+    if crate::gpu::matrix_tiles(&Tensor::<1>::zeros([1], &gpu)).is_none() {
+        assert!(!crate::attention_path(&gpu, 40).contains("padded"));
+    }
 }
 
 /// With `spirv`, every kernel here, Burn's included, is compiled to SPIR-V on a Vulkan
