@@ -47,33 +47,25 @@ impl eframe::App for EframeApp {
 /// settings); returns when it is closed (after the worker has been joined).
 pub fn run(files: Vec<std::path::PathBuf>) -> ExitCode {
     let paths = Paths::from_env();
-    let mut options = eframe::NativeOptions {
-        viewport: egui::ViewportBuilder::default()
-            .with_title("Ember")
-            .with_app_id("ember")
-            .with_inner_size([1280.0, 820.0])
-            .with_min_inner_size([720.0, 480.0])
-            .with_drag_and_drop(true)
-            .with_icon(icon()),
-        persist_window: true,
-        // Window geometry and egui's memory live beside settings.json (so under EMBER_HOME).
-        persistence_path: Some(paths.config_dir.join("window.ron")),
-        ..Default::default()
-    };
     // eframe saves there without creating the folder; a failure only costs the geometry.
     let _ = std::fs::create_dir_all(&paths.config_dir);
-    shared_device::prepare(&mut options);
-    let result = eframe::run_native(
-        "Ember",
-        options,
-        Box::new(move |cc| {
-            let (engine, note) = shared_device::engine(cc);
-            let mut app = EmberApp::with_files(&cc.egui_ctx, engine, paths, files);
-            app.session.notify(session::Level::Info, note.short.clone());
-            app.device = note;
-            Ok(Box::new(EframeApp(app)))
-        }),
-    );
+    let mut options = window_options(&paths);
+    let handed_over = shared_device::prepare(&mut options);
+    let (mut result, app_started) = open_window(options, paths.clone(), files.clone());
+    if let (Err(e), true, false) = (&result, handed_over, app_started) {
+        // The device opened for the engine's kernels cannot present this window (a GPU
+        // without a display connection beside the one that drives it): the window makes its
+        // own device, the engine opens the GPU by itself (eframe reuses its event loop).
+        let why = e.to_string();
+        eprintln!(
+            "warning: the window could not open on the GPU device Ember's kernels need \
+             ({why}); opening it on a device of its own"
+        );
+        shared_device::window_refused_the_device(why);
+        let mut options = window_options(&paths);
+        shared_device::prepare_without_handing_over(&mut options);
+        result = open_window(options, paths, files).0;
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -87,6 +79,47 @@ pub fn run(files: Vec<std::path::PathBuf>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The window's size, title, icon and persistence, before its GPU device is chosen.
+fn window_options(paths: &Paths) -> eframe::NativeOptions {
+    eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_title("Ember")
+            .with_app_id("ember")
+            .with_inner_size([1280.0, 820.0])
+            .with_min_inner_size([720.0, 480.0])
+            .with_drag_and_drop(true)
+            .with_icon(icon()),
+        persist_window: true,
+        // Window geometry and egui's memory live beside settings.json (so under EMBER_HOME).
+        persistence_path: Some(paths.config_dir.join("window.ron")),
+        ..Default::default()
+    }
+}
+
+/// Runs the window until it is closed, or returns why it could not open; and whether the
+/// app had started in it (then its engine holds the GPU device, and nothing is retried).
+fn open_window(
+    options: eframe::NativeOptions,
+    paths: Paths,
+    files: Vec<std::path::PathBuf>,
+) -> (eframe::Result, bool) {
+    let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started_here = started.clone();
+    let result = eframe::run_native(
+        "Ember",
+        options,
+        Box::new(move |cc| {
+            started_here.store(true, std::sync::atomic::Ordering::Relaxed);
+            let (engine, note) = shared_device::engine(cc);
+            let mut app = EmberApp::with_files(&cc.egui_ctx, engine, paths, files);
+            app.session.notify(session::Level::Info, note.short.clone());
+            app.device = note;
+            Ok(Box::new(EframeApp(app)))
+        }),
+    );
+    (result, started.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 /// The window icon (`assets/icon.png`, drawn from `assets/icon.svg`), built into the binary.

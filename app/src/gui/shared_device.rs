@@ -4,21 +4,45 @@
 //! Burn's SPIR-V kernels; elsewhere eframe is asked for a device with all of the adapter's
 //! features and limits (egui alone asks for the defaults, too little for Burn's kernels). Burn
 //! is registered on that same device and queue. `EMBER_DEVICE=cpu|gpu` overrides the choice.
+//! A window that cannot open on the device it is handed (it cannot present with it, as a
+//! compute GPU beside the one driving the display) is opened again on one eframe picks, and
+//! the engine then opens its GPU by itself, as `ember generate --device auto` does.
 
 use inference::device::{DeviceKind, Precision};
 use inference::worker::BurnEngine;
 
-/// Adjusts the window options before the window (and its GPU device) is created.
-pub fn prepare(options: &mut eframe::NativeOptions) {
+/// Adjusts the window options before the window (and its GPU device) is created; returns
+/// whether the window is handed the device opened for the engine's kernels.
+pub fn prepare(options: &mut eframe::NativeOptions) -> bool {
     #[cfg(feature = "wgpu")]
     {
         let cpu_only = std::env::var("EMBER_DEVICE").is_ok_and(|d| d.eq_ignore_ascii_case("cpu"));
-        if cpu_only || !hand_over_vulkan_device(options) {
-            request_full_device(options);
+        if !cpu_only && hand_over_vulkan_device(options) {
+            return true;
         }
+        request_full_device(options);
     }
     #[cfg(not(feature = "wgpu"))]
     let _ = options;
+    false
+}
+
+/// [`prepare`] for a window that could not open on the device it was handed: it makes its
+/// own, as eframe picks it (one that can present to the window).
+pub fn prepare_without_handing_over(options: &mut eframe::NativeOptions) {
+    #[cfg(feature = "wgpu")]
+    request_full_device(options);
+    #[cfg(not(feature = "wgpu"))]
+    let _ = options;
+}
+
+/// Why the window could not open on the device opened for the engine's kernels, once it
+/// failed to: the engine then opens a GPU device of its own ([`engine`]).
+static WINDOW_REFUSED_THE_DEVICE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Records that the window could not open on the device it was handed, and why.
+pub fn window_refused_the_device(why: String) {
+    let _ = WINDOW_REFUSED_THE_DEVICE.set(why);
 }
 
 /// Where the engine runs, for the status line (`short`) and the Help menu (`detail`).
@@ -41,6 +65,9 @@ pub fn engine(cc: &eframe::CreationContext<'_>) -> (BurnEngine, DeviceNote) {
     #[cfg(feature = "wgpu")]
     {
         let force = wanted.eq_ignore_ascii_case("gpu") || wanted.eq_ignore_ascii_case("wgpu");
+        if let Some(why) = WINDOW_REFUSED_THE_DEVICE.get() {
+            return gpu::own_engine(why, force).unwrap_or_else(|why| cpu_engine(&why));
+        }
         gpu::shared_engine(cc, force).unwrap_or_else(|why| cpu_engine(&why))
     }
     #[cfg(not(feature = "wgpu"))]
@@ -112,7 +139,7 @@ fn request_full_device(options: &mut eframe::NativeOptions) {
 #[cfg(feature = "wgpu")]
 mod gpu {
     use eframe::egui_wgpu::wgpu;
-    use inference::device::{SharedWgpu, shared_wgpu_device};
+    use inference::device::{DeviceKind, OpenedDevice, Precision, SharedWgpu, shared_wgpu_device};
     use inference::worker::BurnEngine;
 
     /// Burn on the window's device when it is a real GPU (or `force`), else the reason why not.
@@ -150,18 +177,12 @@ mod gpu {
             queue: state.queue.clone(),
         })
         .map_err(|e| e.to_string())?;
-        let opened = inference::device::OpenedDevice {
+        let opened = OpenedDevice {
             device: device.clone(),
             gpu: true,
             description: info.name.clone(),
         };
-        let (precision, vae_upcast) =
-            inference::device::choose_precision("auto", &opened).map_err(|e| e.to_string())?;
-        let vae = if vae_upcast {
-            ", the VAE in f32 unless it is f16-safe"
-        } else {
-            ""
-        };
+        let (engine, precision, vae) = engine_on(&opened)?;
         let memory = match inference::memory::gpu_memory_bytes(&device) {
             Some(bytes) => format!(", {} of memory", inference::memory::human_bytes(bytes)),
             None => String::new(),
@@ -175,7 +196,51 @@ mod gpu {
                 info.name, info.backend
             ),
         };
-        let engine = BurnEngine::new(device, precision).with_vae_upcast(vae_upcast);
         Ok((engine, note))
+    }
+
+    /// Burn on a GPU device of its own, as `ember generate --device auto` opens it (`wgpu`
+    /// if `force`: software renderers too), when the window could not present with the one
+    /// opened for it (`why`); else why not.
+    pub fn own_engine(why: &str, force: bool) -> Result<(BurnEngine, super::DeviceNote), String> {
+        let kind = if force {
+            DeviceKind::Wgpu
+        } else {
+            DeviceKind::Auto
+        };
+        let opened = kind.open().map_err(|e| e.to_string())?;
+        if !opened.gpu {
+            return Err(format!(
+                "the window could not open on the GPU device opened for Ember's kernels \
+                 ({why}), and {}",
+                opened.description
+            ));
+        }
+        let (engine, precision, vae) = engine_on(&opened)?;
+        // The description is the adapter's name, then its details in parentheses.
+        let name = (opened.description.rsplit_once(" (")).map_or("the GPU", |(name, _)| name);
+        let note = super::DeviceNote {
+            short: format!("Running on {name} ({precision})"),
+            detail: format!(
+                "Running on {}, on a device of its own, in {precision}{vae}: the window could \
+                 not open on it ({why}) and draws on a device it chose itself.",
+                opened.description
+            ),
+        };
+        Ok((engine, note))
+    }
+
+    /// The engine on `opened` in `--precision auto`, its precision, and what that means for
+    /// the VAE in words.
+    fn engine_on(opened: &OpenedDevice) -> Result<(BurnEngine, Precision, &'static str), String> {
+        let (precision, vae_upcast) =
+            inference::device::choose_precision("auto", opened).map_err(|e| e.to_string())?;
+        let vae = if vae_upcast {
+            ", the VAE in f32 unless it is f16-safe"
+        } else {
+            ""
+        };
+        let engine = BurnEngine::new(opened.device.clone(), precision).with_vae_upcast(vae_upcast);
+        Ok((engine, precision, vae))
     }
 }
