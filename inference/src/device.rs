@@ -245,6 +245,19 @@ pub struct GpuRuntime {
     /// Tune every shape again in this process: stored answers are neither read nor
     /// replaced, so a benchmark measures (and logs) what this build picks now.
     pub retune: bool,
+    /// For benchmarks: a line in this file for each kernel compiled in this process (one
+    /// found among the kept compiled kernels is not compiled; see [`kernels_compiled`]).
+    pub compile_log: Option<std::path::PathBuf>,
+}
+
+/// How many kernels a process compiled, from its [`GpuRuntime::compile_log`]; 0 where there
+/// is no log.
+pub fn kernels_compiled(log: &std::path::Path) -> usize {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    // cubecl's basic compilation log: one "[Compiling kernel] name" line a kernel.
+    text.lines()
+        .filter(|line| line.starts_with("[Compiling kernel]"))
+        .count()
 }
 
 /// Applies `settings` to Burn's GPU runtime; returns whether it took effect (the runtime
@@ -262,6 +275,16 @@ pub fn configure_gpu_runtime(settings: &GpuRuntime) -> bool {
         config.autotune.decisions.append = false;
     }
     config.autotune.disable_cache |= settings.retune;
+    if let Some(log) = &settings.compile_log {
+        use burn::cubecl::config::compilation::CompilationLogLevel;
+        config.compilation.logger.file = Some(log.clone());
+        config.compilation.logger.append = false;
+        config.compilation.logger.level = CompilationLogLevel::Basic;
+    }
+    // Keep the compiled SPIR-V too (keyed by this executable's build id, so a rebuild never
+    // reads another build's), not only the autotune answers: a second launch then skips
+    // cubecl's compiler. WGSL is compiled by the driver each run; nothing is kept there.
+    config.compilation.cache = true;
     CubeClRuntimeConfig::try_set(config)
 }
 

@@ -21,6 +21,11 @@ def main():
         rows[base][key] = entry.get("result")
     gib = lambda b: f"{b / 2**30:.2f} GiB" if b else "—"
     ms = lambda s: f"{s * 1e3:.1f} ms" if s is not None else "—"
+    # Kernels compiled by the cold and the warm process (SPIR-V keeps them: warm should be 0).
+    count = lambda run: (run or {}).get("kernels_compiled")
+    compiled = lambda cold, warm: (
+        f"({count(cold)} / {count(warm)} kernels compiled) " if count(cold) is not None else ""
+    )
     print("| network | ember (wgpu) | PyTorch (CUDA) | ember / PyTorch | ember first call cold / warm "
           "| PyTorch first call | device memory ember / PyTorch | attention (ember, cold run) |")
     print("|---|---|---|---|---|---|---|---|")
@@ -33,6 +38,7 @@ def main():
             f"| {base} | {ms(ours['median_s']) if ours else 'failed'} "
             f"| {ms(theirs['median_s']) if theirs else 'failed' if 'torch' in r else '—'} | {ratio} "
             f"| {ms(cold.get('first_call_s')) if cold else '—'} / {ms(ours.get('first_call_s')) if ours else '—'} "
+            f"{compiled(cold, ours)}"
             f"| {ms(theirs.get('first_call_s')) if theirs else '—'} "
             f"| {gib(ours.get('peak_device_bytes')) if ours else '—'} / "
             f"{gib(theirs.get('peak_device_bytes')) if theirs else '—'} "

@@ -41,10 +41,11 @@ fn the_automatic_device_says_which_it_is_and_why() {
 }
 
 /// `ember bench --device wgpu` on the machine's Vulkan driver (lavapipe in CI): the first run
-/// tunes Burn's kernels and keeps the answers in Ember's cache folder, so a second process
-/// tunes nothing; `--retune` tunes again. Each tuning names the attention kernel it chose.
+/// tunes and compiles Burn's kernels and keeps the answers and the compiled kernels (SPIR-V)
+/// in Ember's cache folder, so a second process tunes and compiles nothing; `--retune` tunes
+/// again. Each tuning names the attention kernel it chose.
 #[test]
-fn gpu_autotune_answers_are_kept_across_runs_and_bench_names_the_attention_kernel() {
+fn gpu_autotune_answers_and_kernels_are_kept_across_runs_and_bench_names_the_attention_kernel() {
     let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
     let bench = |extra: &[&str]| -> serde_json::Value {
@@ -92,11 +93,18 @@ fn gpu_autotune_answers_are_kept_across_runs_and_bench_names_the_attention_kerne
         cache.display()
     );
 
+    let compiled = |run: &serde_json::Value| run["kernels_compiled"].as_u64().unwrap();
+    assert!(compiled(&cold) > 0, "{cold}");
+
     let warm = bench(&[]);
     assert!(
         attention(&warm).is_empty(),
         "the kept answers are used: {warm}"
     );
+    // WGSL (Metal, DirectX 12) is compiled by the driver on each run; SPIR-V is kept.
+    if warm["adapter"].as_str().unwrap().contains("SPIR-V") {
+        assert_eq!(compiled(&warm), 0, "the kept kernels are used: {warm}");
+    }
     let retuned = bench(&["--retune"]);
     assert_eq!(attention(&retuned).len(), tuned.len(), "{retuned}");
 }

@@ -7,17 +7,24 @@ use inference::device::{DeviceKind, Precision};
 
 use super::BenchArgs;
 
-/// `tuning_log`: where Burn's autotune writes its decisions in this process (a GPU run
-/// reads which attention kernel it picked from there, then removes it).
-pub fn run(args: &BenchArgs, tuning_log: Option<&std::path::Path>) -> Result<(), String> {
-    let result = run_target(args, tuning_log);
-    if let Some(log) = tuning_log {
-        let _ = std::fs::remove_file(log);
+/// Where Burn's GPU runtime logs what a benchmark process did (read, then removed).
+pub struct BenchLogs {
+    /// Burn's autotune decisions: which attention kernel it picked.
+    pub tuning: std::path::PathBuf,
+    /// The kernels compiled rather than found among the kept ones.
+    pub compiled: std::path::PathBuf,
+}
+
+pub fn run(args: &BenchArgs, logs: Option<&BenchLogs>) -> Result<(), String> {
+    let result = run_target(args, logs);
+    if let Some(logs) = logs {
+        let _ = std::fs::remove_file(&logs.tuning);
+        let _ = std::fs::remove_file(&logs.compiled);
     }
     result
 }
 
-fn run_target(args: &BenchArgs, tuning_log: Option<&std::path::Path>) -> Result<(), String> {
+fn run_target(args: &BenchArgs, logs: Option<&BenchLogs>) -> Result<(), String> {
     let err = |e: inference::Error| e.to_string();
     if args.target == "lora" {
         return lora(args);
@@ -75,7 +82,10 @@ fn run_target(args: &BenchArgs, tuning_log: Option<&std::path::Path>) -> Result<
     let min = result.times.iter().min().map_or(0.0, |t| t.as_secs_f64());
     let peak = inference::memory::peak_resident_bytes();
     let first = result.first.map(|t| t.as_secs_f64());
-    let tuned = tuning_log.map(bench::attention_choices).unwrap_or_default();
+    let tuned = logs.map_or_else(Vec::new, |logs| bench::attention_choices(&logs.tuning));
+    // Kernels are compiled only on a GPU; a warm cache leaves none to compile.
+    let compiled = (logs.filter(|_| opened.gpu))
+        .map(|logs| inference::device::kernels_compiled(&logs.compiled));
     let attention: Vec<String> = (result.attention.iter().cloned())
         .chain(tuned.iter().map(ToString::to_string))
         .collect();
@@ -87,7 +97,7 @@ fn run_target(args: &BenchArgs, tuning_log: Option<&std::path::Path>) -> Result<
             "median_s": median, "min_s": min, "runs": args.runs,
             "gflop": result.flops / 1e9, "gflops_per_s": result.gflops_per_second(),
             "peak_rss_bytes": peak, "peak_device_bytes": result.peak_device_bytes,
-            "first_call_s": first,
+            "first_call_s": first, "kernels_compiled": compiled,
             "attention": attention,
         });
         println!("{json}");
@@ -100,8 +110,11 @@ fn run_target(args: &BenchArgs, tuning_log: Option<&std::path::Path>) -> Result<
         let first = first
             .map(|s| format!(", first call {}", seconds(s)))
             .unwrap_or_default();
+        let compiled = compiled
+            .map(|n| format!(", {n} kernels compiled"))
+            .unwrap_or_default();
         println!(
-            "{} {} {}x{} batch {} ({}, {}): median {} (min {}, {} runs), {:.1} GFLOP, {:.1} GFLOP/s, peak RSS {}{}{}",
+            "{} {} {}x{} batch {} ({}, {}): median {} (min {}, {} runs), {:.1} GFLOP, {:.1} GFLOP/s, peak RSS {}{}{}{}",
             args.target,
             args.arch,
             args.size,
@@ -117,6 +130,7 @@ fn run_target(args: &BenchArgs, tuning_log: Option<&std::path::Path>) -> Result<
             peak.map_or_else(|| "unknown".into(), human),
             device_memory,
             first,
+            compiled,
         );
         println!("  on {}", opened.description);
         for choice in &attention {

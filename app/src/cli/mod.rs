@@ -319,7 +319,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             };
         }
     };
-    let tuning_log = configure_gpu_runtime(cli.command.as_ref());
+    let bench_logs = configure_gpu_runtime(cli.command.as_ref());
     let result = match cli.command {
         None => {
             // A typo of a command must not open a window complaining about a file.
@@ -341,7 +341,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
         Some(Command::Generate(args)) => generate::run(&args),
         Some(Command::Info { file }) => info::run(&file),
-        Some(Command::Bench(args)) => bench::run(&args, tuning_log.as_deref()),
+        Some(Command::Bench(args)) => bench::run(&args, bench_logs.as_ref()),
         Some(Command::Upscale(args)) => upscale::run(&args),
         Some(Command::Download(args)) => download::run(&args),
     };
@@ -354,22 +354,28 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     }
 }
 
-/// Before any GPU device opens: Burn's autotune results are kept in Ember's cache folder
-/// across runs; a benchmark also logs the decisions it makes to the returned file (to say
-/// which attention kernel ran) and with `--retune` tunes everything again.
-fn configure_gpu_runtime(command: Option<&Command>) -> Option<PathBuf> {
+/// Before any GPU device opens: Burn's autotune results and compiled kernels are kept in
+/// Ember's cache folder across runs; a benchmark also logs the decisions it makes (to say
+/// which attention kernel ran) and the kernels it compiles to the returned files, and with
+/// `--retune` tunes everything again.
+fn configure_gpu_runtime(command: Option<&Command>) -> Option<bench::BenchLogs> {
     let bench = match command {
         Some(Command::Bench(args)) => Some(args),
         _ => None,
     };
+    let log = |what: &str| {
+        let name = format!("ember-bench-{what}-{}.log", std::process::id());
+        std::env::temp_dir().join(name)
+    };
     let settings = inference::device::GpuRuntime {
         cache_dir: inference::hashing::cache_dir().map(|dir| dir.join("gpu")),
-        tuning_log: bench.map(|_| {
-            let name = format!("ember-bench-tuning-{}.jsonl", std::process::id());
-            std::env::temp_dir().join(name)
-        }),
+        tuning_log: bench.map(|_| log("tuning")),
         retune: bench.is_some_and(|args| args.retune),
+        compile_log: bench.map(|_| log("compiled")),
     };
     inference::device::configure_gpu_runtime(&settings);
-    settings.tuning_log
+    Some(bench::BenchLogs {
+        tuning: settings.tuning_log?,
+        compiled: settings.compile_log?,
+    })
 }
