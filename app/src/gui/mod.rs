@@ -52,10 +52,11 @@ pub fn run(files: Vec<std::path::PathBuf>) -> ExitCode {
     let mut options = window_options(&paths);
     let handed_over = shared_device::prepare(&mut options);
     let (mut result, app_started) = open_window(options, paths.clone(), files.clone());
-    if let (Err(e), true, false) = (&result, handed_over, app_started) {
+    if let (Err(e @ eframe::Error::Wgpu(_)), true, false) = (&result, handed_over, app_started) {
         // The device opened for the engine's kernels cannot present this window (a GPU
         // without a display connection beside the one that drives it): the window makes its
         // own device, the engine opens the GPU by itself (eframe reuses its event loop).
+        // Other failures (no display at all) would only fail again.
         let why = e.to_string();
         eprintln!(
             "warning: the window could not open on the GPU device Ember's kernels need \
