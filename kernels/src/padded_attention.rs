@@ -101,14 +101,17 @@ pub fn padded_attention(
     let dv = v.dims()[3];
     let [rows, width, value_width] = tiles.padded(n, d, dv);
     let zeros = PadMode::Constant(0.0);
-    // Scaled in f32 where the queries are half precision: one rounding, as Burn's own
-    // scaling inside the kernel would make.
-    let dtype = q.dtype();
-    let scaled = q
-        .cast(DType::F32)
-        .mul_scalar((width as f64 / d as f64).sqrt())
-        .cast(dtype);
-    let q = scaled.pad([(0, rows - n), (0, width - d)], zeros);
+    // Only wider heads change Burn's scale. The factor is applied in f32, so half-precision
+    // queries are rounded once more, by at most half a unit in the last place.
+    let q = if width == d {
+        q
+    } else {
+        let dtype = q.dtype();
+        (q.cast(DType::F32))
+            .mul_scalar((width as f64 / d as f64).sqrt())
+            .cast(dtype)
+    };
+    let q = q.pad([(0, rows - n), (0, width - d)], zeros);
     let k = k.pad([(0, width - d)], zeros);
     let v = v.pad([(0, value_width - dv)], zeros);
     let out = crate::reference::attention(q, k, v);
@@ -168,9 +171,18 @@ mod tests {
         let tiles = MatrixTiles::for_instructions([(16, 16, 16)]).expect("tiles");
         assert_eq!(tiles.padded(70, 40, 40), [96, 48, 48]);
         let expected = crate::reference::attention(q.clone(), k.clone(), v.clone());
-        let ours = padded_attention(q, k, v, &tiles);
+        let ours = padded_attention(q.clone(), k.clone(), v.clone(), &tiles);
         assert_eq!(ours.dims(), [2, 3, 70, 40]);
-        let error = rel_diff(ours, expected);
+        let error = rel_diff(ours, expected.clone());
         assert!(error < 1e-5, "{error}");
+        // Heads already a multiple: only the queries grow, the scale stays.
+        let queries_only = MatrixTiles {
+            head: 8,
+            value: 8,
+            ..tiles
+        };
+        assert_eq!(queries_only.padded(70, 40, 40), [96, 40, 40]);
+        let error = rel_diff(padded_attention(q, k, v, &queries_only), expected);
+        assert!(error < 1e-5, "queries only: {error}");
     }
 }
