@@ -53,7 +53,7 @@ impl DeviceKind {
             DeviceKind::Auto => Ok(AUTO.get_or_init(auto_device).clone()),
             DeviceKind::Cpu => Ok(on(Device::flex(), false, "the CPU, as asked")),
             DeviceKind::Wgpu => WGPU.get_or_init(wgpu_device).clone().map_err(Error::Device),
-            DeviceKind::Cuda => Ok(on(cuda_device()?, true, "CUDA device 0")),
+            DeviceKind::Cuda => cuda_device(),
         }
     }
 }
@@ -263,7 +263,7 @@ pub fn kernels_compiled(log: &std::path::Path) -> usize {
 /// Applies `settings` to Burn's GPU runtime; returns whether it took effect (the runtime
 /// reads its settings once, when the first GPU device opens). A `cubecl.toml` in the
 /// working folder and `CUBECL_*` variables still apply; only the folder is Ember's.
-#[cfg(feature = "wgpu")]
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub fn configure_gpu_runtime(settings: &GpuRuntime) -> bool {
     use burn::cubecl::config::{CubeClRuntimeConfig, RuntimeConfig, cache::CacheConfig};
     let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
@@ -281,15 +281,16 @@ pub fn configure_gpu_runtime(settings: &GpuRuntime) -> bool {
         config.compilation.logger.append = false;
         config.compilation.logger.level = CompilationLogLevel::Basic;
     }
-    // Keep the compiled SPIR-V too (keyed by this executable's build id, so a rebuild never
-    // reads another build's), not only the autotune answers: a second launch then skips
-    // cubecl's compiler. WGSL is compiled by the driver each run; nothing is kept there.
+    // Keep the compiled SPIR-V (and CUDA's PTX) too, keyed by this executable's build id so a
+    // rebuild never reads another build's, not only the autotune answers: a second launch
+    // then skips cubecl's compiler (and NVRTC). WGSL is compiled by the driver each run;
+    // nothing is kept there.
     config.compilation.cache = true;
     CubeClRuntimeConfig::try_set(config)
 }
 
 /// Without a GPU backend there is nothing to configure.
-#[cfg(not(feature = "wgpu"))]
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
 pub fn configure_gpu_runtime(_settings: &GpuRuntime) -> bool {
     false
 }
@@ -300,12 +301,12 @@ fn wgpu_device() -> std::result::Result<OpenedDevice, String> {
 }
 
 #[cfg(feature = "cuda")]
-fn cuda_device() -> Result<Device> {
-    Ok(Device::cuda(0))
+fn cuda_device() -> Result<OpenedDevice> {
+    crate::cuda_device::open()
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_device() -> Result<Device> {
+fn cuda_device() -> Result<OpenedDevice> {
     Err(Error::Device(
         "this build has no CUDA backend; rebuild with `--features cuda` or use --device cpu".into(),
     ))

@@ -8,6 +8,8 @@ pub mod api;
 pub mod bench;
 pub mod canvas;
 pub mod control;
+#[cfg(feature = "cuda")]
+mod cuda_device;
 pub mod device;
 pub mod error;
 pub mod family;

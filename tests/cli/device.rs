@@ -203,3 +203,50 @@ fn a_generation_too_large_for_the_gpus_memory_is_refused_before_it_loads() {
         "the kernels' language is named: {device}"
     );
 }
+
+/// `--device cuda` where it cannot run (a build without the CUDA backend, or a machine without
+/// NVIDIA's driver, NVRTC or the CUDA headers) is one line saying what is missing and what to
+/// use instead, never a panic on the engine thread; where CUDA is there, it makes the image.
+#[test]
+fn the_cuda_device_says_in_one_line_what_it_lacks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("cuda.png");
+    let output = Command::new(env!("CARGO_BIN_EXE_ember"))
+        .env("EMBER_CACHE_DIR", tmp.path().join("cache"))
+        .args(["generate", "--model", &arg(&reference("sd15/pipeline"))])
+        .args([
+            "--device",
+            "cuda",
+            "--prompt",
+            "a lighthouse",
+            "--steps",
+            "1",
+        ])
+        .args(["--out", &arg(&out)])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if output.status.success() {
+        assert!(out.exists(), "the image is written");
+        return;
+    }
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    let line = lines[0];
+    assert!(
+        line.starts_with("error: ") && !line.contains("panicked"),
+        "{line}"
+    );
+    let without_backend = line.contains("this build has no CUDA backend");
+    if !without_backend && !std::path::Path::new("/proc/driver/nvidia").exists() {
+        assert!(
+            line.contains("no NVIDIA driver was found (libcuda could not be loaded)"),
+            "{line}"
+        );
+    }
+    assert!(
+        line.contains("--device wgpu or cpu") || line.contains("or use --device cpu"),
+        "{line}"
+    );
+    assert!(!out.exists());
+}
