@@ -3,12 +3,13 @@
 //! With the `wgpu` feature, on a Vulkan adapter the window is handed the device cubecl opens for
 //! Burn's SPIR-V kernels; elsewhere eframe is asked for a device with all of the adapter's
 //! features and limits (egui alone asks for the defaults, too little for Burn's kernels). Burn
-//! is registered on that same device and queue. `EMBER_DEVICE=cpu|gpu` overrides the choice.
+//! is registered on that same device and queue. `EMBER_DEVICE=cpu|gpu|cuda` overrides the
+//! choice (`cuda`: Burn's CUDA backend in a `--features cuda` build, apart from the window's).
 //! A window that cannot open on the device it is handed (it cannot present with it, as a
 //! compute GPU beside the one driving the display) is opened again on one eframe picks, and
 //! the engine then opens its GPU by itself, as `ember generate --device auto` does.
 
-use inference::device::{DeviceKind, Precision};
+use inference::device::{DeviceKind, OpenedDevice, Precision};
 use inference::worker::BurnEngine;
 
 /// Adjusts the window options before the window (and its GPU device) is created; returns
@@ -16,8 +17,10 @@ use inference::worker::BurnEngine;
 pub fn prepare(options: &mut eframe::NativeOptions) -> bool {
     #[cfg(feature = "wgpu")]
     {
-        let cpu_only = std::env::var("EMBER_DEVICE").is_ok_and(|d| d.eq_ignore_ascii_case("cpu"));
-        if !cpu_only && hand_over_vulkan_device(options) {
+        // Only an engine on wgpu runs on the device the window is handed.
+        let elsewhere = std::env::var("EMBER_DEVICE")
+            .is_ok_and(|d| d.eq_ignore_ascii_case("cpu") || d.eq_ignore_ascii_case("cuda"));
+        if !elsewhere && hand_over_vulkan_device(options) {
             return true;
         }
         request_full_device(options);
@@ -62,6 +65,10 @@ pub fn engine(cc: &eframe::CreationContext<'_>) -> (BurnEngine, DeviceNote) {
     if wanted.eq_ignore_ascii_case("cpu") {
         return cpu_engine("EMBER_DEVICE=cpu");
     }
+    if wanted.eq_ignore_ascii_case("cuda") {
+        return cuda_engine()
+            .unwrap_or_else(|why| cpu_engine(&format!("EMBER_DEVICE=cuda: {why}")));
+    }
     #[cfg(feature = "wgpu")]
     {
         let force = wanted.eq_ignore_ascii_case("gpu") || wanted.eq_ignore_ascii_case("wgpu");
@@ -75,6 +82,38 @@ pub fn engine(cc: &eframe::CreationContext<'_>) -> (BurnEngine, DeviceNote) {
         let _ = cc;
         cpu_engine("this build has no GPU support (build with `--features wgpu`)")
     }
+}
+
+/// Burn's CUDA backend (a build with `--features cuda`), on a device apart from the window's:
+/// previews reach the window as pixels, as they do from the CPU.
+fn cuda_engine() -> Result<(BurnEngine, DeviceNote), String> {
+    let opened = DeviceKind::Cuda.open().map_err(|e| e.to_string())?;
+    let (engine, precision, vae) = engine_on(&opened)?;
+    // The description is the GPU's name, then its details in parentheses.
+    let name = (opened.description.rsplit_once(" (")).map_or("the GPU", |(name, _)| name);
+    let note = DeviceNote {
+        short: format!("Running on {name} (CUDA, {precision})"),
+        detail: format!(
+            "Running on {} through Burn's CUDA backend (EMBER_DEVICE=cuda), in {precision}{vae}; \
+             the window draws on a device of its own.",
+            opened.description
+        ),
+    };
+    Ok((engine, note))
+}
+
+/// The engine on `opened` in `--precision auto`, its precision, and what that means for the
+/// VAE in words.
+fn engine_on(opened: &OpenedDevice) -> Result<(BurnEngine, Precision, &'static str), String> {
+    let (precision, vae_upcast) =
+        inference::device::choose_precision("auto", opened).map_err(|e| e.to_string())?;
+    let vae = if vae_upcast {
+        ", the VAE in f32 unless it is f16-safe"
+    } else {
+        ""
+    };
+    let engine = BurnEngine::new(opened.device.clone(), precision).with_vae_upcast(vae_upcast);
+    Ok((engine, precision, vae))
 }
 
 fn cpu_engine(why: &str) -> (BurnEngine, DeviceNote) {
@@ -138,8 +177,9 @@ fn request_full_device(options: &mut eframe::NativeOptions) {
 
 #[cfg(feature = "wgpu")]
 mod gpu {
+    use super::engine_on;
     use eframe::egui_wgpu::wgpu;
-    use inference::device::{DeviceKind, OpenedDevice, Precision, SharedWgpu, shared_wgpu_device};
+    use inference::device::{DeviceKind, OpenedDevice, SharedWgpu, shared_wgpu_device};
     use inference::worker::BurnEngine;
 
     /// Burn on the window's device when it is a real GPU (or `force`), else the reason why not.
@@ -228,19 +268,5 @@ mod gpu {
             ),
         };
         Ok((engine, note))
-    }
-
-    /// The engine on `opened` in `--precision auto`, its precision, and what that means for
-    /// the VAE in words.
-    fn engine_on(opened: &OpenedDevice) -> Result<(BurnEngine, Precision, &'static str), String> {
-        let (precision, vae_upcast) =
-            inference::device::choose_precision("auto", opened).map_err(|e| e.to_string())?;
-        let vae = if vae_upcast {
-            ", the VAE in f32 unless it is f16-safe"
-        } else {
-            ""
-        };
-        let engine = BurnEngine::new(opened.device.clone(), precision).with_vae_upcast(vae_upcast);
-        Ok((engine, precision, vae))
     }
 }
