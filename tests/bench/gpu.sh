@@ -11,6 +11,8 @@
 # its kernels (cold), the second finds the autotune answers the first kept (warm); both
 # print their first call's time, so the table shows the start-up stall cold and warm.
 # Results go to $OUT (default /tmp/ember-gpu): results.jsonl and log.
+# With EMBER_CUDA=path (a build with `--features cuda`; it needs NVRTC and the CUDA headers, see
+# lent_gpu.sh), the networks also run on Burn's CUDA backend, labelled "[cuda]".
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ember=${EMBER:-$here/../../target/release/ember}
@@ -38,6 +40,7 @@ record() {
     fi
 }
 ember_bench() { record ember "$1" "$2" "$ember" bench "${@:3}" --device wgpu --json; }
+cuda_bench() { record ember "$1 [cuda]" "$2" "$EMBER_CUDA" bench "${@:3}" --device cuda --json; }
 torch_bench() { record torch "$1" "$2" "$python" "$here/torch_reference.py" "${@:3}" --device cuda; }
 
 # pair LABEL PRECISION TARGET ARCH SIZE BATCH: ember cold, ember warm, torch.
@@ -49,6 +52,10 @@ pair() {
     ember_bench "$label cold" "${COLD_LIMIT:-240}" "$target" "${common[@]}" --precision "$precision" --runs 5
     ember_bench "$label" 120 "$target" "${common[@]}" --precision "$precision" --runs 5
     torch_bench "$label" 120 "$target" "${common[@]}" --dtype "$dtype" --runs 10 --warmup 3
+    if [ -n "${EMBER_CUDA:-}" ]; then
+        cuda_bench "$label cold" "${COLD_LIMIT:-240}" "$target" "${common[@]}" --precision "$precision" --runs 5
+        cuda_bench "$label" 120 "$target" "${common[@]}" --precision "$precision" --runs 5
+    fi
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >&2 || true

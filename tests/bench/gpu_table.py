@@ -12,8 +12,8 @@ def main():
     for line in open(sys.argv[1]):
         entry = json.loads(line)
         label = entry["label"]
-        cold = label.endswith(" cold")
-        base = label[: -len(" cold")] if cold else label
+        cold = " cold" in label
+        base = label.replace(" cold", "")
         if base not in rows:
             rows[base] = {}
             order.append(base)
@@ -26,12 +26,14 @@ def main():
     compiled = lambda cold, warm: (
         f"({count(cold)} / {count(warm)} kernels compiled) " if count(cold) is not None else ""
     )
-    print("| network | ember (wgpu) | PyTorch (CUDA) | ember / PyTorch | ember first call cold / warm "
+    print("| network | ember (wgpu, or [cuda]) | PyTorch (CUDA) | ember / PyTorch | ember first call cold / warm "
           "| PyTorch first call | device memory ember / PyTorch | attention (ember, cold run) |")
     print("|---|---|---|---|---|---|---|---|")
     for base in order:
         r = rows[base]
-        ours, theirs, cold = r.get("ember"), r.get("torch"), r.get("ember cold")
+        ours, cold = r.get("ember"), r.get("ember cold")
+        # Ember on CUDA ("… [cuda]") is compared with the same network's PyTorch run.
+        theirs = rows.get(base.replace(" [cuda]", ""), {}).get("torch")
         ratio = f"**{ours['median_s'] / theirs['median_s']:.2f}**" if ours and theirs else "—"
         attention = sorted({a.split(": ", 1)[1] for a in (cold or {}).get("attention", [])})
         print(

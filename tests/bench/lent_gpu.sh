@@ -5,7 +5,10 @@
 #   .gl/      the Vulkan/GL loader .debs (the device README's recipe)
 #   .whl/     diffusers and importlib_metadata wheels (the machine has torch, not diffusers)
 #   .devrun/  ember.xz: `cargo build --release --locked --bin ember`, stripped, `xz -9`
-#             (the binary itself is over the 64 MiB that travels)
+#             (the binary itself is over the 64 MiB that travels); optionally ember-cuda.xz,
+#             the same with `--features cuda`, which also runs the networks on Burn's CUDA
+#             backend. Its kernels are compiled by NVRTC against the CUDA headers: both come
+#             from the NVIDIA wheels torch installed (site-packages/nvidia/cu13 or cu12).
 #
 # Carry the three (`carry: [".gl", ".whl", ".devrun"]`) and run
 #   bash tests/bench/lent_gpu.sh [quick]
@@ -21,10 +24,27 @@ fi
 python3 -c 'import diffusers' 2>/dev/null ||
     python3 -m pip install -q --no-index --no-deps .whl/*.whl
 python3 - <<'EOF'
-import lzma, shutil
-with lzma.open(".devrun/ember.xz") as packed, open("/tmp/ember", "wb") as out:
-    shutil.copyfileobj(packed, out)
+import lzma, os, shutil
+for name in ["ember", "ember-cuda"]:
+    if os.path.exists(f".devrun/{name}.xz"):
+        with lzma.open(f".devrun/{name}.xz") as packed, open(f"/tmp/{name}", "wb") as out:
+            shutil.copyfileobj(packed, out)
+        os.chmod(f"/tmp/{name}", 0o755)
 EOF
-chmod +x /tmp/ember
+if [ -x /tmp/ember-cuda ]; then
+    export EMBER_CUDA=/tmp/ember-cuda
+    # CUDA_PATH: a folder whose include/ has cuda_fp16.h; NVRTC's library on the loader path.
+    nvidia=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null)
+    header=$(find "$nvidia" /usr/local/cuda/include -name cuda_fp16.h 2>/dev/null | head -1)
+    nvrtc=$(find "$nvidia" /usr/local/cuda -name 'libnvrtc.so*' 2>/dev/null | head -1)
+    if [ -z "${CUDA_PATH:-}" ] && [ -n "$header" ]; then
+        CUDA_PATH=$(dirname "$(dirname "$header")")
+        export CUDA_PATH
+    fi
+    if [ -n "$nvrtc" ]; then
+        export LD_LIBRARY_PATH=$(dirname "$nvrtc")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    fi
+    echo "CUDA: CUDA_PATH=${CUDA_PATH:-none}, NVRTC ${nvrtc:-not found}" >&2
+fi
 EMBER=/tmp/ember OUT=${OUT:-/tmp/ember-gpu} COLD_LIMIT=${COLD_LIMIT:-150} \
     RUST_LOG=${RUST_LOG:-warn} bash tests/bench/gpu.sh "$@"
