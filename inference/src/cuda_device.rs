@@ -4,17 +4,32 @@
 //! first operation, and panics on the engine thread where either is missing; its kernels are
 //! CUDA C++ that NVRTC compiles against the CUDA Toolkit's headers (Ember builds cubecl-cuda
 //! without its LLVM backend, see `vendor/README.md`). Each missing piece is one clear error
-//! here instead, naming what to install.
+//! here instead, naming what to install; pieces that are there but do not work together (an
+//! NVRTC newer than the driver, a GPU it cannot compile for, a context the driver refuses)
+//! fail one small first operation here, not a job.
 
-use burn::tensor::Device;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex};
+
+use burn::tensor::{DType, Device, Tensor};
 
 use crate::device::OpenedDevice;
-use crate::error::{Error, Result};
 
-/// The first CUDA GPU, once the driver, NVRTC and the CUDA headers are all found.
+/// Why CUDA cannot run here, and what to do, in one line.
+type Result<T> = std::result::Result<T, String>;
+
+/// The first CUDA GPU, once the driver, NVRTC and the CUDA headers are all found and a first
+/// operation ran.
 pub(crate) fn open() -> Result<OpenedDevice> {
     let gpu = find_gpu()?;
     let device = Device::cuda(0);
+    first_operation(&device).map_err(|why| {
+        format!(
+            "Burn's CUDA backend failed its first operation on {} ({why}); check that NVRTC \
+             is not newer than NVIDIA's driver and knows this GPU; or use --device wgpu or cpu",
+            gpu.name
+        )
+    })?;
     crate::memory::set_gpu_memory_bytes(&device, gpu.memory_bytes);
     Ok(OpenedDevice {
         device,
@@ -38,7 +53,7 @@ fn find_gpu() -> Result<CudaGpu> {
     use burn::cubecl::cuda::install::{cuda_path, include_path};
     use cudarc::driver::result::{self as driver, device};
 
-    let fail = |what: String| Error::Device(format!("{what}; or use --device wgpu or cpu"));
+    let fail = |what: String| format!("{what}; or use --device wgpu or cpu");
     // SAFETY: only tries to `dlopen` each of cudarc's candidate names for the library.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err(fail(
@@ -83,4 +98,75 @@ fn find_gpu() -> Result<CudaGpu> {
         name,
         memory_bytes: memory_bytes as u64,
     })
+}
+
+/// Runs `1 + 1` in f16 on `device`: Burn opens its CUDA context, NVRTC compiles a kernel
+/// (with the f16 headers) and the driver loads it.
+fn first_operation(device: &Device) -> std::result::Result<(), String> {
+    let values = without_panicking(|| {
+        let two = Tensor::<1>::ones([8], device)
+            .cast(DType::F16)
+            .add_scalar(1.0);
+        crate::device::tensor_to_vec(two.cast(DType::F32))
+    })?;
+    if values.iter().all(|v| *v == 2.0) {
+        Ok(())
+    } else {
+        Err(format!("1 + 1 came back as {values:?}"))
+    }
+}
+
+/// `run`'s value, or the first panic's message while it ran, on one line. cubecl panics on
+/// its device thread first and then, with a less telling message, on the calling one; the
+/// default panic hook is held back meanwhile so neither reaches stderr.
+fn without_panicking<T>(run: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    let first_panic = Arc::new(Mutex::new(None::<String>));
+    let seen = first_panic.clone();
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let mut slot = seen.lock().unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert_with(|| panic_text(info.payload()));
+    }));
+    let outcome = catch_unwind(AssertUnwindSafe(run));
+    std::panic::set_hook(previous);
+    let payload = match outcome {
+        Ok(value) => return Ok(value),
+        Err(payload) => payload,
+    };
+    let first = first_panic.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let why = first.unwrap_or_else(|| panic_text(&*payload));
+    // One line: NVRTC's and the driver's logs run over several.
+    let line = why.split_whitespace().collect::<Vec<_>>().join(" ");
+    Err(line.chars().take(400).collect())
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    (payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_panic_is_the_reason_on_one_line() {
+        let outcome = without_panicking(|| {
+            // As cubecl does: its device thread panics, then the caller on a closed channel.
+            let device_thread = std::thread::spawn(|| panic!("NVRTC:\n  sm_120 is not\tknown"));
+            let _ = device_thread.join();
+            panic!("RecvError");
+        });
+        assert_eq!(
+            outcome,
+            Err::<(), _>("NVRTC: sm_120 is not known".to_string())
+        );
+        assert_eq!(without_panicking(|| 2), Ok(2));
+    }
+
+    #[test]
+    fn a_first_operation_runs_on_a_working_device() {
+        assert_eq!(first_operation(&Device::flex()), Ok(()));
+    }
 }

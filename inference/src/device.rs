@@ -49,11 +49,12 @@ impl DeviceKind {
         // Burn registers wgpu's default devices once per process: open them once too.
         static AUTO: OnceLock<OpenedDevice> = OnceLock::new();
         static WGPU: OnceLock<std::result::Result<OpenedDevice, String>> = OnceLock::new();
+        static CUDA: OnceLock<std::result::Result<OpenedDevice, String>> = OnceLock::new();
         match self {
             DeviceKind::Auto => Ok(AUTO.get_or_init(auto_device).clone()),
             DeviceKind::Cpu => Ok(on(Device::flex(), false, "the CPU, as asked")),
             DeviceKind::Wgpu => WGPU.get_or_init(wgpu_device).clone().map_err(Error::Device),
-            DeviceKind::Cuda => cuda_device(),
+            DeviceKind::Cuda => CUDA.get_or_init(cuda_device).clone().map_err(Error::Device),
         }
     }
 }
@@ -300,16 +301,15 @@ fn wgpu_device() -> std::result::Result<OpenedDevice, String> {
     Err("this build has no wgpu backend; rebuild with `--features wgpu` or use --device cpu".into())
 }
 
+/// Burn's CUDA device 0, checked first (see `cuda_device`); opened once per process.
 #[cfg(feature = "cuda")]
-fn cuda_device() -> Result<OpenedDevice> {
+fn cuda_device() -> std::result::Result<OpenedDevice, String> {
     crate::cuda_device::open()
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_device() -> Result<OpenedDevice> {
-    Err(Error::Device(
-        "this build has no CUDA backend; rebuild with `--features cuda` or use --device cpu".into(),
-    ))
+fn cuda_device() -> std::result::Result<OpenedDevice, String> {
+    Err("this build has no CUDA backend; rebuild with `--features cuda` or use --device cpu".into())
 }
 
 /// The float format the networks compute in. Sampler maths always stays in f32.

@@ -6,7 +6,7 @@
 #   (arch sd15 or sdxl; precision f32, bf16 or f16)
 #
 # GPU=1 runs ember on wgpu and PyTorch on CUDA (tests/bench/gpu.sh runs the whole GPU set).
-# Needs a release build of ember (cargo build --release) and a Python with torch and
+# Needs a release build of ember (cargo build --release -p ember) and a Python with torch and
 # diffusers: set PYTHON=/path/to/python (default python3).
 set -euo pipefail
 target=${1:-unet}; size=${2:-512}; batch=${3:-2}; runs=${4:-3}; arch=${5:-sd15}; precision=${6:-f32}

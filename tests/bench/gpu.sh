@@ -2,7 +2,7 @@
 # GPU benchmarks side by side: `ember bench` on wgpu and PyTorch/diffusers on CUDA (SDPA
 # attention), the same networks, sizes and card, one after the other; then a table of ratios.
 #
-#   tests/bench/gpu.sh [quick]
+#   tests/bench/gpu.sh [quick|cuda]
 #
 # Needs a release build of ember (EMBER=path, default target/release/ember; its "adapter" field
 # says whether Burn compiled SPIR-V or WGSL kernels), a Vulkan driver
@@ -12,7 +12,8 @@
 # print their first call's time, so the table shows the start-up stall cold and warm.
 # Results go to $OUT (default /tmp/ember-gpu): results.jsonl and log.
 # With EMBER_CUDA=path (a build with `--features cuda`; it needs NVRTC and the CUDA headers, see
-# lent_gpu.sh), the networks also run on Burn's CUDA backend, labelled "[cuda]".
+# lent_gpu.sh), the networks also run on Burn's CUDA backend, labelled "[cuda]"; `cuda` runs the
+# quick set on CUDA and PyTorch only (no wgpu), to fit one device call.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ember=${EMBER:-$here/../../target/release/ember}
@@ -49,8 +50,10 @@ pair() {
     local dtype
     case $precision in f32) dtype=fp32 ;; f16) dtype=fp16 ;; bf16) dtype=bf16 ;; esac
     local common=(--arch "$arch" --size "$size" --batch "$batch")
-    ember_bench "$label cold" "${COLD_LIMIT:-240}" "$target" "${common[@]}" --precision "$precision" --runs 5
-    ember_bench "$label" 120 "$target" "${common[@]}" --precision "$precision" --runs 5
+    if [ "$mode" != cuda ]; then
+        ember_bench "$label cold" "${COLD_LIMIT:-240}" "$target" "${common[@]}" --precision "$precision" --runs 5
+        ember_bench "$label" 120 "$target" "${common[@]}" --precision "$precision" --runs 5
+    fi
     torch_bench "$label" 120 "$target" "${common[@]}" --dtype "$dtype" --runs 10 --warmup 3
     if [ -n "${EMBER_CUDA:-}" ]; then
         cuda_bench "$label cold" "${COLD_LIMIT:-240}" "$target" "${common[@]}" --precision "$precision" --runs 5
@@ -58,17 +61,24 @@ pair() {
     fi
 }
 
+mode=${1:-full}
+if [ "$mode" = cuda ] && [ -z "${EMBER_CUDA:-}" ]; then
+    echo "gpu.sh cuda: set EMBER_CUDA to a build with --features cuda" >&2
+    exit 2
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >&2 || true
 pair "sd15 unet 512 b2 f16" f16 unet sd15 512 2
 # Ember's im2col convolutions instead of Burn's (which the default keeps on a GPU with matrix
 # units through SPIR-V), in the same binary: which of the two is faster on this card.
-EMBER_GPU_CONV=im2col ember_bench "sd15 unet 512 b2 f16 im2col convs" 120 unet --arch sd15 \
-    --size 512 --batch 2 --precision f16 --runs 5
+[ "$mode" = cuda ] ||
+    EMBER_GPU_CONV=im2col ember_bench "sd15 unet 512 b2 f16 im2col convs" 120 unet --arch sd15 \
+        --size 512 --batch 2 --precision f16 --runs 5
 pair "sdxl unet 1024 b2 f16" f16 unet sdxl 1024 2
 pair "sd15 vae-decode 512 b1 f16" f16 vae-decode sd15 512 1
 pair "sd15 text-encoder b2 f16" f16 text-encoder sd15 512 2
-ember_bench "sd15 preview 512 b2 f16" 60 preview --size 512 --batch 2 --precision f16 --runs 20
-if [ "${1:-}" != quick ]; then
+[ "$mode" = cuda ] ||
+    ember_bench "sd15 preview 512 b2 f16" 60 preview --size 512 --batch 2 --precision f16 --runs 20
+if [ "$mode" = full ]; then
     pair "sd15 unet 512 b2 f32" f32 unet sd15 512 2
     pair "sd15 vae-decode 512 b1 f32" f32 vae-decode sd15 512 1
     pair "sdxl vae-decode 1024 b1 f32" f32 vae-decode sdxl 1024 1

@@ -33,12 +33,13 @@ def main():
         r = rows[base]
         ours, cold = r.get("ember"), r.get("ember cold")
         # Ember on CUDA ("… [cuda]") is compared with the same network's PyTorch run.
-        theirs = rows.get(base.replace(" [cuda]", ""), {}).get("torch")
+        torch_row = rows.get(base.replace(" [cuda]", ""), {})
+        theirs = torch_row.get("torch")
         ratio = f"**{ours['median_s'] / theirs['median_s']:.2f}**" if ours and theirs else "—"
         attention = sorted({a.split(": ", 1)[1] for a in (cold or {}).get("attention", [])})
         print(
             f"| {base} | {ms(ours['median_s']) if ours else 'failed'} "
-            f"| {ms(theirs['median_s']) if theirs else 'failed' if 'torch' in r else '—'} | {ratio} "
+            f"| {ms(theirs['median_s']) if theirs else 'failed' if 'torch' in torch_row else '—'} | {ratio} "
             f"| {ms(cold.get('first_call_s')) if cold else '—'} / {ms(ours.get('first_call_s')) if ours else '—'} "
             f"{compiled(cold, ours)}"
             f"| {ms(theirs.get('first_call_s')) if theirs else '—'} "

@@ -4,14 +4,14 @@
 #
 #   .gl/      the Vulkan/GL loader .debs (the device README's recipe)
 #   .whl/     diffusers and importlib_metadata wheels (the machine has torch, not diffusers)
-#   .devrun/  ember.xz: `cargo build --release --locked --bin ember`, stripped, `xz -9`
+#   .devrun/  ember.xz: `cargo build --release --locked -p ember`, stripped, `xz -9`
 #             (the binary itself is over the 64 MiB that travels); optionally ember-cuda.xz,
 #             the same with `--features cuda`, which also runs the networks on Burn's CUDA
 #             backend. Its kernels are compiled by NVRTC against the CUDA headers: both come
 #             from the NVIDIA wheels torch installed (site-packages/nvidia/cu13 or cu12).
 #
 # Carry the three (`carry: [".gl", ".whl", ".devrun"]`) and run
-#   bash tests/bench/lent_gpu.sh [quick]
+#   bash tests/bench/lent_gpu.sh [quick|cuda]
 # with a timeout that leaves time to rerun. Results land in $OUT (the device tool's folder).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,7 +36,8 @@ if [ -x /tmp/ember-cuda ]; then
     # CUDA_PATH: a folder whose include/ has cuda_fp16.h; NVRTC's library on the loader path.
     nvidia=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null)
     header=$(find "$nvidia" /usr/local/cuda/include -name cuda_fp16.h 2>/dev/null | head -1)
-    nvrtc=$(find "$nvidia" /usr/local/cuda -name 'libnvrtc.so*' 2>/dev/null | head -1)
+    # The trailing slash: /usr/local/cuda is usually a link, which find would not enter.
+    nvrtc=$(find "$nvidia" /usr/local/cuda/ -name 'libnvrtc.so*' 2>/dev/null | head -1)
     if [ -z "${CUDA_PATH:-}" ] && [ -n "$header" ]; then
         CUDA_PATH=$(dirname "$(dirname "$header")")
         export CUDA_PATH

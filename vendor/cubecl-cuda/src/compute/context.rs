@@ -89,11 +89,10 @@ pub struct PtxCacheEntry {
 /// The namespace a backend's compiled artifacts live under.
 ///
 /// Both backends emit PTX, so without the backend in the key a stale artifact from one would
-/// load and run happily under the other -- tests passing while measuring nothing. The LLVM
-/// backend's PTX version follows the driver, so it is in the key too: after a driver downgrade,
-/// PTX newer than the driver loads would otherwise be read back and refused.
+/// load and run happily under the other -- tests passing while measuring nothing.
 ///
-/// Ember's patch: only the C++ backend is left; its key is unchanged from upstream's.
+/// Ember's patch: only the C++ backend is left (upstream also keyed the LLVM backend's PTX
+/// version here); its key is unchanged from upstream's, so caches written by either read back.
 fn cache_namespace(fingerprint: &str, backend: CudaBackend) -> String {
     match backend {
         CudaBackend::Cpp => format!("{fingerprint}-cpp"),
