@@ -81,8 +81,8 @@ fn find_gpu() -> Result<CudaGpu> {
     if !headers_found {
         return Err(fail(
             "the CUDA Toolkit's headers (include/cuda_fp16.h) were not found in $CUDA_PATH, \
-             /usr/local/cuda or /opt/cuda; NVRTC needs them to compile Burn's kernels: install \
-             the CUDA Toolkit or set CUDA_PATH to it"
+             /usr/local/cuda, /opt/cuda or /usr (where /usr/bin/nvcc is); NVRTC needs them to \
+             compile Burn's kernels: install the CUDA Toolkit or set CUDA_PATH to it"
                 .into(),
         ));
     }
