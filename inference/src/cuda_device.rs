@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use burn::tensor::{DType, Device, Tensor};
 
 use crate::device::OpenedDevice;
+use crate::worker::panic_message;
 
 /// Why CUDA cannot run here, and what to do, in one line.
 type Result<T> = std::result::Result<T, String>;
@@ -125,7 +126,7 @@ fn without_panicking<T>(run: impl FnOnce() -> T) -> std::result::Result<T, Strin
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let mut slot = seen.lock().unwrap_or_else(|e| e.into_inner());
-        slot.get_or_insert_with(|| panic_text(info.payload()));
+        slot.get_or_insert_with(|| panic_message(info.payload()));
     }));
     let outcome = catch_unwind(AssertUnwindSafe(run));
     std::panic::set_hook(previous);
@@ -134,16 +135,10 @@ fn without_panicking<T>(run: impl FnOnce() -> T) -> std::result::Result<T, Strin
         Err(payload) => payload,
     };
     let first = first_panic.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let why = first.unwrap_or_else(|| panic_text(&*payload));
+    let why = first.unwrap_or_else(|| panic_message(&*payload));
     // One line: NVRTC's and the driver's logs run over several.
     let line = why.split_whitespace().collect::<Vec<_>>().join(" ");
     Err(line.chars().take(400).collect())
-}
-
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    (payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 #[cfg(test)]

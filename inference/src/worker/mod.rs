@@ -145,7 +145,7 @@ fn source_seed(parameters: Option<&str>) -> u64 {
 }
 
 /// A panic payload as text.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
