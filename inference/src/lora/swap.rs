@@ -112,7 +112,7 @@ mod tests {
 
     #[test]
     fn paths_name_the_parameter_say_linear_and_only_wanted_ones_change() {
-        let device = Default::default();
+        let device = burn::tensor::Device::flex();
         let pair = Pair {
             linear: LinearConfig::new(3, 2).init(&device),
             embedding: EmbeddingConfig::new(4, 5).init(&device),
