@@ -403,11 +403,21 @@ impl std::fmt::Display for Precision {
 /// Whether every value of `t` is finite, or the device's error when the work that made `t`
 /// failed (a GPU out of memory; Burn reports it at the next read).
 pub fn all_finite<const D: usize>(t: &Tensor<D>) -> Result<bool> {
-    t.clone()
+    let finite = t
+        .clone()
         .is_finite()
         .all()
         .try_into_scalar::<bool>()
-        .map_err(|e| device_failure(&e.to_string()))
+        .map_err(|e| device_failure(&e.to_string()))?;
+    Ok(finite || values_are_fake())
+}
+
+/// Whether this CUDA build runs on `tests/cuda_dry_run`'s stand-in for NVIDIA's driver
+/// (`EMBER_CUDA_DRY_RUN` set), whose kernels compute nothing: the values read back mean
+/// nothing, so checks of them pass. The work is still launched, which is what gets every
+/// kernel compiled there.
+pub(crate) fn values_are_fake() -> bool {
+    cfg!(feature = "cuda") && std::env::var_os("EMBER_CUDA_DRY_RUN").is_some()
 }
 
 /// The GPU runtime's report (dozens of lines) as one: its innermost cause.

@@ -172,7 +172,9 @@ fn first_non_finite<M: Module>(module: &M) -> Option<String> {
             self.path.pop();
         }
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            if self.found.is_none() && !param.val().is_finite().all().into_scalar::<bool>() {
+            // A device that failed here fails the load's next operation, which says so.
+            let finite = || crate::device::all_finite(&param.val()).unwrap_or(true);
+            if self.found.is_none() && !finite() {
                 self.found = Some(self.path.join("."));
             }
         }
