@@ -3,7 +3,8 @@
 # repository root, with what this machine prepared beforehand in git-excluded folders:
 #
 #   .gl/      the Vulkan/GL loader .debs (the device README's recipe)
-#   .whl/     diffusers and importlib_metadata wheels (the machine has torch, not diffusers)
+#   .whl/     diffusers and importlib_metadata wheels (the machine has torch, not diffusers),
+#             and nvidia-cuda-crt and nvidia-cuda-cccl (13.2.*, the series torch 2.15 pins)
 #   .devrun/  ember.xz: `cargo build --release --locked -p ember`, stripped, `xz -9`
 #             (the binary itself is over the 64 MiB that travels); optionally ember-cuda.xz,
 #             the same with `--features cuda`, which also runs the networks on Burn's CUDA
@@ -22,7 +23,7 @@ if [ -f "$nvidia_icd" ]; then
     export VK_DRIVER_FILES=$nvidia_icd
 fi
 python3 -c 'import diffusers' 2>/dev/null ||
-    python3 -m pip install -q --no-index --no-deps .whl/*.whl
+    python3 -m pip install -q --no-index --no-deps $(ls .whl/*.whl | grep -v nvidia_cuda_)
 python3 - <<'EOF'
 import lzma, os, shutil
 for name in ["ember", "ember-cuda"]:
@@ -35,6 +36,14 @@ if [ -x /tmp/ember-cuda ]; then
     export EMBER_CUDA=/tmp/ember-cuda
     # CUDA_PATH: a folder whose include/ has cuda_fp16.h; NVRTC's library on the loader path.
     nvidia=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null)
+    # PyTorch's CUDA 13 wheels lack crt/mma.h and CCCL, which the tensor-core and Hopper
+    # kernels include (tests/cuda_dry_run found it): .whl/ carries nvidia-cuda-crt and
+    # nvidia-cuda-cccl of the NVRTC series PyTorch pins, installed where torch's headers are.
+    if [ -n "$nvidia" ] && [ ! -f "$nvidia/cu13/include/crt/mma.h" ] &&
+        ls .whl/nvidia_cuda_crt-*.whl >/dev/null 2>&1; then
+        python3 -m pip install -q --no-index --no-deps .whl/nvidia_cuda_crt-*.whl \
+            .whl/nvidia_cuda_cccl-*.whl
+    fi
     header=$(find "$nvidia" /usr/local/cuda/include -name cuda_fp16.h 2>/dev/null | head -1)
     # The trailing slash: /usr/local/cuda is usually a link, which find would not enter.
     nvrtc=$(find "$nvidia" /usr/local/cuda/ -name 'libnvrtc.so*' 2>/dev/null | head -1)

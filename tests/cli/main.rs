@@ -7,6 +7,7 @@
 mod bad_input;
 mod canvas;
 mod controlnet;
+mod cuda;
 mod device;
 mod download;
 mod families;
