@@ -10,6 +10,9 @@
 #             the same with `--features cuda`, which also runs the networks on Burn's CUDA
 #             backend. Its kernels are compiled by NVRTC against the CUDA headers: both come
 #             from the NVIDIA wheels torch installed (site-packages/nvidia/cu13 or cu12).
+#             Optionally kernels.db.xz: those kernels compiled beforehand by the CUDA dry run
+#             of that very binary for sm_90 (tests/cuda_dry_run: run.sh with EMBER=it, then
+#             kernels_only.py), which spares the device NVRTC's minutes.
 #
 # Carry the three (`carry: [".gl", ".whl", ".devrun"]`) and run
 #   bash tests/bench/lent_gpu.sh [quick|cuda]
@@ -26,12 +29,14 @@ python3 -c 'import diffusers' 2>/dev/null ||
     python3 -m pip install -q --no-index --no-deps $(ls .whl/*.whl | grep -v nvidia_cuda_)
 python3 - <<'EOF'
 import lzma, os, shutil
-for name in ["ember", "ember-cuda"]:
+for name in ["ember", "ember-cuda", "kernels.db"]:
     if os.path.exists(f".devrun/{name}.xz"):
         with lzma.open(f".devrun/{name}.xz") as packed, open(f"/tmp/{name}", "wb") as out:
             shutil.copyfileobj(packed, out)
         os.chmod(f"/tmp/{name}", 0o755)
 EOF
+# The dry run's kernels for this ember-cuda (tests/cuda_dry_run/kernels_only.py, xz).
+if [ -f /tmp/kernels.db ]; then export EMBER_KERNELS=/tmp/kernels.db; fi
 if [ -x /tmp/ember-cuda ]; then
     export EMBER_CUDA=/tmp/ember-cuda
     # CUDA_PATH: a folder whose include/ has cuda_fp16.h; NVRTC's library on the loader path.

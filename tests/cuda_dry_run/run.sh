@@ -12,6 +12,7 @@
 # 86 RTX 30, 120 RTX 50, 80 A100. quick: one tiny SD 1.x generation in f16. full: also
 # tiny SDXL with its refiner, f32 and bf16, and `ember bench` of the real-size networks
 # (SD 1.5 512² and SDXL 1024², batch 2, f16), whose shapes pick other kernels.
+# JOBS=name,name runs only those jobs (names below, e.g. JOBS=bench-unet-sd15 … full 90).
 #
 # Needs: the network once (pip downloads the wheels into $EMBER_DRY_RUN_CACHE, default
 # ~/.cache/ember-cuda-dry-run; CUDA 13.2, the series PyTorch 2.15 pins), a C compiler,
@@ -65,6 +66,7 @@ for arch in "${archs[@]}"; do
     for job in "${jobs[@]}"; do
         name=${job%% *}
         args=${job#* }
+        [ -z "${JOBS:-}" ] || [[ ",$JOBS," == *",$name,"* ]] || continue
         dir=$out/sm_$arch/$name
         mkdir -p "$dir"
         extra=()
