@@ -23,6 +23,7 @@ type Result<T> = std::result::Result<T, String>;
 /// operation ran.
 pub(crate) fn open() -> Result<OpenedDevice> {
     let gpu = find_gpu()?;
+    crate::device::note_stand_in_driver(&gpu.name);
     let device = Device::cuda(0);
     first_operation(&device).map_err(|why| {
         format!(
@@ -88,12 +89,16 @@ fn find_gpu() -> Result<CudaGpu> {
     };
     let missing = missing_headers(&include_path());
     if !missing.is_empty() {
+        let headers: Vec<&str> = missing.iter().map(|(header, _)| *header).collect();
+        let mut wheels: Vec<&str> = missing.iter().map(|(_, wheel)| *wheel).collect();
+        wheels.dedup();
         return Err(fail(format!(
             "the CUDA headers in {} lack {}, which Burn's kernels include; install the CUDA \
-             Toolkit, or with NVIDIA's pip wheels add nvidia-cuda-crt and nvidia-cuda-cccl of \
-             NVRTC's version, or set CUDA_PATH to a toolkit that has them",
+             Toolkit, or with NVIDIA's pip wheels add {} of NVRTC's version, or set CUDA_PATH \
+             to a toolkit that has them",
             toolkit.join("include").display(),
-            missing.join(", ")
+            headers.join(", "),
+            wheels.join(" and ")
         )));
     }
     let gpu = device::get(0).map_err(|e| fail(format!("CUDA GPU 0 could not be opened ({e})")))?;
@@ -111,19 +116,25 @@ fn find_gpu() -> Result<CudaGpu> {
 }
 
 /// The headers cubecl's CUDA C++ includes that `include` (a toolkit's include folder)
-/// lacks. The tensor-core kernels include `mma.h`, which includes `crt/mma.h` (in CUDA 13's
-/// pip wheels a package of its own, nvidia-cuda-crt, that PyTorch does not install); the
-/// Hopper ones include CCCL's `cuda/barrier` (CUDA 13 keeps CCCL in `include/cccl`, 12 in
-/// `include`). Without them those kernels fail to compile at their first use, which Burn's
-/// autotune reports and skips: slow, not wrong, so this asks for them up front.
-fn missing_headers(include: &std::path::Path) -> Vec<&'static str> {
-    let mut missing: Vec<&'static str> = ["cuda_fp16.h", "cuda_bf16.h", "mma.h", "crt/mma.h"]
-        .into_iter()
-        .filter(|header| !include.join(header).is_file())
-        .collect();
+/// lacks, each with the NVIDIA pip wheel that has it. The tensor-core kernels include
+/// `mma.h`, which includes `crt/mma.h` (in CUDA 13's wheels a package of its own that
+/// PyTorch does not install); the Hopper ones include CCCL's `cuda/barrier` (CUDA 13 keeps
+/// CCCL in `include/cccl`, 12 in `include`). Without the last two, those kernels fail to
+/// compile at first use, which Burn's autotune prints (pages of it) and skips, running
+/// slower: asking for them up front is the clearer failure.
+fn missing_headers(include: &std::path::Path) -> Vec<(&'static str, &'static str)> {
+    let mut missing: Vec<(&'static str, &'static str)> = [
+        ("cuda_fp16.h", "nvidia-cuda-runtime"),
+        ("cuda_bf16.h", "nvidia-cuda-runtime"),
+        ("mma.h", "nvidia-cuda-runtime"),
+        ("crt/mma.h", "nvidia-cuda-crt"),
+    ]
+    .into_iter()
+    .filter(|(header, _)| !include.join(header).is_file())
+    .collect();
     let barrier = ["cccl/cuda/barrier", "cuda/barrier"];
     if !barrier.iter().any(|header| include.join(header).is_file()) {
-        missing.push("cuda/barrier (CCCL)");
+        missing.push(("cuda/barrier (CCCL)", "nvidia-cuda-cccl"));
     }
     missing
 }
@@ -148,6 +159,10 @@ fn first_operation(device: &Device) -> std::result::Result<(), String> {
 /// its device thread first and then, with a less telling message, on the calling one; the
 /// default panic hook is held back meanwhile so neither reaches stderr.
 fn without_panicking<T>(run: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    // The hook is the process's: two callers at once (tests run in parallel) would each
+    // restore the hook the other replaced, and a panic would miss both.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let first_panic = Arc::new(Mutex::new(None::<String>));
     let seen = first_panic.clone();
     let previous = std::panic::take_hook();
@@ -198,7 +213,9 @@ mod tests {
             "crt/mma.h",
             "cuda/barrier (CCCL)",
         ];
-        assert_eq!(missing_headers(&include), all);
+        let headers =
+            |include| -> Vec<&str> { missing_headers(include).iter().map(|(h, _)| *h).collect() };
+        assert_eq!(headers(&include), all);
         // CUDA 13's wheels without nvidia-cuda-crt and nvidia-cuda-cccl, as PyTorch has them.
         for header in ["cuda_fp16.h", "cuda_bf16.h", "mma.h"] {
             std::fs::create_dir_all(include.join(header).parent().unwrap()).unwrap();
@@ -206,7 +223,10 @@ mod tests {
         }
         assert_eq!(
             missing_headers(&include),
-            ["crt/mma.h", "cuda/barrier (CCCL)"]
+            [
+                ("crt/mma.h", "nvidia-cuda-crt"),
+                ("cuda/barrier (CCCL)", "nvidia-cuda-cccl")
+            ]
         );
         for header in ["crt/mma.h", "cccl/cuda/barrier"] {
             std::fs::create_dir_all(include.join(header).parent().unwrap()).unwrap();

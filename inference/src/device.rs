@@ -412,12 +412,24 @@ pub fn all_finite<const D: usize>(t: &Tensor<D>) -> Result<bool> {
     Ok(finite || values_are_fake())
 }
 
-/// Whether this CUDA build runs on `tests/cuda_dry_run`'s stand-in for NVIDIA's driver
-/// (`EMBER_CUDA_DRY_RUN` set), whose kernels compute nothing: the values read back mean
-/// nothing, so checks of them pass. The work is still launched, which is what gets every
-/// kernel compiled there.
+/// Whether this process runs on `tests/cuda_dry_run`'s stand-in for NVIDIA's driver, whose
+/// kernels compute nothing: the values read back mean nothing, so checks of them pass. The
+/// work is still launched, which is what gets every kernel compiled there.
 pub(crate) fn values_are_fake() -> bool {
-    cfg!(feature = "cuda") && std::env::var_os("EMBER_CUDA_DRY_RUN").is_some()
+    STAND_IN_DRIVER.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+static STAND_IN_DRIVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Records that the CUDA driver is the dry run's stand-in: both its GPU name says so and
+/// `EMBER_CUDA_DRY_RUN` is set, so neither alone turns Ember's value checks off.
+#[cfg(feature = "cuda")]
+pub(crate) fn note_stand_in_driver(gpu_name: &str) {
+    let stand_in = gpu_name.starts_with("Fake CUDA device")
+        && std::env::var_os("EMBER_CUDA_DRY_RUN").is_some();
+    if stand_in {
+        STAND_IN_DRIVER.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The GPU runtime's report (dozens of lines) as one: its innermost cause.

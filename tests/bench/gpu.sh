@@ -24,10 +24,13 @@ EMBER_CACHE_DIR=$(mktemp -d)
 export EMBER_CACHE_DIR
 # EMBER_KERNELS=file: the CUDA kernels the dry run of this same binary compiled
 # (tests/cuda_dry_run/kernels_only.py), so CUDA's cold runs load PTX instead of waiting for
-# NVRTC (minutes; the dry run measures it), and its "cold" figures are autotune's alone.
+# NVRTC (minutes; the dry run measures it): their "cold" is autotune's and the driver's
+# PTX-to-machine-code, and their label says "seeded".
+seeded=""
 if [ -n "${EMBER_KERNELS:-}" ]; then
     mkdir -p "$EMBER_CACHE_DIR/gpu"
-    cp "$EMBER_KERNELS" "$EMBER_CACHE_DIR/gpu/default.db"
+    cp "$EMBER_KERNELS" "$EMBER_CACHE_DIR/gpu/default.db" || exit 1
+    seeded=" seeded"
 fi
 results=$out/results.jsonl
 
@@ -63,7 +66,7 @@ pair() {
     fi
     torch_bench "$label" 120 "$target" "${common[@]}" --dtype "$dtype" --runs 10 --warmup 3
     if [ -n "${EMBER_CUDA:-}" ]; then
-        cuda_bench "$label cold" "${COLD_LIMIT:-240}" "$target" "${common[@]}" --precision "$precision" --runs 5
+        cuda_bench "$label cold$seeded" "${COLD_LIMIT:-240}" "$target" "${common[@]}" --precision "$precision" --runs 5
         cuda_bench "$label" 120 "$target" "${common[@]}" --precision "$precision" --runs 5
     fi
 }

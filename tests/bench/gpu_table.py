@@ -13,7 +13,8 @@ def main():
         entry = json.loads(line)
         label = entry["label"]
         cold = " cold" in label
-        base = label.replace(" cold", "")
+        # "seeded": the cold run had the dry run's compiled CUDA kernels (gpu.sh's EMBER_KERNELS).
+        base = label.replace(" cold", "").replace(" seeded", "")
         if base not in rows:
             rows[base] = {}
             order.append(base)

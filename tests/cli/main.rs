@@ -7,6 +7,7 @@
 mod bad_input;
 mod canvas;
 mod controlnet;
+#[cfg(target_os = "linux")]
 mod cuda;
 mod device;
 mod download;

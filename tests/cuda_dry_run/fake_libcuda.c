@@ -10,15 +10,20 @@
 // does nothing (so its results read as zeros or stale values) and advances a virtual clock
 // that events read. cuModuleLoadData writes the PTX to a file and runs ptxas on it for the
 // PTX's own target; ptxas refusing it makes the load fail with CUDA_ERROR_INVALID_PTX and
-// its log on stderr, as the driver would. Ember, run with EMBER_CUDA_DRY_RUN set, lets the
-// checks of values (the first operation's 1 + 1, no NaN in weights or results) pass.
+// its log on stderr, as the driver would. Launches over the driver's limits (units and
+// dimensions of a block, grid, shared memory) are refused. The GPU's name starts with
+// "Fake CUDA device": Ember, seeing it with EMBER_CUDA_DRY_RUN set, lets its checks of
+// values (the first operation's 1 + 1, no NaN in weights or results) pass. The memory it
+// reports is an H100's (80 GiB) whatever the architecture, so memory-saving paths a
+// smaller card takes are not compiled here.
 //
 // Environment:
 //   FAKE_CUDA_ARCH   compute capability as major*10+minor (default 90: H100/H200)
 //   FAKE_CUDA_PTXAS  the ptxas to run on each module (unset: modules are not assembled)
 //   FAKE_CUDA_LOG    a file that gets one line per module loaded (its target and kernel)
 //
-// Build: cc -shared -fPIC -O2 -o libcuda.so.1 fake_libcuda.c
+// Build: cc -shared -fPIC -O2 -o libcuda.so fake_libcuda.c, linked as libcuda.so.1 too:
+// cudarc tries libcuda.so first, so a real driver's must not come before it.
 // Not a test of results: a kernel launch computes nothing.
 
 #include <stdarg.h>
@@ -32,8 +37,7 @@
 typedef int CUresult;
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent, *CUgraph,
-    *CUgraphExec, *CUgraphNode;
+typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
 
 #define OK 0
 #define INVALID_VALUE 1
@@ -43,6 +47,11 @@ typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent, *CUgraph,
 static int arch(void) {
     const char *value = getenv("FAKE_CUDA_ARCH");
     return value ? atoi(value) : 90;
+}
+
+// The shared memory a block may opt into: H100 228 KiB - 1 KiB, A100 164 - 1, others 100 - 1.
+static int shared_memory_opt_in(void) {
+    return arch() >= 90 ? 232448 : arch() == 80 ? 166912 : 101376;
 }
 
 static double seconds_now(void) {
@@ -65,7 +74,14 @@ static void note(const char *format, ...) {
 
 // --- Initialisation and the device -------------------------------------------------------
 
-CUresult cuInit(unsigned flags) { (void)flags; return OK; }
+CUresult cuInit(unsigned flags) {
+    (void)flags;
+    if (arch() < 50) {
+        fprintf(stderr, "fake libcuda: FAKE_CUDA_ARCH is a compute capability such as 90\n");
+        return INVALID_VALUE;
+    }
+    return OK;
+}
 CUresult cuDriverGetVersion(int *version) { *version = 13000; return OK; }
 CUresult cuDeviceGetCount(int *count) { *count = 1; return OK; }
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
@@ -111,7 +127,7 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice device) {
     case 75: *value = cc / 10; break;                    // compute capability major
     case 76: *value = cc % 10; break;                    // compute capability minor
     case 81: *value = cc >= 90 ? 233472 : cc == 80 ? 167936 : 102400; break;
-    case 97: *value = cc >= 90 ? 232448 : cc == 80 ? 166912 : 101376; break; // opt-in
+    case 97: *value = shared_memory_opt_in(); break;
     default: *value = 0; note("attribute %d asked: 0\n", attribute);
     }
     return OK;
@@ -266,8 +282,10 @@ CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
     return OK;
 }
 // Time is virtual: each launch advances a clock by 5 µs (an H100's launch cost, roughly),
-// so that cubecl's probes of launch overhead and throughput end after a realistic count of
-// launches instead of waiting for wall time that launches doing nothing never spend.
+// so that cubecl's probe of launch overhead ends after a realistic count of launches (with
+// events that never advanced it launched 13 million). Its throughput probes still find no
+// time in a launch however much work they ask of it: they raise the work until a count
+// overflows, and cubecl catches that panic (summary.py counts them apart).
 static double virtual_ms;
 typedef struct { double at_ms; } Event;
 CUresult cuEventCreate(CUevent *event, unsigned flags) {
@@ -339,7 +357,8 @@ static CUresult assemble(const char *ptx) {
     int status = system(command);
     if (status != 0) {
         char kept[128];
-        snprintf(kept, sizeof kept, "/tmp/fake-cuda-refused-%lu.ptx", modules_loaded);
+        snprintf(kept, sizeof kept, "/tmp/fake-cuda-refused-%d-%lu-%s.ptx", (int)getpid(),
+                 modules_loaded, target);
         snprintf(command, sizeof command, "cat %s/log >&2; cp %s %s", dir, source, kept);
         if (system(command) != 0) fprintf(stderr, "fake libcuda: could not keep the PTX\n");
         fprintf(stderr, "fake libcuda: ptxas refused module %lu (%s); its PTX: %s\n",
@@ -385,23 +404,57 @@ CUresult cuFuncGetAttribute(int *value, int attribute, CUfunction function) {
     return OK;
 }
 
+// A launch the driver would refuse (CUDA_ERROR_INVALID_VALUE) is refused, with why.
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                         unsigned by, unsigned bz, unsigned shared, CUstream stream,
                         void **params, void **extra) {
-    (void)f; (void)gx; (void)gy; (void)gz; (void)stream; (void)params; (void)extra;
+    (void)f; (void)stream; (void)params; (void)extra;
     virtual_ms += 0.005;
-    if ((unsigned long)bx * by * bz > 1024) {
-        fprintf(stderr, "fake libcuda: a launch of %u×%u×%u units a block (max 1024)\n", bx,
-                by, bz);
-        return INVALID_VALUE;
-    }
-    if (shared > (unsigned)(arch() >= 90 ? 232448 : arch() == 80 ? 166912 : 101376)) {
-        fprintf(stderr, "fake libcuda: a launch asks %u bytes of shared memory\n", shared);
+    const char *why = NULL;
+    if (!gx || !gy || !gz || !bx || !by || !bz) why = "a zero dimension";
+    else if ((unsigned long)bx * by * bz > 1024) why = "over 1024 units a block";
+    else if (bx > 1024 || by > 1024 || bz > 64) why = "a block over 1024×1024×64";
+    else if (gy > 65535 || gz > 65535) why = "a grid over 65535 in y or z";
+    else if (shared > (unsigned)shared_memory_opt_in()) why = "too much shared memory";
+    if (why) {
+        fprintf(stderr, "fake libcuda: refused a launch of grid %u×%u×%u, block %u×%u×%u, "
+                "%u bytes shared: %s\n", gx, gy, gz, bx, by, bz, shared, why);
         return INVALID_VALUE;
     }
     return OK;
 }
 
-CUresult cuTensorMapEncodeTiled(void *map, ...) { memset(map, 0, 128); return OK; }
-CUresult cuTensorMapEncodeIm2col(void *map, ...) { memset(map, 0, 128); return OK; }
-CUresult cuTensorMapEncodeIm2colWide(void *map, ...) { memset(map, 0, 128); return OK; }
+// Hopper's tensor maps: accepted as they come (the launch that uses one does nothing).
+typedef unsigned int cuuint32_t;
+typedef unsigned long long cuuint64_t;
+CUresult cuTensorMapEncodeTiled(void *map, int type, cuuint32_t rank, void *address,
+                                const cuuint64_t *dims, const cuuint64_t *strides,
+                                const cuuint32_t *box, const cuuint32_t *element_strides,
+                                int interleave, int swizzle, int l2, int fill) {
+    (void)type; (void)rank; (void)address; (void)dims; (void)strides; (void)box;
+    (void)element_strides; (void)interleave; (void)swizzle; (void)l2; (void)fill;
+    memset(map, 0, 128);
+    return OK;
+}
+CUresult cuTensorMapEncodeIm2col(void *map, int type, cuuint32_t rank, void *address,
+                                 const cuuint64_t *dims, const cuuint64_t *strides,
+                                 const int *lower, const int *upper, cuuint32_t channels,
+                                 cuuint32_t pixels, const cuuint32_t *element_strides,
+                                 int interleave, int swizzle, int l2, int fill) {
+    (void)type; (void)rank; (void)address; (void)dims; (void)strides; (void)lower;
+    (void)upper; (void)channels; (void)pixels; (void)element_strides; (void)interleave;
+    (void)swizzle; (void)l2; (void)fill;
+    memset(map, 0, 128);
+    return OK;
+}
+CUresult cuTensorMapEncodeIm2colWide(void *map, int type, cuuint32_t rank, void *address,
+                                     const cuuint64_t *dims, const cuuint64_t *strides,
+                                     int lower, int upper, cuuint32_t channels,
+                                     cuuint32_t pixels, const cuuint32_t *element_strides,
+                                     int interleave, int mode, int swizzle, int l2, int fill) {
+    (void)type; (void)rank; (void)address; (void)dims; (void)strides; (void)lower;
+    (void)upper; (void)channels; (void)pixels; (void)element_strides; (void)interleave;
+    (void)mode; (void)swizzle; (void)l2; (void)fill;
+    memset(map, 0, 128);
+    return OK;
+}

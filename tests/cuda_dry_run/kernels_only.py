@@ -31,7 +31,8 @@ def main() -> int:
     out.unlink(missing_ok=True)
     kept = sqlite3.connect(out)
     first = sqlite3.connect(f"file:{sources[0]}?mode=ro", uri=True)
-    for (sql,) in first.execute("SELECT sql FROM sqlite_master WHERE type = 'table'"):
+    tables = "SELECT sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    for (sql,) in first.execute(tables):
         kept.execute(sql)
     kept.executemany("INSERT INTO meta VALUES (?, ?)", first.execute("SELECT k, v FROM meta"))
     first.close()

@@ -17,8 +17,10 @@
 # Needs: the network once (pip downloads the wheels into $EMBER_DRY_RUN_CACHE, default
 # ~/.cache/ember-cuda-dry-run; CUDA 13.2, the series PyTorch 2.15 pins), a C compiler,
 # python3, and a CUDA build of Ember: `cargo build --locked -p ember --features cuda`
-# (or EMBER=path). Not part of CI: it takes tens of minutes an architecture.
-# Output under $OUT (default /tmp/ember-cuda-dry-run): a log a job, and summary.txt.
+# (or EMBER=path). Not part of CI: it takes minutes a job and an architecture (the real-size
+# UNet about 11 on 2 cores).
+# Output under $OUT (default /tmp/ember-cuda-dry-run): a folder a job (its log, the
+# stand-in's modules.txt and its cache), and summary.txt of every job there.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -32,22 +34,26 @@ ember=${EMBER:-$root/target/debug/ember}
 reference=${EMBER_REFERENCE:-$root/../shared/reference}
 version=${CUDA_WHEELS:-13.2.*}
 
-toolkit=$cache/toolkit/nvidia/cu13
+# One toolkit folder a wheel version (CUDA 13 wheels: their files are under nvidia/cu13).
+toolkit_root=$cache/toolkit-${version//[^0-9.]/}
+toolkit=$toolkit_root/nvidia/cu13
 if [ ! -x "$toolkit/bin/ptxas" ] || [ ! -f "$toolkit/include/crt/mma.h" ]; then
-    mkdir -p "$cache/wheels"
-    python3 -m pip download --quiet --no-deps -d "$cache/wheels" \
+    wheels=$cache/wheels-${version//[^0-9.]/}
+    mkdir -p "$wheels"
+    python3 -m pip download --quiet --no-deps -d "$wheels" \
         "nvidia-cuda-nvrtc==$version" "nvidia-cuda-runtime==$version" \
         "nvidia-cuda-crt==$version" "nvidia-cuda-cccl==$version" "nvidia-cuda-nvcc==$version"
-    for wheel in "$cache"/wheels/*.whl; do
-        python3 -m zipfile -e "$wheel" "$cache/toolkit"
+    for wheel in "$wheels"/*.whl; do
+        python3 -m zipfile -e "$wheel" "$toolkit_root"
     done
     chmod +x "$toolkit"/bin/*
 fi
 [ -x "$ember" ] || { echo "no CUDA build of Ember at $ember: cargo build --locked -p ember --features cuda" >&2; exit 2; }
 
-rm -rf "$out"
 mkdir -p "$out/driver"
-cc -shared -fPIC -O2 -Wall -Wextra -o "$out/driver/libcuda.so.1" "$here/fake_libcuda.c"
+# Both names: cudarc tries libcuda.so first, where a real driver may also be installed.
+cc -shared -fPIC -O2 -Wall -Wextra -o "$out/driver/libcuda.so" "$here/fake_libcuda.c"
+ln -sf libcuda.so "$out/driver/libcuda.so.1"
 
 jobs=("sd15-f16 generate --model $reference/sd15/pipeline --precision f16 --width 64 --height 64 --steps 2")
 if [ "$mode" = full ]; then
@@ -68,6 +74,7 @@ for arch in "${archs[@]}"; do
         args=${job#* }
         [ -z "${JOBS:-}" ] || [[ ",$JOBS," == *",$name,"* ]] || continue
         dir=$out/sm_$arch/$name
+        rm -rf "$dir"
         mkdir -p "$dir"
         extra=()
         [ "${args%% *}" = generate ] && extra=(--prompt "a lighthouse at dusk" --seed 1 --out "$dir/image.png")

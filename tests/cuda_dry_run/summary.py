@@ -27,7 +27,8 @@ def panics(log: str) -> tuple[int, list[str]]:
         if "throughput" in block:
             probes += 1
         else:
-            others.append(f"{match.group(1)}: {block.splitlines()[1][:200]}")
+            message = block.splitlines()[1:2] or ["(no message)"]
+            others.append(f"{match.group(1)}: {message[0][:200]}")
     return probes, others
 
 
@@ -35,6 +36,7 @@ def job(folder: Path) -> tuple[str, list[str]]:
     status, seconds = (folder / "status").read_text().split()
     modules = (folder / "modules.txt")
     lines = modules.read_text().splitlines() if modules.exists() else []
+    lines = [line for line in lines if line.startswith("module ")]
     compile_s = sum(float(line.split()[4].rstrip("s")) for line in lines)
     ptxas_s = sum(float(line.split()[6].rstrip("s")) for line in lines)
     slowest = max(lines, key=lambda line: float(line.split()[4].rstrip("s")), default="")
@@ -45,6 +47,9 @@ def job(folder: Path) -> tuple[str, list[str]]:
         failures.append("NVRTC: " + " / ".join(l.strip() for l in match.group(1).splitlines()))
     failures += [l for l in log.splitlines() if l.startswith("fake libcuda:")]
     failures += [f"panic at {p}" for p in other_panics]
+    if not lines:
+        # The stand-in loaded no module: a real driver (or none) answered instead.
+        failures.append("no module went through the stand-in driver")
     if status != "0":
         last = [l for l in log.splitlines() if l.startswith("error")]
         failures.append(f"exit {status}: {last[-1] if last else 'see log.txt'}")
