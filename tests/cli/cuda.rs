@@ -4,10 +4,6 @@
 use std::path::Path;
 use std::process::Command;
 
-use ember_tests::reference;
-
-use crate::arg;
-
 /// Builds the stand-in for NVIDIA's driver into `dir` with the C compiler Rust links with,
 /// as `libcuda.so` (cudarc's first name, before a real driver's `libcuda.so.1`) and
 /// `libcuda.so.1`.
@@ -27,21 +23,10 @@ fn build_stand_in_driver(dir: &Path) {
 /// `toolkit` as CUDA_PATH: its stderr, after checking it failed without an image.
 fn generate_on_cuda(libraries: &Path, toolkit: &Path) -> String {
     let out = libraries.join("cuda.png");
-    let output = Command::new(env!("CARGO_BIN_EXE_ember"))
-        .env("EMBER_CACHE_DIR", libraries.join("cache"))
+    let output = crate::device::generate_on_cuda(libraries, &out)
         .env("LD_LIBRARY_PATH", libraries)
         .env("CUDA_PATH", toolkit)
         .env_remove("EMBER_CUDA_DRY_RUN")
-        .args(["generate", "--model", &arg(&reference("sd15/pipeline"))])
-        .args([
-            "--device",
-            "cuda",
-            "--prompt",
-            "a lighthouse",
-            "--steps",
-            "1",
-        ])
-        .args(["--out", &arg(&out)])
         .output()
         .unwrap();
     assert!(!output.status.success() && !out.exists());

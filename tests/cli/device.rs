@@ -211,20 +211,7 @@ fn a_generation_too_large_for_the_gpus_memory_is_refused_before_it_loads() {
 fn the_cuda_device_says_in_one_line_what_it_lacks() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("cuda.png");
-    let output = Command::new(env!("CARGO_BIN_EXE_ember"))
-        .env("EMBER_CACHE_DIR", tmp.path().join("cache"))
-        .args(["generate", "--model", &arg(&reference("sd15/pipeline"))])
-        .args([
-            "--device",
-            "cuda",
-            "--prompt",
-            "a lighthouse",
-            "--steps",
-            "1",
-        ])
-        .args(["--out", &arg(&out)])
-        .output()
-        .unwrap();
+    let output = generate_on_cuda(tmp.path(), &out).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     if output.status.success() {
         assert!(out.exists(), "the image is written");
@@ -253,4 +240,23 @@ fn the_cuda_device_says_in_one_line_what_it_lacks() {
         }
     }
     assert!(!out.exists());
+}
+
+/// `ember generate --device cuda`: one step of the SD 1.x reference to `out`, with its cache
+/// folder in `dir`.
+pub(crate) fn generate_on_cuda(dir: &std::path::Path, out: &std::path::Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ember"));
+    command
+        .env("EMBER_CACHE_DIR", dir.join("cache"))
+        .args(["generate", "--model", &arg(&reference("sd15/pipeline"))])
+        .args([
+            "--device",
+            "cuda",
+            "--prompt",
+            "a lighthouse",
+            "--steps",
+            "1",
+        ])
+        .args(["--out", &arg(out)]);
+    command
 }
