@@ -33,7 +33,9 @@ def panics(log: str) -> tuple[int, list[str]]:
 
 
 def job(folder: Path) -> tuple[str, list[str]]:
-    status, seconds = (folder / "status").read_text().split()
+    # No status: the job is still running, or was killed.
+    state = folder / "status"
+    status, seconds = state.read_text().split() if state.exists() else ("?", "?")
     modules = (folder / "modules.txt")
     lines = modules.read_text().splitlines() if modules.exists() else []
     lines = [line for line in lines if line.startswith("module ")]
@@ -50,7 +52,9 @@ def job(folder: Path) -> tuple[str, list[str]]:
     if not lines:
         # The stand-in loaded no module: a real driver (or none) answered instead.
         failures.append("no module went through the stand-in driver")
-    if status != "0":
+    if status == "?":
+        failures.append("did not finish (still running, or killed)")
+    elif status != "0":
         last = [l for l in log.splitlines() if l.startswith("error")]
         failures.append(f"exit {status}: {last[-1] if last else 'see log.txt'}")
     line = (
