@@ -432,13 +432,75 @@ pub(crate) fn note_stand_in_driver(gpu_name: &str) {
     }
 }
 
-/// The GPU runtime's report (dozens of lines) as one: its innermost cause.
+/// What the GPU was doing when it failed, for the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GpuWork {
+    Generating,
+    Loading,
+}
+
+/// The GPU runtime's report (dozens of lines) of a failure while generating, as one line.
 fn device_failure(report: &str) -> Error {
+    device_failure_while(GpuWork::Generating, report)
+}
+
+/// The GPU runtime's report (dozens of lines) of a failure during `work`, as one line
+/// naming its innermost cause. A lost GPU ([`Error::DeviceLost`]) is told apart from one
+/// short of memory: a smaller size does not help it, and nothing more runs on it.
+pub(crate) fn device_failure_while(work: GpuWork, report: &str) -> Error {
+    let (doing, outcome, hint) = match work {
+        GpuWork::Generating => (
+            "generating",
+            "nothing was saved",
+            "Try a smaller size or batch, --vae-tiling on, or --device cpu",
+        ),
+        GpuWork::Loading => (
+            "loading the model",
+            "the model was not loaded",
+            "Close other programs that use the GPU, or use --device cpu",
+        ),
+    };
     let cause = innermost_cause(report);
+    let cause = match cuda_status_name(cause) {
+        Some(name) => format!("{cause}: {name}"),
+        None => cause.to_string(),
+    };
+    if gpu_is_lost(report) {
+        return Error::DeviceLost(format!(
+            "the GPU stopped working while {doing} ({cause}); {outcome}, and this run of \
+             Ember cannot use it again. Restart Ember (if it happens again, check the GPU's \
+             driver and cooling), or use --device cpu"
+        ));
+    }
     Error::Device(format!(
-        "the GPU failed while generating ({cause}); nothing was saved. Try a smaller size or \
-         batch, --vae-tiling on, or --device cpu"
+        "the GPU failed while {doing} ({cause}); {outcome}. {hint}"
     ))
+}
+
+/// Whether a GPU runtime's report says the device is lost for good: cubecl marks a device
+/// "poisoned" after a fault CUDA makes sticky (an Xid error, a kernel's illegal access) and
+/// after wgpu's device-lost callback (a driver reset, a GPU removed).
+pub(crate) fn gpu_is_lost(report: &str) -> bool {
+    report.contains("poisoned") || report.contains("Device lost") || report.contains("DeviceLost")
+}
+
+/// What a CUDA status in a cubecl report ("… failed with status 719") means, for the
+/// statuses a failing GPU gives.
+fn cuda_status_name(cause: &str) -> Option<&'static str> {
+    let status = cause
+        .rsplit_once("with status ")?
+        .1
+        .trim()
+        .parse::<u32>()
+        .ok()?;
+    Some(match status {
+        2 => "out of memory",
+        46 => "the GPU is busy or unavailable",
+        700 => "an illegal memory access",
+        719 => "an unspecified launch failure, as after a fault or a GPU that fell off the bus",
+        999 => "an unknown error",
+        _ => return None,
+    })
 }
 
 /// The last line of a GPU runtime's report that says what went wrong.
@@ -452,7 +514,7 @@ pub(crate) fn innermost_cause(report: &str) -> &str {
                 && !l.starts_with("skipped")
                 && !l.starts_with('(')
                 && !l.starts_with("Asked at")
-                && !l.contains("backtrace")
+                && !l.to_ascii_lowercase().contains("backtrace")
         })
         .unwrap_or("unknown failure")
 }

@@ -45,9 +45,13 @@ pub enum Error {
         "generation stopped: the {stage} produced non-finite values (NaN or infinity); nothing was saved. Try another precision (--precision f32) or check the model file"
     )]
     NonFinite { stage: String },
-    /// The compute device could not be set up.
+    /// The compute device could not be set up, or failed (out of memory).
     #[error("device: {0}")]
     Device(String),
+    /// The GPU stopped working for good (a fault, a driver reset, a GPU removed): nothing
+    /// more runs on it in this process.
+    #[error("device: {0}")]
+    DeviceLost(String),
     /// The generation was cancelled.
     #[error("cancelled")]
     Cancelled,

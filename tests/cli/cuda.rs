@@ -1,23 +1,11 @@
 //! `--device cuda` on a machine whose NVIDIA driver is there but not the rest Burn's CUDA
-//! backend needs: the stand-in driver of `tests/cuda_dry_run` plays the driver.
+//! backend needs, and a GPU that runs out of memory or is lost while loading or generating:
+//! the stand-ins of `tests/cuda_dry_run` play the driver and NVRTC.
 
 use std::path::Path;
 use std::process::Command;
 
-/// Builds the stand-in for NVIDIA's driver into `dir` with the C compiler Rust links with,
-/// as `libcuda.so` (cudarc's first name, before a real driver's `libcuda.so.1`) and
-/// `libcuda.so.1`.
-fn build_stand_in_driver(dir: &Path) {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/cuda_dry_run/fake_libcuda.c");
-    let status = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(dir.join("libcuda.so"))
-        .arg(&source)
-        .status()
-        .expect("cc runs (Rust links with it)");
-    assert!(status.success(), "the stand-in driver builds");
-    std::os::unix::fs::symlink("libcuda.so", dir.join("libcuda.so.1")).unwrap();
-}
+use ember_tests::cuda_stand_in::{self, StandIn};
 
 /// `ember generate --device cuda` with the driver (and maybe NVRTC) in `libraries` and
 /// `toolkit` as CUDA_PATH: its stderr, after checking it failed without an image.
@@ -40,12 +28,9 @@ fn generate_on_cuda(libraries: &Path, toolkit: &Path) -> String {
 fn a_driver_without_nvrtc_or_all_headers_is_one_line() {
     let libraries = tempfile::tempdir().unwrap();
     let toolkit = tempfile::tempdir().unwrap();
-    build_stand_in_driver(libraries.path());
+    cuda_stand_in::build_driver(libraries.path());
+    cuda_stand_in::write_headers(toolkit.path(), &["cuda_fp16.h", "cuda_bf16.h", "mma.h"]);
     let include = toolkit.path().join("include");
-    std::fs::create_dir_all(&include).unwrap();
-    for header in ["cuda_fp16.h", "cuda_bf16.h", "mma.h"] {
-        std::fs::write(include.join(header), "").unwrap();
-    }
 
     let stderr = generate_on_cuda(libraries.path(), toolkit.path());
     if stderr.contains("this build has no CUDA backend") {
@@ -87,4 +72,90 @@ fn a_driver_without_nvrtc_or_all_headers_is_one_line() {
         stderr.contains("nvidia-cuda-crt and nvidia-cuda-cccl"),
         "{stderr}"
     );
+}
+
+/// `steps` steps of the SD 1.x reference on the stand-in CUDA installation, with `env` set:
+/// whether it succeeded, and its stderr.
+fn generate_on_stand_in(stand_in: &StandIn, steps: usize, env: &[(&str, &str)]) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cuda.png");
+    let mut command = crate::device::generate_steps_on_cuda(dir.path(), &out, steps);
+    stand_in.apply(&mut command).envs(env.iter().copied());
+    let output = command.output().unwrap();
+    let ok = output.status.success();
+    assert_eq!(ok, out.exists(), "an image exactly when it succeeds");
+    (ok, String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// The line Ember printed for a failure (the stand-in's kernels compute nothing, so cubecl's
+/// throughput probes print panics it catches; they are not Ember's).
+fn error_line(stderr: &str) -> &str {
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("error: "))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(!stderr.contains("panicked at inference"), "{stderr}");
+    assert!(!stderr.contains("panicked at app"), "{stderr}");
+    errors[0]
+}
+
+/// A GPU lost while loading the model, or while generating (as after an Xid error or a
+/// kernel's fault: CUDA's "unspecified launch failure", which it makes sticky), fails in one
+/// line that says so and what to do, never a panic, and saves nothing. A GPU that runs out
+/// of memory (a card half the size the generation needs, with Ember's check before the job
+/// told the card is large, as when another program takes the memory meanwhile) likewise.
+#[test]
+fn a_gpu_lost_or_out_of_memory_mid_job_is_one_line_and_saves_nothing() {
+    let stand_in = StandIn::build();
+    // The first run tunes Burn's kernels (launching each candidate); later ones read its
+    // answers from the cache.
+    let (ok, stderr) = generate_on_stand_in(&stand_in, 2, &[]);
+    assert!(ok, "on the stand-in with its memory free: {stderr}");
+    let (ok, stderr) = generate_on_stand_in(&stand_in, 1, &[]);
+    assert!(ok, "{stderr}");
+    let (one_step, _) = stand_in.launches_and_peak();
+    let (ok, stderr) = generate_on_stand_in(&stand_in, 2, &[]);
+    assert!(ok, "{stderr}");
+    let (two_steps, peak) = stand_in.launches_and_peak();
+    assert!(two_steps > one_step);
+
+    // A model's loading checks every weight (a launch or more each), after the first
+    // operation's few. Two steps launch one step's work more than one step: the launches
+    // of the one-step run end within the two-step run's generation, before its image.
+    let lost = [
+        ("10", "loading the model"),
+        (&*one_step.to_string(), "generating"),
+    ];
+    for (after, doing) in lost {
+        let (ok, stderr) = generate_on_stand_in(&stand_in, 2, &[("FAKE_CUDA_LOSE_AFTER", after)]);
+        assert!(!ok, "lost after {after} launches: {stderr}");
+        let line = error_line(&stderr);
+        let expected = format!("error: device: the GPU stopped working while {doing} (");
+        assert!(line.starts_with(&expected), "lost after {after}: {line}");
+        assert!(
+            line.contains("status 719: an unspecified launch failure"),
+            "{line}"
+        );
+        assert!(line.contains("Restart Ember"), "{line}");
+        assert!(line.trim_end().ends_with("or use --device cpu"), "{line}");
+    }
+
+    let half = (peak >> 20) / 2;
+    let env = [
+        ("FAKE_CUDA_MEMORY_MIB", &*half.to_string()),
+        ("EMBER_GPU_MEMORY", "64G"),
+    ];
+    let (ok, stderr) = generate_on_stand_in(&stand_in, 2, &env);
+    assert!(!ok, "{stderr}");
+    let line = error_line(&stderr);
+    assert!(
+        line.starts_with("error: device: the GPU failed while "),
+        "{line}"
+    );
+    assert!(
+        line.contains("allocat"),
+        "names the allocation that failed: {line}"
+    );
+    assert!(line.trim_end().ends_with("--device cpu"), "{line}");
 }

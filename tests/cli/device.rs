@@ -245,6 +245,15 @@ fn the_cuda_device_says_in_one_line_what_it_lacks() {
 /// `ember generate --device cuda`: one step of the SD 1.x reference to `out`, with its cache
 /// folder in `dir`.
 pub(crate) fn generate_on_cuda(dir: &std::path::Path, out: &std::path::Path) -> Command {
+    generate_steps_on_cuda(dir, out, 1)
+}
+
+/// [`generate_on_cuda`] with `steps` steps.
+pub(crate) fn generate_steps_on_cuda(
+    dir: &std::path::Path,
+    out: &std::path::Path,
+    steps: usize,
+) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ember"));
     command
         .env("EMBER_CACHE_DIR", dir.join("cache"))
@@ -255,7 +264,7 @@ pub(crate) fn generate_on_cuda(dir: &std::path::Path, out: &std::path::Path) -> 
             "--prompt",
             "a lighthouse",
             "--steps",
-            "1",
+            &steps.to_string(),
         ])
         .args(["--out", &arg(out)]);
     command

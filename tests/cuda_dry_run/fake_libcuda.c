@@ -13,14 +13,24 @@
 // its log on stderr, as the driver would. Launches over the driver's limits (units and
 // dimensions of a block, grid, shared memory) are refused. The GPU's name starts with
 // "Fake CUDA device": Ember, seeing it with EMBER_CUDA_DRY_RUN set, lets its checks of
-// values (the first operation's 1 + 1, no NaN in weights or results) pass. The memory it
-// reports is an H100's (80 GiB) whatever the architecture, so memory-saving paths a
-// smaller card takes are not compiled here.
+// values (the first operation's 1 + 1, no NaN in weights or results) pass.
+//
+// Memory is counted as a driver counts it: every cuMemAlloc's bytes until cuMemFree. A
+// card's size can be chosen (an H100's 80 GiB by default): allocations past it fail with
+// CUDA_ERROR_OUT_OF_MEMORY, and the peak is logged at exit. That measures what Ember and
+// Burn's memory pools ask of the driver for a whole generation (a real driver adds its
+// context, some hundreds of MiB), and lets a small card's paths run. The GPU can also be
+// lost mid-job: after a chosen count of launches, every launch, copy and wait fails with
+// CUDA_ERROR_LAUNCH_FAILED, which CUDA makes sticky (as after an Xid 79, "GPU has fallen
+// off the bus", or a kernel's fault).
 //
 // Environment:
-//   FAKE_CUDA_ARCH   compute capability as major*10+minor (default 90: H100/H200)
-//   FAKE_CUDA_PTXAS  the ptxas to run on each module (unset: modules are not assembled)
-//   FAKE_CUDA_LOG    a file that gets one line per module loaded (its target and kernel)
+//   FAKE_CUDA_ARCH        compute capability as major*10+minor (default 90: H100/H200)
+//   FAKE_CUDA_PTXAS       the ptxas to run on each module (unset: modules are not assembled)
+//   FAKE_CUDA_LOG         a file that gets one line per module loaded (its target and
+//                         kernel), and at exit the launch count and peak memory
+//   FAKE_CUDA_MEMORY_MIB  the card's memory in MiB (default 81920)
+//   FAKE_CUDA_LOSE_AFTER  the GPU is lost after this many kernel launches (default never)
 //
 // Build: cc -shared -fPIC -O2 -o libcuda.so fake_libcuda.c, linked as libcuda.so.1 too:
 // cudarc tries libcuda.so first, so a real driver's must not come before it.
@@ -41,6 +51,8 @@ typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
 
 #define OK 0
 #define INVALID_VALUE 1
+#define OUT_OF_MEMORY 2
+#define LAUNCH_FAILED 719
 #define NOT_SUPPORTED 801
 #define INVALID_PTX 218
 
@@ -97,15 +109,52 @@ CUresult cuDeviceGetName(char *name, int length, CUdevice device) {
     return OK;
 }
 
+static size_t card_memory(void) {
+    const char *value = getenv("FAKE_CUDA_MEMORY_MIB");
+    return (size_t)(value ? strtoull(value, NULL, 10) : 81920) << 20;
+}
+
+// What cuMemAlloc has handed out and not taken back, its most, and the launches so far.
+static size_t allocated, peak_allocated;
+static unsigned long long launches;
+
+// The GPU is lost once FAKE_CUDA_LOSE_AFTER launches have run: sticky, as CUDA's faults are.
+static int lost(void) {
+    const char *after = getenv("FAKE_CUDA_LOSE_AFTER");
+    return after && launches >= strtoull(after, NULL, 10);
+}
+#define FAIL_IF_LOST() do { if (lost()) return LAUNCH_FAILED; } while (0)
+
+// At exit, or when a presence check unloads the library again (then with nothing to say).
+__attribute__((destructor)) static void report(void) {
+    if (!launches && !peak_allocated) return;
+    note("exit of process %d: %llu launches, peak device memory %zu bytes (%.1f MiB)%s\n",
+         (int)getpid(), launches,
+         peak_allocated, (double)peak_allocated / (1 << 20), lost() ? ", GPU lost" : "");
+}
+
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice device) {
     (void)device;
-    *bytes = (size_t)80 << 30;
+    *bytes = card_memory();
     return OK;
 }
 
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
-    *free_bytes = (size_t)78 << 30;
-    *total_bytes = (size_t)80 << 30;
+    *total_bytes = card_memory();
+    *free_bytes = *total_bytes - allocated;
+    return OK;
+}
+
+CUresult cuGetErrorName(CUresult error, const char **name) {
+    *name = error == OUT_OF_MEMORY   ? "CUDA_ERROR_OUT_OF_MEMORY"
+            : error == LAUNCH_FAILED ? "CUDA_ERROR_LAUNCH_FAILED"
+                                     : "CUDA_ERROR_STAND_IN";
+    return OK;
+}
+CUresult cuGetErrorString(CUresult error, const char **text) {
+    *text = error == OUT_OF_MEMORY   ? "out of memory"
+            : error == LAUNCH_FAILED ? "unspecified launch failure"
+                                     : "an error of the stand-in driver";
     return OK;
 }
 
@@ -161,7 +210,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) { (void)device; return OK
 CUresult cuCtxSetCurrent(CUcontext context) { (void)context; return OK; }
 CUresult cuCtxGetCurrent(CUcontext *context) { *context = &context_token; return OK; }
 CUresult cuCtxGetDevice(CUdevice *device) { *device = 0; return OK; }
-CUresult cuCtxSynchronize(void) { return OK; }
+CUresult cuCtxSynchronize(void) { FAIL_IF_LOST(); return OK; }
 CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
     *least = 0;
     *greatest = -5;
@@ -171,17 +220,30 @@ CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
 // --- Memory: device pointers are host pointers -------------------------------------------
 
 // calloc, not malloc: cubecl reserves pages of up to 1 GiB, which stay untouched (no RAM).
+// Each allocation starts with its size, just before the pointer handed out.
+#define SIZE_PREFIX 64
 CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t bytes) {
-    void *memory = calloc(1, bytes ? bytes : 1);
-    if (!memory) return 2; // CUDA_ERROR_OUT_OF_MEMORY
-    *pointer = (CUdeviceptr)(uintptr_t)memory;
+    FAIL_IF_LOST();
+    if (bytes > card_memory() - allocated) return OUT_OF_MEMORY;
+    char *memory = calloc(1, SIZE_PREFIX + (bytes ? bytes : 1));
+    if (!memory) return OUT_OF_MEMORY;
+    *(size_t *)memory = bytes;
+    allocated += bytes;
+    if (allocated > peak_allocated) peak_allocated = allocated;
+    *pointer = (CUdeviceptr)(uintptr_t)(memory + SIZE_PREFIX);
     return OK;
 }
 CUresult cuMemAllocAsync(CUdeviceptr *pointer, size_t bytes, CUstream stream) {
     (void)stream;
     return cuMemAlloc_v2(pointer, bytes);
 }
-CUresult cuMemFree_v2(CUdeviceptr pointer) { free((void *)(uintptr_t)pointer); return OK; }
+CUresult cuMemFree_v2(CUdeviceptr pointer) {
+    if (!pointer) return OK;
+    char *memory = (char *)(uintptr_t)pointer - SIZE_PREFIX;
+    allocated -= *(size_t *)memory;
+    free(memory);
+    return OK;
+}
 CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
     (void)stream;
     return cuMemFree_v2(pointer);
@@ -197,14 +259,17 @@ CUresult cuMemHostAlloc(void **pointer, size_t bytes, unsigned flags) {
 CUresult cuMemFreeHost(void *pointer) { free(pointer); return OK; }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
+    FAIL_IF_LOST();
     memcpy((void *)(uintptr_t)dst, src, bytes);
     return OK;
 }
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
+    FAIL_IF_LOST();
     memcpy(dst, (const void *)(uintptr_t)src, bytes);
     return OK;
 }
 CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+    FAIL_IF_LOST();
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
     return OK;
 }
@@ -239,6 +304,7 @@ typedef struct {
 
 // Memory type 1 is host memory; device (2) and unified (4) memory use the device pointer.
 CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *copy, CUstream stream) {
+    FAIL_IF_LOST();
     (void)stream;
     const char *src = copy->srcMemoryType == 1 ? (const char *)copy->srcHost
                                                : (const char *)(uintptr_t)copy->srcDevice;
@@ -254,11 +320,13 @@ CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *copy, CUstream stream) {
 
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream s) {
     (void)s;
+    FAIL_IF_LOST();
     memset((void *)(uintptr_t)dst, value, n);
     return OK;
 }
 CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t n, CUstream s) {
     (void)s;
+    FAIL_IF_LOST();
     for (size_t i = 0; i < n; i++) ((unsigned *)(uintptr_t)dst)[i] = value;
     return OK;
 }
@@ -275,8 +343,8 @@ CUresult cuStreamCreateWithPriority(CUstream *stream, unsigned flags, int priori
     return token(stream);
 }
 CUresult cuStreamDestroy_v2(CUstream stream) { free(stream); return OK; }
-CUresult cuStreamSynchronize(CUstream stream) { (void)stream; return OK; }
-CUresult cuStreamQuery(CUstream stream) { (void)stream; return OK; }
+CUresult cuStreamSynchronize(CUstream stream) { (void)stream; FAIL_IF_LOST(); return OK; }
+CUresult cuStreamQuery(CUstream stream) { (void)stream; FAIL_IF_LOST(); return OK; }
 CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
     (void)stream; (void)event; (void)flags;
     return OK;
@@ -296,6 +364,7 @@ CUresult cuEventCreate(CUevent *event, unsigned flags) {
 CUresult cuEventDestroy_v2(CUevent event) { free(event); return OK; }
 CUresult cuEventRecord(CUevent event, CUstream stream) {
     (void)stream;
+    FAIL_IF_LOST();
     ((Event *)event)->at_ms = virtual_ms;
     return OK;
 }
@@ -303,8 +372,8 @@ CUresult cuEventRecordWithFlags(CUevent event, CUstream stream, unsigned flags) 
     (void)flags;
     return cuEventRecord(event, stream);
 }
-CUresult cuEventSynchronize(CUevent event) { (void)event; return OK; }
-CUresult cuEventQuery(CUevent event) { (void)event; return OK; }
+CUresult cuEventSynchronize(CUevent event) { (void)event; FAIL_IF_LOST(); return OK; }
+CUresult cuEventQuery(CUevent event) { (void)event; FAIL_IF_LOST(); return OK; }
 CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
     *ms = (float)(((Event *)end)->at_ms - ((Event *)start)->at_ms);
     return OK;
@@ -409,6 +478,8 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
                         unsigned by, unsigned bz, unsigned shared, CUstream stream,
                         void **params, void **extra) {
     (void)f; (void)stream; (void)params; (void)extra;
+    FAIL_IF_LOST();
+    launches++;
     virtual_ms += 0.005;
     const char *why = NULL;
     if (!gx || !gy || !gz || !bx || !by || !bz) why = "a zero dimension";

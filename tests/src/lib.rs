@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 pub use serde_json::Value as Json;
 
+pub mod cuda_stand_in;
 pub mod fake_engine;
 pub mod fuzz;
 pub mod http_server;

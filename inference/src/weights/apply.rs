@@ -128,7 +128,7 @@ pub fn apply_strict<M: Module>(
             ),
         ));
     }
-    if let Some(name) = first_non_finite(&module) {
+    if let Some(name) = first_non_finite(&module)? {
         return Err(Error::weights(
             path,
             format!(
@@ -158,11 +158,13 @@ pub(crate) fn load_adapter(dtype: DType) -> ChainAdapter {
     ChainAdapter::new(PyTorchToBurnAdapter, FloatCastAdapter::to(dtype))
 }
 
-/// The path of the first float parameter holding NaN or infinity, if any.
-fn first_non_finite<M: Module>(module: &M) -> Option<String> {
+/// The path of the first float parameter holding NaN or infinity, if any; the device's
+/// error when it failed to hold the weights (a GPU out of memory or lost while loading).
+fn first_non_finite<M: Module>(module: &M) -> Result<Option<String>> {
     struct Finder {
         path: Vec<String>,
         found: Option<String>,
+        failure: Option<String>,
     }
     impl ModuleVisitor for Finder {
         fn enter_module(&mut self, name: &str, _container_type: &str) {
@@ -172,19 +174,27 @@ fn first_non_finite<M: Module>(module: &M) -> Option<String> {
             self.path.pop();
         }
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            let finite = || {
-                param.val().is_finite().all().into_scalar::<bool>()
-                    || crate::device::values_are_fake()
-            };
-            if self.found.is_none() && !finite() {
-                self.found = Some(self.path.join("."));
+            if self.found.is_some() || self.failure.is_some() {
+                return;
+            }
+            match param.val().is_finite().all().try_into_scalar::<bool>() {
+                Ok(finite) if finite || crate::device::values_are_fake() => {}
+                Ok(_) => self.found = Some(self.path.join(".")),
+                Err(e) => self.failure = Some(e.to_string()),
             }
         }
     }
     let mut finder = Finder {
         path: Vec::new(),
         found: None,
+        failure: None,
     };
     module.visit(&mut finder);
-    finder.found
+    match finder.failure {
+        Some(report) => Err(crate::device::device_failure_while(
+            crate::device::GpuWork::Loading,
+            &report,
+        )),
+        None => Ok(finder.found),
+    }
 }
