@@ -466,11 +466,9 @@ pub(crate) fn device_failure_while(work: GpuWork, report: &str) -> Error {
         None => cause.to_string(),
     };
     if gpu_is_lost(report) {
-        return Error::DeviceLost(format!(
-            "the GPU stopped working while {doing} ({cause}); {outcome}, and this run of \
-             Ember cannot use it again. Restart Ember (if it happens again, check the GPU's \
-             driver and cooling), or use --device cpu"
-        ));
+        return Error::DeviceLost {
+            what: format!("the GPU stopped working while {doing} ({cause}); {outcome}"),
+        };
     }
     Error::Device(format!(
         "the GPU failed while {doing} ({cause}); {outcome}. {hint}"
@@ -479,10 +477,32 @@ pub(crate) fn device_failure_while(work: GpuWork, report: &str) -> Error {
 
 /// Whether a GPU runtime's report says the device is lost for good: cubecl marks a device
 /// "poisoned" after a fault CUDA makes sticky (an Xid error, a kernel's illegal access) and
-/// after wgpu's device-lost callback (a driver reset, a GPU removed).
+/// after wgpu's device-lost callback (a driver reset, a GPU removed); a call that is not a
+/// launch (an allocation) reports the sticky fault by its CUDA name or status.
 pub(crate) fn gpu_is_lost(report: &str) -> bool {
-    report.contains("poisoned") || report.contains("Device lost") || report.contains("DeviceLost")
+    report.contains("poisoned")
+        || report.contains("Device lost")
+        || report.contains("DeviceLost")
+        || STICKY_CUDA_FAULTS.iter().any(|(status, name)| {
+            report.contains(name) || report.contains(&format!("status {status}"))
+        })
 }
+
+/// The CUDA statuses after which a context "cannot be used" (CUDA's driver API), as cubecl's
+/// `poisons_device` lists them.
+const STICKY_CUDA_FAULTS: [(u32, &str); 11] = [
+    (214, "CUDA_ERROR_ECC_UNCORRECTABLE"),
+    (700, "CUDA_ERROR_ILLEGAL_ADDRESS"),
+    (702, "CUDA_ERROR_LAUNCH_TIMEOUT"),
+    (709, "CUDA_ERROR_CONTEXT_IS_DESTROYED"),
+    (710, "CUDA_ERROR_ASSERT"),
+    (714, "CUDA_ERROR_HARDWARE_STACK_ERROR"),
+    (715, "CUDA_ERROR_ILLEGAL_INSTRUCTION"),
+    (716, "CUDA_ERROR_MISALIGNED_ADDRESS"),
+    (717, "CUDA_ERROR_INVALID_ADDRESS_SPACE"),
+    (718, "CUDA_ERROR_INVALID_PC"),
+    (719, "CUDA_ERROR_LAUNCH_FAILED"),
+];
 
 /// What a CUDA status in a cubecl report ("… failed with status 719") means, for the
 /// statuses a failing GPU gives.
@@ -567,6 +587,40 @@ mod tests {
         );
         assert_eq!(auto_precision(true, only(&[])), (Precision::F32, false));
         assert_eq!(auto_precision(false, both), (Precision::F32, false));
+    }
+
+    /// The reports cubecl's CUDA runtime gave on the stand-in driver after a sticky fault:
+    /// from a wait (the device "poisoned") and from an allocation (by its CUDA name). Each is
+    /// the GPU lost, named by its cause, never by a "Backtrace:" line.
+    #[test]
+    fn a_sticky_cuda_fault_is_the_gpu_lost_named_by_its_cause() {
+        let waited = "Error while reading data: Data(StorageAccess(Read(\"The device is \
+            poisoned\nCaused by:\n  cuStreamSynchronize failed with status 719\nBacktrace:\n\
+            No backtrace available\")))";
+        let allocated = "Unknown error happened during execution: CUDA allocation error: \
+            DriverError(CUDA_ERROR_LAUNCH_FAILED, \"unspecified launch failure\")";
+        let cases = [
+            (
+                waited,
+                "(cuStreamSynchronize failed with status 719: an unspecified launch failure",
+            ),
+            (allocated, "CUDA_ERROR_LAUNCH_FAILED"),
+        ];
+        for (report, cause) in cases {
+            let error = super::device_failure(report);
+            let crate::Error::DeviceLost { what } = &error else {
+                panic!("not the GPU lost: {error}");
+            };
+            assert!(what.contains(cause), "{what}");
+            assert!(!what.contains("acktrace"), "{what}");
+            assert_eq!(error.to_string().lines().count(), 1, "{error}");
+        }
+        let short =
+            "CUDA allocation error: DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")";
+        assert!(
+            !super::gpu_is_lost(short),
+            "out of memory is not the GPU lost"
+        );
     }
 
     /// The shape of the report Burn gave on lavapipe when a buffer could not be allocated.

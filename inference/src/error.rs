@@ -49,9 +49,12 @@ pub enum Error {
     #[error("device: {0}")]
     Device(String),
     /// The GPU stopped working for good (a fault, a driver reset, a GPU removed): nothing
-    /// more runs on it in this process.
-    #[error("device: {0}")]
-    DeviceLost(String),
+    /// more runs on it in this process. `what` says what it was doing and what was lost; the
+    /// message adds what to do (the worker goes on on the CPU instead and says so).
+    #[error(
+        "device: {what}, and this run of Ember cannot use it again. Restart Ember (if it happens again, check the GPU's driver and cooling), or use --device cpu"
+    )]
+    DeviceLost { what: String },
     /// The generation was cancelled.
     #[error("cancelled")]
     Cancelled,

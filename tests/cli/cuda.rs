@@ -133,10 +133,7 @@ fn a_gpu_lost_or_out_of_memory_mid_job_is_one_line_and_saves_nothing() {
         let line = error_line(&stderr);
         let expected = format!("error: device: the GPU stopped working while {doing} (");
         assert!(line.starts_with(&expected), "lost after {after}: {line}");
-        assert!(
-            line.contains("status 719: an unspecified launch failure"),
-            "{line}"
-        );
+        assert!(line.contains("unspecified launch failure"), "{line}");
         assert!(line.contains("Restart Ember"), "{line}");
         assert!(line.trim_end().ends_with("or use --device cpu"), "{line}");
     }

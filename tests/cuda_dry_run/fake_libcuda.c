@@ -20,7 +20,8 @@
 // CUDA_ERROR_OUT_OF_MEMORY, and the peak is logged at exit. That measures what Ember and
 // Burn's memory pools ask of the driver for a whole generation (a real driver adds its
 // context, some hundreds of MiB), and lets a small card's paths run. The GPU can also be
-// lost mid-job: after a chosen count of launches, every launch, copy and wait fails with
+// lost mid-job: after a chosen count of launches (or once a file exists), every launch, copy
+// and wait fails with
 // CUDA_ERROR_LAUNCH_FAILED, which CUDA makes sticky (as after an Xid 79, "GPU has fallen
 // off the bus", or a kernel's fault).
 //
@@ -31,6 +32,7 @@
 //                         kernel), and at exit the launch count and peak memory
 //   FAKE_CUDA_MEMORY_MIB  the card's memory in MiB (default 81920)
 //   FAKE_CUDA_LOSE_AFTER  the GPU is lost after this many kernel launches (default never)
+//   FAKE_CUDA_LOSE_WHEN   the GPU is lost from the first call after this file exists
 //
 // Build: cc -shared -fPIC -O2 -o libcuda.so fake_libcuda.c, linked as libcuda.so.1 too:
 // cudarc tries libcuda.so first, so a real driver's must not come before it.
@@ -118,10 +120,15 @@ static size_t card_memory(void) {
 static size_t allocated, peak_allocated;
 static unsigned long long launches;
 
-// The GPU is lost once FAKE_CUDA_LOSE_AFTER launches have run: sticky, as CUDA's faults are.
+// The GPU is lost once FAKE_CUDA_LOSE_AFTER launches have run, or FAKE_CUDA_LOSE_WHEN's
+// file exists; for good, as CUDA's faults are sticky.
+static int gone;
 static int lost(void) {
+    if (gone) return 1;
     const char *after = getenv("FAKE_CUDA_LOSE_AFTER");
-    return after && launches >= strtoull(after, NULL, 10);
+    const char *when = getenv("FAKE_CUDA_LOSE_WHEN");
+    gone = (after && launches >= strtoull(after, NULL, 10)) || (when && access(when, F_OK) == 0);
+    return gone;
 }
 #define FAIL_IF_LOST() do { if (lost()) return LAUNCH_FAILED; } while (0)
 

@@ -15,6 +15,7 @@ mod families;
 mod family_runs;
 mod fuzz;
 mod gpu;
+mod gpu_lost;
 mod kdiffusion;
 mod kill;
 mod lora;

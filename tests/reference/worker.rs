@@ -20,10 +20,8 @@ fn fake_worker(step_ms: u64) -> (WorkerHandle, Arc<AtomicUsize>, Arc<AtomicUsize
     let wakes = Arc::new(AtomicUsize::new(0));
     let w = wakes.clone();
     let engine = FakeEngine {
-        step_time: Duration::from_millis(step_ms),
         steps_run: steps.clone(),
-        cost: None,
-        loaded: Default::default(),
+        ..FakeEngine::new(Duration::from_millis(step_ms))
     };
     let handle = WorkerHandle::spawn(engine, move || {
         w.fetch_add(1, Ordering::SeqCst);

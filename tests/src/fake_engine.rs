@@ -2,7 +2,8 @@
 //! gradient the size of the request, and panics when the prompt is `panic`. A file whose
 //! name contains `refiner` loads as an SDXL refiner, one containing `xl` as SDXL, anything
 //! else as SD 1.x; one containing `broken` fails to load (keeping the loaded model), one
-//! containing `nonstandard` needs a config folder.
+//! containing `nonstandard` needs a config folder. One made [`FakeEngine::on_gpu`] loses
+//! its GPU at the prompt `lose the gpu`, and goes on on the CPU as the real engine does.
 
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -14,7 +15,7 @@ use inference::api::{GenerateRequest, Generation, ModelCapabilities, SamplerChoi
 use inference::family::Family;
 use inference::imaging::ImageRgb8;
 use inference::schedule::diffusers::Prediction;
-use inference::worker::{Cost, Engine, EngineProgress, ModelRole, ModelSummary};
+use inference::worker::{Cost, Engine, EngineProgress, ModelRole, ModelSummary, ModelToReload};
 use inference::{Error, Result};
 
 /// Steps through `request.steps` with a pause each.
@@ -27,6 +28,8 @@ pub struct FakeEngine {
     pub cost: Option<std::result::Result<Cost, String>>,
     /// The loaded models (main, refiner); a failed load keeps them, as the real engine does.
     pub loaded: [Option<ModelSummary>; 2],
+    /// Runs "on a GPU" until it is lost ([`Engine::fall_back_to_cpu`]).
+    pub on_gpu: bool,
 }
 
 impl FakeEngine {
@@ -36,7 +39,14 @@ impl FakeEngine {
             steps_run: Arc::default(),
             cost: None,
             loaded: Default::default(),
+            on_gpu: false,
         }
+    }
+
+    /// The engine "on a GPU", which the prompt `lose the gpu` loses.
+    pub fn on_gpu(mut self) -> Self {
+        self.on_gpu = true;
+        self
     }
 }
 
@@ -135,6 +145,27 @@ impl Engine for FakeEngine {
         Ok(summary)
     }
 
+    fn fall_back_to_cpu(&mut self) -> Option<Vec<ModelToReload>> {
+        if !std::mem::take(&mut self.on_gpu) {
+            return None;
+        }
+        let roles = [ModelRole::Main, ModelRole::Refiner];
+        let loaded = std::mem::take(&mut self.loaded);
+        Some(
+            roles
+                .into_iter()
+                .zip(loaded)
+                .filter_map(|(role, model)| {
+                    Some(ModelToReload {
+                        role,
+                        path: model?.path,
+                        config_dir: None,
+                    })
+                })
+                .collect(),
+        )
+    }
+
     fn loaded(&self, role: ModelRole) -> Option<ModelSummary> {
         self.loaded[role as usize].clone()
     }
@@ -153,6 +184,13 @@ impl Engine for FakeEngine {
             request.prompt != "panic",
             "the fake engine was told to panic"
         );
+        if self.on_gpu && request.prompt == "lose the gpu" {
+            return Err(Error::DeviceLost {
+                what: "the GPU stopped working while generating (a fake fault); nothing was \
+                       saved"
+                    .into(),
+            });
+        }
         let total = request.steps as usize;
         for step in 1..=total {
             std::thread::sleep(self.step_time);

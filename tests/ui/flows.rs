@@ -1,5 +1,5 @@
 //! Generating with the fake engine: the empty state, loading by drop, progress, saving,
-//! cancelling, the queue, and settings that survive a restart.
+//! cancelling, the queue, settings that survive a restart, and a GPU lost mid-job.
 
 use std::time::Duration;
 
@@ -324,4 +324,39 @@ fn closing_the_window_mid_generation_stops_the_job_promptly() {
         run,
         "the job went on after the window closed"
     );
+}
+
+/// The GPU lost mid-job: the job fails with a notice that says so and that Ember goes on on
+/// the CPU, the status line says the CPU, the model loads again by itself, and the next
+/// generation (the same prompt) saves its image.
+#[test]
+fn a_gpu_lost_mid_job_moves_to_the_cpu_and_the_model_comes_back() {
+    let home = tempfile::tempdir().unwrap();
+    let model = fake_model(home.path());
+    let mut w = open(
+        FakeEngine::new(Duration::from_millis(1)).on_gpu(),
+        Paths::under(home.path()),
+    );
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    w.state_mut().as_mut().unwrap().settings.prompt = "lose the gpu".into();
+    w.state_mut().as_mut().unwrap().settings.steps = 2;
+
+    click(&mut w, "Generate");
+    step_until(&mut w, "the failure", |a| {
+        has_notice(a, "the GPU stopped working while generating")
+    });
+    assert!(has_notice(app(&w), "Ember goes on on the CPU"));
+    w.get_by_label("Running on the CPU (the GPU stopped working)");
+    step_until(&mut w, "the model to load again", |a| {
+        a.session.model().is_some() && a.session.running.is_none()
+    });
+    assert!(app(&w).display.results.is_empty(), "nothing saved");
+
+    click(&mut w, "Generate");
+    step_until(&mut w, "the image to be saved on the CPU", |a| {
+        !a.display.results.is_empty() && a.display.results.iter().all(|(_, p)| p.is_some())
+    });
+    assert!(has_notice(app(&w), "Ember goes on on the CPU"), "it stays");
 }

@@ -260,6 +260,9 @@ impl EmberApp {
             {
                 self.settings.remember_model(&summary.path);
             }
+            if let inference::worker::Event::GpuLost { error, .. } = &event {
+                self.device = DeviceNote::after_gpu_lost(error);
+            }
             if let Some(finished) = self.session.apply(event, Instant::now()) {
                 self.show_results(finished.id, finished.images);
                 self.look_up_model_hashes();

@@ -55,6 +55,16 @@ pub struct DeviceNote {
     pub detail: String,
 }
 
+impl DeviceNote {
+    /// Where the engine runs once its GPU was lost mid-session (`error` says how): the CPU.
+    pub fn after_gpu_lost(error: &str) -> Self {
+        Self {
+            short: "Running on the CPU (the GPU stopped working)".into(),
+            detail: format!("Running on the CPU: {error}."),
+        }
+    }
+}
+
 /// How to get GPU support, for the Help menu when the engine runs on the CPU.
 const GPU_HELP: &str = "Ember uses a GPU through Vulkan, Metal or DirectX 12 when the \
     machine has one and Ember was built with the `wgpu` feature (the default).";

@@ -8,7 +8,7 @@ use std::time::Duration;
 use burn::tensor::Device;
 
 use super::estimate::{Cost, Speed, cost};
-use super::protocol::{ModelRole, ModelSummary};
+use super::protocol::{ModelRole, ModelSummary, ModelToReload};
 use crate::api::{GenerateRequest, Generation, Progress, SamplerChoice, Stage};
 use crate::device::Precision;
 use crate::error::Result;
@@ -79,6 +79,13 @@ pub trait Engine: Send {
     ) -> Result<(ImageRgb8, String)> {
         let _ = (request, on_tile);
         Err(crate::Error::settings("this engine has no upscalers"))
+    }
+
+    /// After the GPU was lost ([`crate::Error::DeviceLost`]): goes on on the CPU, without
+    /// the models (their weights were on the GPU), and returns them to load again there.
+    /// `None` where there is nothing to fall back to (the engine is on the CPU already).
+    fn fall_back_to_cpu(&mut self) -> Option<Vec<ModelToReload>> {
+        None
     }
 
     /// A1111's `parameters` text for image `index` of `generation`, made from `request` on
@@ -419,6 +426,31 @@ impl Engine for BurnEngine {
         let mut p = crate::metadata::for_generation(request, main, refiner, index);
         crate::metadata::push_generation_fields(&mut p, generation);
         p.to_text()
+    }
+
+    fn fall_back_to_cpu(&mut self) -> Option<Vec<ModelToReload>> {
+        let cpu = Device::flex();
+        if self.device == cpu {
+            return None;
+        }
+        let reload = [ModelRole::Main, ModelRole::Refiner]
+            .into_iter()
+            .filter_map(|role| {
+                let slot = self.slot(role).take()?;
+                Some(ModelToReload {
+                    role,
+                    path: slot.model.info.path.clone(),
+                    config_dir: slot.config_dir,
+                })
+            })
+            .collect();
+        // As an engine made for the CPU is (`--precision auto` there is f32).
+        self.upscaler = None;
+        self.device = cpu;
+        self.precision = Precision::F32;
+        self.vae_upcast = false;
+        self.speed = Speed::default();
+        Some(reload)
     }
 }
 

@@ -8,12 +8,14 @@
 
 mod engine;
 pub mod estimate;
+mod gpu_lost;
 mod protocol;
 
 pub use engine::{BurnEngine, Engine, EngineProgress};
 pub use estimate::Cost;
 pub use protocol::{
-    CancelToken, Command, Event, JobId, ModelRole, ModelSummary, Preview, ResultImage,
+    CancelToken, Command, Event, JobId, ModelRole, ModelSummary, ModelToReload, Preview,
+    ResultImage,
 };
 
 use std::ops::ControlFlow;
@@ -199,6 +201,13 @@ fn serve(
                     engine.load(&path, config_dir.as_deref(), role, &mut progress)
                 }));
                 let needs_config = matches!(outcome, Ok(Err(crate::Error::NeedsConfig { .. })));
+                let this_load = || {
+                    Some(ModelToReload {
+                        role,
+                        path: path.clone(),
+                        config_dir: config_dir.clone(),
+                    })
+                };
                 let error = match outcome {
                     Ok(Ok(summary)) => {
                         emit(Event::ModelLoaded {
@@ -209,10 +218,23 @@ fn serve(
                         continue;
                     }
                     Ok(Err(crate::Error::Cancelled)) => "loading was cancelled".to_string(),
-                    Ok(Err(e)) => e.to_string(),
+                    Ok(Err(e)) => {
+                        // A lost GPU: the load goes on on the CPU (`GpuLost` says so).
+                        if gpu_lost::on_error(&mut engine, &e, this_load(), &emit).is_some() {
+                            continue;
+                        }
+                        e.to_string()
+                    }
                     Err(payload) => {
+                        let message = panic_message(&*payload);
+                        let work = crate::device::GpuWork::Loading;
+                        if gpu_lost::on_panic(&mut engine, &message, work, this_load(), &emit)
+                            .is_some()
+                        {
+                            continue;
+                        }
                         engine.unload(role);
-                        format!("internal error while loading: {}", panic_message(&*payload))
+                        format!("internal error while loading: {message}")
                     }
                 };
                 let kept = catch_unwind(AssertUnwindSafe(|| engine.loaded(role)))
@@ -264,15 +286,20 @@ fn serve(
                     Ok(Err(crate::Error::Cancelled)) => Event::Cancelled { job },
                     Ok(Err(e)) => Event::Failed {
                         job,
-                        error: e.to_string(),
+                        error: gpu_lost::on_error(&mut engine, &e, None, &emit)
+                            .unwrap_or_else(|| e.to_string()),
                     },
-                    Err(payload) => Event::Failed {
-                        job,
-                        error: format!(
-                            "internal error while upscaling: {}",
-                            panic_message(&*payload)
-                        ),
-                    },
+                    Err(payload) => {
+                        let message = panic_message(&*payload);
+                        let work = crate::device::GpuWork::Generating;
+                        Event::Failed {
+                            job,
+                            error: gpu_lost::on_panic(&mut engine, &message, work, None, &emit)
+                                .unwrap_or_else(|| {
+                                    format!("internal error while upscaling: {message}")
+                                }),
+                        }
+                    }
                 });
             }
             Command::Generate {
@@ -364,8 +391,20 @@ fn serve(
                     Ok(Err(crate::Error::Cancelled)) => emit(Event::Cancelled { job }),
                     Ok(Err(e)) => emit(Event::Failed {
                         job,
-                        error: e.to_string(),
+                        error: gpu_lost::on_error(&mut engine, &e, None, &emit)
+                            .unwrap_or_else(|| e.to_string()),
                     }),
+                    Err(payload)
+                        if let Some(error) = gpu_lost::on_panic(
+                            &mut engine,
+                            &panic_message(&*payload),
+                            crate::device::GpuWork::Generating,
+                            None,
+                            &emit,
+                        ) =>
+                    {
+                        emit(Event::Failed { job, error })
+                    }
                     Err(payload) => {
                         // The models' state is unknown after a panic: free them.
                         for role in [ModelRole::Main, ModelRole::Refiner] {

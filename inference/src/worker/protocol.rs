@@ -91,6 +91,14 @@ pub struct ModelSummary {
     pub default_sampler: Option<String>,
 }
 
+/// A model to load again after the engine moved to the CPU ([`Event::GpuLost`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelToReload {
+    pub role: ModelRole,
+    pub path: PathBuf,
+    pub config_dir: Option<PathBuf>,
+}
+
 /// What the worker reports.
 #[derive(Clone, Debug)]
 pub enum Event {
@@ -116,6 +124,15 @@ pub enum Event {
         needs_config: bool,
     },
     ModelUnloaded(ModelRole),
+    /// The GPU stopped working for good; the engine goes on on the CPU without its models
+    /// (their weights were on the GPU). `reload` lists them, to load again there: the
+    /// models that were loaded, and a load the loss interrupted in place of its slot's
+    /// model (that load ends with this event, not `ModelFailed`). Sent before the failed
+    /// job's `Failed`, so the loads the UI sends come before its next job.
+    GpuLost {
+        error: String,
+        reload: Vec<ModelToReload>,
+    },
     JobStarted {
         job: JobId,
     },

@@ -96,6 +96,8 @@ pub struct Session {
     pub notices: Vec<Notice>,
     /// Show every notice rather than the newest few.
     pub all_notices: bool,
+    /// Models to load again on the CPU after the GPU was lost, sent before any job.
+    reloads: VecDeque<Command>,
     next_id: u64,
     next_notice: u64,
 }
@@ -110,6 +112,7 @@ impl Default for Session {
             running: None,
             notices: Vec::new(),
             all_notices: false,
+            reloads: VecDeque::new(),
             next_id: 1,
             next_notice: 1,
         }
@@ -251,9 +254,13 @@ impl Session {
         id
     }
 
-    /// The next job to send, when none is running and a model is loaded or loading.
+    /// The next command to send: a model to load again after the GPU was lost, else the
+    /// next job when none is running and a model is loaded or loading.
     #[must_use]
     pub fn next_command(&mut self) -> Option<Command> {
+        if let Some(load) = self.reloads.pop_front() {
+            return Some(load);
+        }
         // An upscale needs no model, so it goes ahead of generations waiting for one.
         let ready = |job: &QueuedJob| {
             matches!(job.work, Work::Upscale(_)) || !matches!(self.model, ModelState::Empty)
@@ -369,6 +376,14 @@ impl Session {
                 }
             }
             Event::ModelUnloaded(role) => *self.slot(role) = ModelState::Empty,
+            Event::GpuLost { error, reload } => {
+                // Until dismissed: it explains why everything is slower from now on.
+                self.notify(Level::Error, error);
+                for model in reload {
+                    let load = self.load_into(model.role, &model.path, model.config_dir);
+                    self.reloads.push_back(load);
+                }
+            }
             Event::JobStarted { .. } => {}
             Event::Progress {
                 job,

@@ -1,0 +1,225 @@
+//! The real engine losing its GPU mid-job, on `tests/cuda_dry_run`'s stand-in CUDA driver
+//! (its GPU is lost once a file exists): the worker moves to the CPU, says what to load
+//! again, and the next job there makes the CPU's image.
+
+use std::time::{Duration, Instant};
+
+use ember_tests::cuda_stand_in::StandIn;
+use ember_tests::reference;
+use inference::api::GenerateRequest;
+use inference::device::{DeviceKind, Precision, choose_precision};
+use inference::worker::{
+    BurnEngine, CancelToken, Command, Event, JobId, ModelRole, ModelToReload, WorkerHandle,
+};
+
+/// Set in the child run, which starts with the stand-in's libraries on its library path.
+const CHILD: &str = "EMBER_TEST_GPU_LOST_CHILD";
+/// The file whose creation loses the stand-in's GPU (`FAKE_CUDA_LOSE_WHEN`).
+const TRIGGER: &str = "FAKE_CUDA_LOSE_WHEN";
+
+/// Runs the test `name` again in a child process on the stand-in driver, with the file that
+/// loses its GPU in a temporary folder; true in that child.
+fn in_child_on_stand_in(name: &str) -> bool {
+    if std::env::var_os(CHILD).is_some() {
+        return true;
+    }
+    let stand_in = StandIn::build();
+    let trigger = tempfile::tempdir().unwrap();
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    stand_in.apply(&mut command);
+    let output = command
+        .args(["--exact", &format!("gpu_lost::{name}"), "--nocapture"])
+        .env(CHILD, "1")
+        .env(TRIGGER, trigger.path().join("lose"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && text.contains("1 passed"),
+        "{text}"
+    );
+    false
+}
+
+/// A worker on the stand-in's CUDA device, in `--precision auto` as the app makes it.
+fn cuda_worker() -> WorkerHandle {
+    let cuda = DeviceKind::Cuda
+        .open()
+        .expect("the stand-in CUDA device opens");
+    let (precision, vae_upcast) = choose_precision("auto", &cuda).unwrap();
+    let engine = BurnEngine::new(cuda.device.clone(), precision).with_vae_upcast(vae_upcast);
+    WorkerHandle::spawn(engine, || {}).unwrap()
+}
+
+fn load(path: &std::path::Path) -> Command {
+    Command::LoadModel {
+        path: path.to_path_buf(),
+        config_dir: None,
+        role: ModelRole::Main,
+        cancel: CancelToken::new(),
+    }
+}
+
+fn lose_the_gpu() {
+    std::fs::write(std::env::var_os(TRIGGER).unwrap(), "").unwrap();
+}
+
+/// The GPU lost while a model loads: the load ends with the event that moves the worker to
+/// the CPU, listing that model to load there, and no `ModelFailed`.
+#[test]
+fn a_gpu_lost_while_loading_lists_that_model_to_load_on_the_cpu() {
+    if !in_child_on_stand_in("a_gpu_lost_while_loading_lists_that_model_to_load_on_the_cpu") {
+        return;
+    }
+    let worker = cuda_worker();
+    lose_the_gpu();
+    let model = reference("sd15/pipeline");
+    worker.send(load(&model));
+    let events = next(&worker, |e| {
+        matches!(
+            e,
+            Event::GpuLost { .. } | Event::ModelLoaded { .. } | Event::ModelFailed { .. }
+        )
+    });
+    let Some(Event::GpuLost { error, reload }) = events.last() else {
+        panic!("no GpuLost event: {events:?}");
+    };
+    assert!(
+        error.starts_with("the GPU stopped working while loading the model ("),
+        "{error}"
+    );
+    assert!(error.contains("the model was not loaded"), "{error}");
+    let expected = ModelToReload {
+        role: ModelRole::Main,
+        path: model.clone(),
+        config_dir: None,
+    };
+    assert_eq!(reload, &vec![expected]);
+    worker.send(load(&model));
+    let loaded = next(&worker, |e| {
+        matches!(e, Event::ModelLoaded { .. } | Event::ModelFailed { .. })
+    });
+    assert!(
+        matches!(loaded.last(), Some(Event::ModelLoaded { .. })),
+        "on the CPU: {loaded:?}"
+    );
+}
+
+#[test]
+fn a_gpu_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_there() {
+    let name = "a_gpu_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_there";
+    if !in_child_on_stand_in(name) {
+        return;
+    }
+    let worker = cuda_worker();
+    let model = reference("sd15/pipeline");
+    worker.send(load(&model));
+    let loaded = next(&worker, |e| {
+        matches!(e, Event::ModelLoaded { .. } | Event::ModelFailed { .. })
+    });
+    assert!(
+        matches!(loaded.last(), Some(Event::ModelLoaded { .. })),
+        "{loaded:?}"
+    );
+
+    // The GPU is lost: the job fails, after the event that moves the worker to the CPU.
+    lose_the_gpu();
+    worker.send(job(1));
+    let events = next(&worker, |e| {
+        matches!(e, Event::Failed { .. } | Event::Finished { .. })
+    });
+    let lost = events.iter().find_map(|e| match e {
+        Event::GpuLost { error, reload } => Some((error, reload)),
+        _ => None,
+    });
+    let (error, reload) = lost.unwrap_or_else(|| panic!("no GpuLost event: {events:?}"));
+    assert!(
+        error.starts_with("the GPU stopped working while generating ("),
+        "{error}"
+    );
+    assert!(error.contains("status 719"), "{error}");
+    assert!(error.contains("Ember goes on on the CPU"), "{error}");
+    let expected = ModelToReload {
+        role: ModelRole::Main,
+        path: model.clone(),
+        config_dir: None,
+    };
+    assert_eq!(reload, &vec![expected]);
+    match events.last() {
+        Some(Event::Failed { job, error: failed }) => {
+            assert_eq!((*job, failed), (JobId(1), error));
+        }
+        other => panic!("the job did not fail: {other:?}"),
+    }
+
+    // As the UI does: the model loads again (on the CPU), and the same job makes an image.
+    worker.send(load(&model));
+    let loaded = next(&worker, |e| {
+        matches!(e, Event::ModelLoaded { .. } | Event::ModelFailed { .. })
+    });
+    assert!(
+        matches!(loaded.last(), Some(Event::ModelLoaded { .. })),
+        "{loaded:?}"
+    );
+    worker.send(job(2));
+    let after = image(&next(&worker, |e| {
+        matches!(e, Event::Failed { .. } | Event::Finished { .. })
+    }));
+
+    // The CPU's own image, from an engine made for it.
+    let cpu = DeviceKind::Cpu.open().unwrap().device;
+    let cpu_worker = WorkerHandle::spawn(BurnEngine::new(cpu, Precision::F32), || {}).unwrap();
+    cpu_worker.send(load(&model));
+    next(&cpu_worker, |e| matches!(e, Event::ModelLoaded { .. }));
+    cpu_worker.send(job(3));
+    let expected = image(&next(&cpu_worker, |e| {
+        matches!(e, Event::Finished { .. } | Event::Failed { .. })
+    }));
+    assert!(
+        after == expected,
+        "the image after the fall-back is the CPU's"
+    );
+}
+
+fn job(id: u64) -> Command {
+    Command::Generate {
+        job: JobId(id),
+        request: Box::new(GenerateRequest {
+            prompt: "a lighthouse".into(),
+            steps: 2,
+            width: 64,
+            height: 64,
+            seed: 7,
+            ..GenerateRequest::default()
+        }),
+        cancel: CancelToken::new(),
+    }
+}
+
+/// The worker's events up to the first that `done` says ends the wait (5 minutes at most).
+fn next(worker: &WorkerHandle, done: impl Fn(&Event) -> bool) -> Vec<Event> {
+    let start = Instant::now();
+    let mut events = Vec::new();
+    while start.elapsed() < Duration::from_secs(300) {
+        match worker.try_event() {
+            Some(e) => {
+                let last = done(&e);
+                events.push(e);
+                if last {
+                    return events;
+                }
+            }
+            None => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    panic!("the worker did not answer in 5 minutes: {events:?}");
+}
+
+/// The pixels of a finished job's one image.
+fn image(events: &[Event]) -> Vec<u8> {
+    match events.last() {
+        Some(Event::Finished { images, .. }) => images[0].image.pixels.clone(),
+        other => panic!("the job did not finish: {other:?}"),
+    }
+}
