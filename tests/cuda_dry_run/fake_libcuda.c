@@ -33,6 +33,7 @@
 //   FAKE_CUDA_MEMORY_MIB  the card's memory in MiB (default 81920)
 //   FAKE_CUDA_LOSE_AFTER  the GPU is lost after this many kernel launches (default never)
 //   FAKE_CUDA_LOSE_WHEN   the GPU is lost from the first call after this file exists
+//   FAKE_CUDA_LOG_MEMORY  set: the log also gets every allocation and free, with the total
 //
 // Build: cc -shared -fPIC -O2 -o libcuda.so fake_libcuda.c, linked as libcuda.so.1 too:
 // cudarc tries libcuda.so first, so a real driver's must not come before it.
@@ -237,6 +238,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t bytes) {
     *(size_t *)memory = bytes;
     allocated += bytes;
     if (allocated > peak_allocated) peak_allocated = allocated;
+    if (getenv("FAKE_CUDA_LOG_MEMORY"))
+        note("alloc %zu -> %zu after %llu launches\n", bytes, allocated, launches);
     *pointer = (CUdeviceptr)(uintptr_t)(memory + SIZE_PREFIX);
     return OK;
 }
@@ -248,6 +251,8 @@ CUresult cuMemFree_v2(CUdeviceptr pointer) {
     if (!pointer) return OK;
     char *memory = (char *)(uintptr_t)pointer - SIZE_PREFIX;
     allocated -= *(size_t *)memory;
+    if (getenv("FAKE_CUDA_LOG_MEMORY"))
+        note("free %zu -> %zu after %llu launches\n", *(size_t *)memory, allocated, launches);
     free(memory);
     return OK;
 }

@@ -222,8 +222,9 @@ fn requests_are_checked_against_the_gpus_own_memory() {
 }
 
 /// Text encoders parked in the computer's memory (what a GPU short of memory does once the
-/// prompts are encoded) come back for the next prompt and give the same image bit for bit,
-/// in f32 and f16; parking happens only on a GPU with less free than the working memory.
+/// prompts are encoded) free their GPU memory, come back for the next prompt and give the
+/// same image bit for bit, in f32 and f16; parking happens only on a GPU with less free
+/// than the working memory.
 #[test]
 fn parked_text_encoders_come_back_and_give_the_same_image() {
     use inference::pipeline::residency::{park_encoders_if_short, parkable_bytes};
@@ -245,9 +246,18 @@ fn parked_text_encoders_come_back_and_give_the_same_image() {
             !model.encoders[0].is_parked(),
             "enough memory: nothing moves"
         );
+        let in_use = || device.memory_pool_usage().map_or(0, |u| u.bytes_in_use);
+        let before = in_use();
         assert!(park_encoders_if_short(&[&model], 1 << 20, Some(0)));
         assert!(model.encoders.iter().all(|e| e.is_parked()));
         assert_eq!(parkable_bytes(&model), 0, "nothing left to free");
+        // Freed for real: a CPU tensor made by `to_device` would hold its GPU buffer.
+        let after = in_use();
+        assert!(
+            before.saturating_sub(after) >= parkable,
+            "{precision}: parking freed {} of the encoders' {parkable} bytes on the GPU",
+            before.saturating_sub(after)
+        );
 
         let again = generate(&model, &request, &mut quiet).unwrap();
         assert!(

@@ -1,6 +1,7 @@
-//! `ember bench unet|vae-decode|text-encoder|preview|controlnet|lora`: times a network (or
-//! the per-step live preview) and prints GFLOP/s; a ControlNet call is timed beside a UNet
-//! call of the same size, and `lora` times merging, changing and removing a kohya LoRA.
+//! `ember bench unet|vae-decode|text-encoder|preview|controlnet|lora|generate`: times a
+//! network (or the per-step live preview) and prints GFLOP/s; a ControlNet call is timed
+//! beside a UNet call of the same size, `lora` times merging, changing and removing a kohya
+//! LoRA, and `generate` a whole generation (in `bench_generate`).
 
 use inference::bench::{self, BenchConfig, Target};
 use inference::device::{DeviceKind, Precision};
@@ -28,6 +29,9 @@ fn run_target(args: &BenchArgs, logs: Option<&BenchLogs>) -> Result<(), String> 
     let err = |e: inference::Error| e.to_string();
     if args.target == "lora" {
         return lora(args);
+    }
+    if args.target == "generate" {
+        return super::bench_generate::run(args);
     }
     let opened = DeviceKind::parse(&args.device)
         .map_err(err)?
@@ -141,7 +145,7 @@ fn run_target(args: &BenchArgs, logs: Option<&BenchLogs>) -> Result<(), String> 
 }
 
 /// `1.234 s` or, below a second, `12.345 ms` (the preview takes well under a millisecond).
-fn seconds(s: f64) -> String {
+pub(super) fn seconds(s: f64) -> String {
     if s >= 1.0 {
         format!("{s:.3} s")
     } else {

@@ -4,6 +4,7 @@
 //! nothing is written when a command fails.
 
 mod bench;
+mod bench_generate;
 mod canvas;
 mod control;
 mod download;
@@ -50,7 +51,8 @@ enum Command {
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// unet, vae-decode, text-encoder, preview (the live preview of one step), controlnet
-    /// (one ControlNet call beside one UNet call) or lora (merging a kohya LoRA).
+    /// (one ControlNet call beside one UNet call), lora (merging a kohya LoRA) or generate
+    /// (a whole generation, as a job runs, with its peak device memory).
     pub target: String,
     /// sd15, sd2, sdxl or sdxl-refiner.
     #[arg(long, default_value = "sd15")]
@@ -58,9 +60,13 @@ pub struct BenchArgs {
     /// Image size in pixels (the latents are size / 8).
     #[arg(long, default_value_t = 512)]
     pub size: usize,
-    /// Batch (2 = one image with classifier-free guidance).
+    /// Batch (2 = one image with classifier-free guidance; `generate` makes batch / 2
+    /// images, at least one).
     #[arg(long, default_value_t = 2)]
     pub batch: usize,
+    /// `generate`: sampling steps.
+    #[arg(long, default_value_t = 20)]
+    pub steps: u32,
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
     #[arg(long, default_value_t = 3)]

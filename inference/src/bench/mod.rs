@@ -2,6 +2,7 @@
 //! refiner) with random weights (no file needed) and counts their floating-point work, to
 //! compare with PyTorch on the same machine.
 
+pub mod generation;
 pub mod lora;
 mod tuning;
 
@@ -42,7 +43,7 @@ impl Target {
             "controlnet" => Ok(Target::ControlNet),
             other => Err(Error::settings(format!(
                 "unknown benchmark {other:?}; valid: unet, vae-decode, text-encoder, preview, \
-                 controlnet, lora"
+                 controlnet, lora, generate"
             ))),
         }
     }

@@ -55,6 +55,15 @@ impl VaeTiles {
         }
     }
 
+    /// Tiles of `sample` pixels in a VAE of `config` (the same tile side in another VAE,
+    /// such as a refiner's, whose latent factor may differ).
+    pub fn sized(sample: usize, config: &VaeConfig) -> Self {
+        VaeTiles {
+            sample,
+            latent: (sample / config.factor()).max(1),
+        }
+    }
+
     /// Tiles half as wide (Ember's, not diffusers': where memory is short), never below
     /// [`MIN_TILE_SIDE`] pixels; `None` when these are already that small.
     pub fn halved(&self, config: &VaeConfig) -> Option<Self> {

@@ -60,6 +60,15 @@ impl VaePlan {
         });
         VaePlan { tiles, warning }
     }
+
+    /// The planned tiles, at their planned (perhaps halved) side, in the VAE of `decoder`
+    /// (a refiner's may differ in its config). Not that VAE's own diffusers tiles: SDXL's
+    /// are the whole 1024² image, so taking them undid the halving and an 8 GiB card ran
+    /// out of memory decoding (measured with `tests/cuda_dry_run`'s stand-in driver).
+    pub fn decode_tiles(&self, decoder: &VaeConfig) -> Option<VaeTiles> {
+        self.tiles
+            .map(|planned| VaeTiles::sized(planned.sample, decoder))
+    }
 }
 
 /// The tiles for a `width` x `height` image: `None` (the whole image) when `mode` is off,
@@ -128,6 +137,30 @@ mod tests {
         // Free memory unknown: a fixed 8 GiB.
         assert_eq!(sides(Auto, Sd1, 2048, None), Some(512));
         assert_eq!(sides(Auto, Sd1, 1024, None), None);
+    }
+
+    /// SDXL's decode at 1024² on an 8 GiB card: the 512 px tiles planned, not the VAE's
+    /// own 1024 px tile (the whole image).
+    #[test]
+    fn the_decoder_runs_the_planned_tiles() {
+        let config = Family::Sdxl.spec().vae_preset();
+        let tiles = plan_tiles(VaeTiling::Auto, &config, (1024, 1024), Some(3 * GIB / 2));
+        let plan = VaePlan {
+            tiles,
+            warning: None,
+        };
+        let decoded = plan.decode_tiles(&config).unwrap();
+        assert_eq!((decoded.sample, decoded.latent), (512, 64));
+        assert_eq!(
+            VaeTiles::of(&config).sample,
+            1024,
+            "the VAE's own tile is larger"
+        );
+        let whole = VaePlan {
+            tiles: None,
+            warning: None,
+        };
+        assert_eq!(whole.decode_tiles(&config), None);
     }
 
     #[test]
