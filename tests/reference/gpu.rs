@@ -290,18 +290,9 @@ fn a_job_too_large_for_the_gpu_is_refused_and_the_worker_goes_on() {
     const CHILD: &str = "EMBER_TEST_SMALL_GPU";
     if std::env::var_os(CHILD).is_none() {
         let name = "gpu::a_job_too_large_for_the_gpu_is_refused_and_the_worker_goes_on";
-        let output = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", name, "--nocapture"])
-            .env(CHILD, "1")
-            .env("EMBER_GPU_MEMORY", "320M")
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&output.stdout).to_string()
-            + &String::from_utf8_lossy(&output.stderr);
-        assert!(
-            output.status.success() && text.contains("1 passed"),
-            "{text}"
-        );
+        ember_tests::run_test_in_child(name, CHILD, |command| {
+            command.env("EMBER_GPU_MEMORY", "320M");
+        });
         return;
     }
     let worker =

@@ -25,20 +25,11 @@ fn in_child_on_stand_in(name: &str) -> bool {
     }
     let stand_in = StandIn::build();
     let trigger = tempfile::tempdir().unwrap();
-    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
-    stand_in.apply(&mut command);
-    let output = command
-        .args(["--exact", &format!("gpu_lost::{name}"), "--nocapture"])
-        .env(CHILD, "1")
-        .env(TRIGGER, trigger.path().join("lose"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).to_string()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && text.contains("1 passed"),
-        "{text}"
-    );
+    ember_tests::run_test_in_child(&format!("gpu_lost::{name}"), CHILD, |command| {
+        stand_in
+            .apply(command)
+            .env(TRIGGER, trigger.path().join("lose"));
+    });
     false
 }
 
@@ -59,6 +50,27 @@ fn load(path: &std::path::Path) -> Command {
         role: ModelRole::Main,
         cancel: CancelToken::new(),
     }
+}
+
+/// Loads `path` and waits until it has loaded.
+fn load_and_wait(worker: &WorkerHandle, path: &std::path::Path) {
+    worker.send(load(path));
+    let loaded = next(worker, |e| {
+        matches!(e, Event::ModelLoaded { .. } | Event::ModelFailed { .. })
+    });
+    assert!(
+        matches!(loaded.last(), Some(Event::ModelLoaded { .. })),
+        "{loaded:?}"
+    );
+}
+
+/// `GpuLost`'s list for the main model at `path`.
+fn main_model_to_reload(path: &std::path::Path) -> Vec<ModelToReload> {
+    vec![ModelToReload {
+        role: ModelRole::Main,
+        path: path.to_path_buf(),
+        config_dir: None,
+    }]
 }
 
 fn lose_the_gpu() {
@@ -90,20 +102,8 @@ fn a_gpu_lost_while_loading_lists_that_model_to_load_on_the_cpu() {
         "{error}"
     );
     assert!(error.contains("the model was not loaded"), "{error}");
-    let expected = ModelToReload {
-        role: ModelRole::Main,
-        path: model.clone(),
-        config_dir: None,
-    };
-    assert_eq!(reload, &vec![expected]);
-    worker.send(load(&model));
-    let loaded = next(&worker, |e| {
-        matches!(e, Event::ModelLoaded { .. } | Event::ModelFailed { .. })
-    });
-    assert!(
-        matches!(loaded.last(), Some(Event::ModelLoaded { .. })),
-        "on the CPU: {loaded:?}"
-    );
+    assert_eq!(reload, &main_model_to_reload(&model));
+    load_and_wait(&worker, &model);
 }
 
 #[test]
@@ -114,14 +114,7 @@ fn a_gpu_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_there() 
     }
     let worker = cuda_worker();
     let model = reference("sd15/pipeline");
-    worker.send(load(&model));
-    let loaded = next(&worker, |e| {
-        matches!(e, Event::ModelLoaded { .. } | Event::ModelFailed { .. })
-    });
-    assert!(
-        matches!(loaded.last(), Some(Event::ModelLoaded { .. })),
-        "{loaded:?}"
-    );
+    load_and_wait(&worker, &model);
 
     // The GPU is lost: the job fails, after the event that moves the worker to the CPU.
     lose_the_gpu();
@@ -140,12 +133,7 @@ fn a_gpu_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_there() 
     );
     assert!(error.contains("status 719"), "{error}");
     assert!(error.contains("Ember goes on on the CPU"), "{error}");
-    let expected = ModelToReload {
-        role: ModelRole::Main,
-        path: model.clone(),
-        config_dir: None,
-    };
-    assert_eq!(reload, &vec![expected]);
+    assert_eq!(reload, &main_model_to_reload(&model));
     match events.last() {
         Some(Event::Failed { job, error: failed }) => {
             assert_eq!((*job, failed), (JobId(1), error));
@@ -154,14 +142,7 @@ fn a_gpu_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_there() 
     }
 
     // As the UI does: the model loads again (on the CPU), and the same job makes an image.
-    worker.send(load(&model));
-    let loaded = next(&worker, |e| {
-        matches!(e, Event::ModelLoaded { .. } | Event::ModelFailed { .. })
-    });
-    assert!(
-        matches!(loaded.last(), Some(Event::ModelLoaded { .. })),
-        "{loaded:?}"
-    );
+    load_and_wait(&worker, &model);
     worker.send(job(2));
     let after = image(&next(&worker, |e| {
         matches!(e, Event::Failed { .. } | Event::Finished { .. })
@@ -170,8 +151,7 @@ fn a_gpu_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_there() 
     // The CPU's own image, from an engine made for it.
     let cpu = DeviceKind::Cpu.open().unwrap().device;
     let cpu_worker = WorkerHandle::spawn(BurnEngine::new(cpu, Precision::F32), || {}).unwrap();
-    cpu_worker.send(load(&model));
-    next(&cpu_worker, |e| matches!(e, Event::ModelLoaded { .. }));
+    load_and_wait(&cpu_worker, &model);
     cpu_worker.send(job(3));
     let expected = image(&next(&cpu_worker, |e| {
         matches!(e, Event::Finished { .. } | Event::Failed { .. })

@@ -14,6 +14,30 @@ pub mod fuzz;
 pub mod http_server;
 pub mod torch_file;
 
+/// Runs the test `name` (its path in this test binary) again in a child process, with
+/// `child_flag` set there and `configure` applied to its command, and fails unless it
+/// passed: for a test that needs a process of its own (an environment read once, a library
+/// path). The child sees `child_flag` and runs the test's body.
+pub fn run_test_in_child(
+    name: &str,
+    child_flag: &str,
+    configure: impl FnOnce(&mut std::process::Command),
+) {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    configure(&mut command);
+    let output = command
+        .args(["--exact", name, "--nocapture"])
+        .env(child_flag, "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && text.contains("1 passed"),
+        "{text}"
+    );
+}
+
 /// The reference tree: `$EMBER_REFERENCE` when set, else `../shared/reference` beside the
 /// repository. Panics with a message saying where it looked when the tree is missing.
 pub fn reference_root() -> PathBuf {

@@ -352,6 +352,10 @@ fn a_gpu_lost_mid_job_moves_to_the_cpu_and_the_model_comes_back() {
     step_until(&mut w, "the model to load again", |a| {
         a.session.model().is_some() && a.session.running.is_none()
     });
+    let said = (app(&w).session.notices.iter())
+        .filter(|n| n.text.contains("stopped working"))
+        .count();
+    assert_eq!(said, 1, "said once, not again as the job's failure");
     assert!(app(&w).display.results.is_empty(), "nothing saved");
 
     click(&mut w, "Generate");

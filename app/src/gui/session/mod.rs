@@ -98,6 +98,8 @@ pub struct Session {
     pub all_notices: bool,
     /// Models to load again on the CPU after the GPU was lost, sent before any job.
     reloads: VecDeque<Command>,
+    /// What the GPU's loss was reported as: the failed job says the same, once is enough.
+    gpu_lost: Option<String>,
     next_id: u64,
     next_notice: u64,
 }
@@ -113,6 +115,7 @@ impl Default for Session {
             notices: Vec::new(),
             all_notices: false,
             reloads: VecDeque::new(),
+            gpu_lost: None,
             next_id: 1,
             next_notice: 1,
         }
@@ -378,7 +381,8 @@ impl Session {
             Event::ModelUnloaded(role) => *self.slot(role) = ModelState::Empty,
             Event::GpuLost { error, reload } => {
                 // Until dismissed: it explains why everything is slower from now on.
-                self.notify(Level::Error, error);
+                self.notify(Level::Error, error.clone());
+                self.gpu_lost = Some(error);
                 for model in reload {
                     let load = self.load_into(model.role, &model.path, model.config_dir);
                     self.reloads.push_back(load);
@@ -454,6 +458,9 @@ impl Session {
                     .as_ref()
                     .is_some_and(|r| r.id == job && matches!(r.work, Work::Upscale(_)));
                 self.end_job(job);
+                if self.gpu_lost.as_ref() == Some(&error) {
+                    return None;
+                }
                 let what = if upscale { "upscaling" } else { "generation" };
                 let text = format!("{what} failed: {error}");
                 self.notify_about(Topic::Generate, Level::Error, text);
