@@ -13,6 +13,7 @@ mod cuda_device;
 pub mod device;
 pub mod error;
 pub mod family;
+mod gpu_failure;
 pub mod hashing;
 pub mod imaging;
 pub mod lora;
