@@ -104,9 +104,9 @@ fn every_sd2_and_sdxl_run_reproduces_on_wgpu_in_f32() {
 }
 
 /// A size whose attention scores are larger than lavapipe's 128 MiB storage-buffer limit
-/// (80×80 pixels: 40×40 latents, 1600 tokens; 1600² f32 scores × 8 heads × the CFG batch of
-/// 2 are 164 MB): it runs only if Burn's flash attention (autotune) runs, and gives the
-/// CPU's image.
+/// (with the reference tree's tiny SD 1.5, a VAE factor of 2 and 8 heads: 80×80 pixels are
+/// 40×40 latents, 1600 tokens; 1600² f32 scores × 8 heads × the CFG batch of 2 are 164 MB):
+/// it runs only if Burn's flash attention (autotune) runs, and gives the CPU's image.
 #[test]
 fn attention_too_large_to_materialise_runs_on_wgpu() {
     let device = wgpu();
