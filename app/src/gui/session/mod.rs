@@ -458,7 +458,8 @@ impl Session {
                     .as_ref()
                     .is_some_and(|r| r.id == job && matches!(r.work, Work::Upscale(_)));
                 self.end_job(job);
-                if self.gpu_lost.as_ref() == Some(&error) {
+                // `GpuLost` comes just before its job's failure: what it said is needed once.
+                if self.gpu_lost.take().as_ref() == Some(&error) {
                     return None;
                 }
                 let what = if upscale { "upscaling" } else { "generation" };
