@@ -462,7 +462,8 @@ impl burn::module::ModuleMapper for CastParams {
         param: burn::module::Param<burn::tensor::Tensor<D>>,
     ) -> burn::module::Param<burn::tensor::Tensor<D>> {
         let dtype = self.0;
-        param.map(|t| t.cast(dtype))
+        // The cast's output is a new allocation, padded on CUDA like any other.
+        param.map(|t| crate::weight_layout::unpad(t.cast(dtype)))
     }
 }
 

@@ -28,6 +28,7 @@ pub mod sampling;
 pub mod schedule;
 pub mod text;
 pub mod upscale;
+pub mod weight_layout;
 pub mod weights;
 #[cfg(feature = "wgpu")]
 pub mod window_gpu;

@@ -196,7 +196,8 @@ impl ModuleMapper for CopyToHost {
 impl Resident {
     fn unpark(&mut self, device: &Device) {
         if self.parked {
-            self.network = self.network.clone().to_device(device);
+            // Made from host data again, so padded on CUDA like a freshly loaded weight.
+            self.network = crate::weight_layout::unpadded(self.network.clone().to_device(device));
             self.parked = false;
         }
     }

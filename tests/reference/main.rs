@@ -6,6 +6,8 @@ mod components;
 mod config_search;
 mod control_maps;
 mod controlnet;
+#[cfg(target_os = "linux")]
+mod cuda_layout;
 mod embeddings;
 mod engine;
 mod extra_runs;

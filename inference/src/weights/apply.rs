@@ -137,6 +137,7 @@ pub fn apply_strict<M: Module>(
             ),
         ));
     }
+    let module = crate::weight_layout::unpadded(module);
     let mut unused: Vec<String> = result.unused.iter().map(|p| file_key(p)).collect();
     unused.sort();
     let mut converted_from: Vec<(String, usize)> = stored_dtypes.into_iter().collect();

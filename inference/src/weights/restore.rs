@@ -79,6 +79,8 @@ impl WeightSources {
                 paths.len()
             )));
         }
+        // The weights read again are new host data on the device, padded on CUDA.
+        *module = crate::weight_layout::unpadded(module.clone());
         Ok(())
     }
 }
