@@ -80,7 +80,13 @@ impl WeightSources {
             )));
         }
         // The weights read again are new host data on the device, padded on CUDA.
-        *module = crate::weight_layout::unpadded(module.clone());
+        if module
+            .devices()
+            .first()
+            .is_some_and(crate::weight_layout::pads_rows)
+        {
+            *module = crate::weight_layout::unpadded(module.clone());
+        }
         Ok(())
     }
 }
