@@ -15,7 +15,7 @@
 #             kernels_only.py), which spares the device NVRTC's minutes.
 #
 # Carry the three (`carry: [".gl", ".whl", ".devrun"]`) and run
-#   bash tests/bench/lent_gpu.sh [quick|cuda]
+#   bash tests/bench/lent_gpu.sh [quick|cuda|values]
 # with a timeout that leaves time to rerun. Results land in $OUT (the device tool's folder).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -60,6 +60,12 @@ if [ -x /tmp/ember-cuda ]; then
         export LD_LIBRARY_PATH=$(dirname "$nvrtc")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     fi
     echo "CUDA: CUDA_PATH=${CUDA_PATH:-none}, NVRTC ${nvrtc:-not found}" >&2
+fi
+# `values`: only the GPU paths' values against the CPU's (gpu_values.sh: minutes on wgpu; on
+# CUDA, NVRTC compiles the tiny models' kernels first, which the kernels.db does not hold).
+if [ "${1:-}" = values ]; then
+    EMBER=/tmp/ember OUT=${OUT:-/tmp/ember-gpu} bash tests/bench/gpu_values.sh
+    exit
 fi
 EMBER=/tmp/ember OUT=${OUT:-/tmp/ember-gpu} COLD_LIMIT=${COLD_LIMIT:-150} \
     RUST_LOG=${RUST_LOG:-warn} bash tests/bench/gpu.sh "$@"
