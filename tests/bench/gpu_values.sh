@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU paths' values on this machine's card, in seconds: one image of each of the
+# The GPU paths' values on this machine's card (minutes; more on CUDA while NVRTC compiles): one image of each of the
 # repository's tiny seeded models (tests/extra/models: SD 2.x v-prediction and SDXL), in f32
 # on the CPU, on wgpu and, with EMBER_CUDA=path (a build with `--features cuda`), on CUDA; the
 # same seed must give the same image (noise is made on the host), so each GPU image is
@@ -18,8 +18,8 @@ cache=$(mktemp -d)
 # The tiny models' tokenizers take the vocabulary of assets/clip (as tests/reference/extra_runs.rs
 # assembles them): a loadable copy of each.
 models=$cache/models
+mkdir -p "$models"
 for model in sd2 sdxl; do
-    mkdir -p "$models"
     cp -r "$here/../extra/models/$model" "$models/"
     for tokenizer in "$models/$model"/tokenizer*/; do
         cp "$here/../../assets/clip/vocab.json" "$here/../../assets/clip/merges.txt" "$tokenizer"
