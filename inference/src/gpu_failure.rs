@@ -32,12 +32,15 @@ pub(crate) fn device_failure_while(work: GpuWork, report: &str) -> Error {
             "Close other programs that use the GPU, or use --device cpu",
         ),
     };
+    let lost = gpu_is_lost(report);
     let cause = innermost_cause(report);
-    let cause = match cuda_status_name(cause) {
-        Some(name) => format!("{cause}: {name}"),
-        None => cause.to_string(),
+    let loss = if lost { wgpu_loss(cause) } else { None };
+    let cause = match (cuda_status_name(cause), loss) {
+        (Some(name), _) => format!("{cause}: {name}"),
+        (None, Some(loss)) => loss,
+        (None, None) => cause.to_string(),
     };
-    if gpu_is_lost(report) {
+    if lost {
         return Error::DeviceLost {
             what: format!("the GPU stopped working while {doing} ({cause}); {outcome}"),
         };
@@ -95,6 +98,19 @@ fn cuda_status_name(cause: &str) -> Option<&'static str> {
     })
 }
 
+/// cubecl's record of why wgpu lost a device ("Destroyed: ", "Unknown: <the driver's
+/// words>", wgpu's `DeviceLostReason` and message), in words.
+fn wgpu_loss(cause: &str) -> Option<String> {
+    let (reason, message) = cause.split_once(':')?;
+    let message = message.trim();
+    Some(match (reason, message.is_empty()) {
+        ("Destroyed", _) => "wgpu lost the device: it was destroyed".to_string(),
+        ("Unknown", true) => "wgpu lost the device".to_string(),
+        ("Unknown", false) => format!("wgpu lost the device: {message}"),
+        _ => return None,
+    })
+}
+
 /// The last line of a GPU runtime's report that says what went wrong.
 pub(crate) fn innermost_cause(report: &str) -> &str {
     report
@@ -145,6 +161,34 @@ mod tests {
             !super::gpu_is_lost(short),
             "out of memory is not the GPU lost"
         );
+    }
+
+    /// The reports Burn gives once wgpu has lost the device: destroyed (as
+    /// `tests/reference/wgpu_lost.rs` does on lavapipe) or lost by the driver.
+    #[test]
+    fn a_lost_wgpu_device_is_the_gpu_lost_in_words() {
+        let report = |reason: &str| {
+            format!(
+                "Failed to access TensorData storage: failed to materialize bytes: The device \
+                is poisoned\nCaused by:\n  {reason}\nBacktrace:\nNo backtrace available"
+            )
+        };
+        let cases = [
+            ("Destroyed: ", "(wgpu lost the device: it was destroyed)"),
+            ("Unknown: ", "(wgpu lost the device)"),
+            (
+                "Unknown: VK_ERROR_DEVICE_LOST",
+                "(wgpu lost the device: VK_ERROR_DEVICE_LOST)",
+            ),
+        ];
+        for (reason, cause) in cases {
+            let error = super::device_failure(&report(reason));
+            let crate::Error::DeviceLost { what } = &error else {
+                panic!("not the GPU lost: {error}");
+            };
+            assert!(what.contains(cause), "{what}");
+            assert_eq!(error.to_string().lines().count(), 1, "{error}");
+        }
     }
 
     /// The shape of the report Burn gave on lavapipe when a buffer could not be allocated.

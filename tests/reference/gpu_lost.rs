@@ -53,7 +53,7 @@ fn load(path: &std::path::Path) -> Command {
 }
 
 /// Loads `path` and waits until it has loaded.
-fn load_and_wait(worker: &WorkerHandle, path: &std::path::Path) {
+pub(crate) fn load_and_wait(worker: &WorkerHandle, path: &std::path::Path) {
     worker.send(load(path));
     let loaded = next(worker, |e| {
         matches!(e, Event::ModelLoaded { .. } | Event::ModelFailed { .. })
@@ -65,7 +65,7 @@ fn load_and_wait(worker: &WorkerHandle, path: &std::path::Path) {
 }
 
 /// `GpuLost`'s list for the main model at `path`.
-fn main_model_to_reload(path: &std::path::Path) -> Vec<ModelToReload> {
+pub(crate) fn main_model_to_reload(path: &std::path::Path) -> Vec<ModelToReload> {
     vec![ModelToReload {
         role: ModelRole::Main,
         path: path.to_path_buf(),
@@ -148,21 +148,24 @@ fn a_gpu_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_there() 
         matches!(e, Event::Failed { .. } | Event::Finished { .. })
     }));
 
-    // The CPU's own image, from an engine made for it.
-    let cpu = DeviceKind::Cpu.open().unwrap().device;
-    let cpu_worker = WorkerHandle::spawn(BurnEngine::new(cpu, Precision::F32), || {}).unwrap();
-    load_and_wait(&cpu_worker, &model);
-    cpu_worker.send(job(3));
-    let expected = image(&next(&cpu_worker, |e| {
-        matches!(e, Event::Finished { .. } | Event::Failed { .. })
-    }));
     assert!(
-        after == expected,
+        after == cpu_image(&model),
         "the image after the fall-back is the CPU's"
     );
 }
 
-fn job(id: u64) -> Command {
+/// [`job`]'s image from `model` on an engine made for the CPU.
+pub(crate) fn cpu_image(model: &std::path::Path) -> Vec<u8> {
+    let cpu = DeviceKind::Cpu.open().unwrap().device;
+    let cpu_worker = WorkerHandle::spawn(BurnEngine::new(cpu, Precision::F32), || {}).unwrap();
+    load_and_wait(&cpu_worker, model);
+    cpu_worker.send(job(3));
+    image(&next(&cpu_worker, |e| {
+        matches!(e, Event::Finished { .. } | Event::Failed { .. })
+    }))
+}
+
+pub(crate) fn job(id: u64) -> Command {
     Command::Generate {
         job: JobId(id),
         request: Box::new(GenerateRequest {
@@ -178,7 +181,7 @@ fn job(id: u64) -> Command {
 }
 
 /// The worker's events up to the first that `done` says ends the wait (5 minutes at most).
-fn next(worker: &WorkerHandle, done: impl Fn(&Event) -> bool) -> Vec<Event> {
+pub(crate) fn next(worker: &WorkerHandle, done: impl Fn(&Event) -> bool) -> Vec<Event> {
     let start = Instant::now();
     let mut events = Vec::new();
     while start.elapsed() < Duration::from_secs(300) {
@@ -197,7 +200,7 @@ fn next(worker: &WorkerHandle, done: impl Fn(&Event) -> bool) -> Vec<Event> {
 }
 
 /// The pixels of a finished job's one image.
-fn image(events: &[Event]) -> Vec<u8> {
+pub(crate) fn image(events: &[Event]) -> Vec<u8> {
     match events.last() {
         Some(Event::Finished { images, .. }) => images[0].image.pixels.clone(),
         other => panic!("the job did not finish: {other:?}"),

@@ -31,4 +31,5 @@ mod schedules;
 mod tokenizer;
 mod upscale;
 mod vae_tiles;
+mod wgpu_lost;
 mod worker;

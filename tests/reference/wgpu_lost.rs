@@ -1,0 +1,86 @@
+//! The real engine losing its wgpu device mid-job, as a driver reset or a GPU taken away
+//! does: the test destroys the device the engine shares (as the window shares its own) once
+//! the job has begun, and the worker must move to the CPU, say what to load again, and make
+//! the CPU's image with the next job. On lavapipe in CI, on the GPU where there is one.
+
+use inference::device::{OpenedDevice, choose_precision, shared_wgpu_device, wgpu};
+use inference::worker::{BurnEngine, Event, JobId, WorkerHandle};
+
+use crate::gpu_lost::{cpu_image, image, job, load_and_wait, main_model_to_reload, next};
+use ember_tests::reference;
+
+/// Set in the child run: a lost device stays lost for the whole process.
+const CHILD: &str = "EMBER_TEST_WGPU_LOST_CHILD";
+
+#[test]
+fn a_wgpu_device_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_there() {
+    let name = "a_wgpu_device_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_there";
+    if std::env::var_os(CHILD).is_none() {
+        ember_tests::run_test_in_child(&format!("wgpu_lost::{name}"), CHILD, |_| {});
+        return;
+    }
+    // The device the window would share, so the test holds a handle Burn also runs on.
+    let shared = inference::window_gpu::open_for_window(wgpu::PowerPreference::HighPerformance)
+        .expect("the Vulkan device opens")
+        .expect("the wgpu tests need a Vulkan adapter (lavapipe: mesa-vulkan-drivers)");
+    let handle = shared.device.clone();
+    let description = shared.adapter.get_info().name;
+    let opened = OpenedDevice {
+        device: shared_wgpu_device(shared).unwrap(),
+        gpu: true,
+        description,
+    };
+    let (precision, vae_upcast) = choose_precision("auto", &opened).unwrap();
+    let engine = BurnEngine::new(opened.device, precision).with_vae_upcast(vae_upcast);
+    let worker = WorkerHandle::spawn(engine, || {}).unwrap();
+    let model = reference("sd15/pipeline");
+    load_and_wait(&worker, &model);
+
+    // The device is lost once the job's first step is done.
+    worker.send(job(1));
+    let begun = next(&worker, |e| {
+        matches!(
+            e,
+            Event::Progress { step: 1.., .. } | Event::Failed { .. } | Event::Finished { .. }
+        )
+    });
+    assert!(
+        matches!(begun.last(), Some(Event::Progress { .. })),
+        "{begun:?}"
+    );
+    handle.destroy();
+    let events = next(&worker, |e| {
+        matches!(e, Event::Failed { .. } | Event::Finished { .. })
+    });
+    let lost = events.iter().find_map(|e| match e {
+        Event::GpuLost { error, reload } => Some((error, reload)),
+        _ => None,
+    });
+    let (error, reload) = lost.unwrap_or_else(|| panic!("no GpuLost event: {events:?}"));
+    assert!(
+        error.starts_with(
+            "the GPU stopped working while generating (wgpu lost the device: it was destroyed); \
+            nothing was saved"
+        ),
+        "{error}"
+    );
+    assert!(error.contains("Ember goes on on the CPU"), "{error}");
+    assert_eq!(reload, &main_model_to_reload(&model));
+    match events.last() {
+        Some(Event::Failed { job, error: failed }) => {
+            assert_eq!((*job, failed), (JobId(1), error));
+        }
+        other => panic!("the job did not fail: {other:?}"),
+    }
+
+    // As the UI does: the model loads again (on the CPU), and the same job makes an image.
+    load_and_wait(&worker, &model);
+    worker.send(job(2));
+    let after = image(&next(&worker, |e| {
+        matches!(e, Event::Failed { .. } | Event::Finished { .. })
+    }));
+    assert!(
+        after == cpu_image(&model),
+        "the image after the fall-back is the CPU's"
+    );
+}
