@@ -23,6 +23,7 @@ pub mod service;
 pub mod session;
 pub mod settings;
 pub mod shared_device;
+pub mod window_gpu_lost;
 
 use std::process::ExitCode;
 
@@ -30,16 +31,68 @@ use app::EmberApp;
 use paths::Paths;
 
 /// The eframe glue: egui memory and window geometry persist in eframe's storage; Ember's own
-/// settings in `settings.json` (see [`settings`]).
-struct EframeApp(EmberApp);
+/// settings in `settings.json` (see [`settings`]). `app` is `None` only while Ember stops to
+/// start again on a new device ([`window_gpu_lost`]).
+struct EframeApp {
+    app: Option<EmberApp>,
+    window_gpu: Option<window_gpu_lost::WindowGpuWatch>,
+}
 
 impl eframe::App for EframeApp {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
-        self.0.frame(ui);
+        // Checked before egui draws this frame: its renderer panics on a lost device.
+        if self.window_gpu.as_mut().is_some_and(|w| w.is_lost()) {
+            self.start_again_after_gpu_lost();
+        }
+        if let Some(app) = &mut self.app {
+            app.frame(ui);
+        }
     }
 
     fn save(&mut self, _storage: &mut dyn eframe::Storage) {
-        self.0.save_settings();
+        if let Some(app) = &mut self.app {
+            app.save_settings();
+        }
+    }
+}
+
+impl EframeApp {
+    /// The window's device is lost: saves the settings, stops the worker (its job ends
+    /// unfinished; saved images are files already) and starts Ember again, or stops it after
+    /// repeated losses (see [`window_gpu_lost::after_loss`]).
+    fn start_again_after_gpu_lost(&mut self) -> ! {
+        use window_gpu_lost::{AfterLoss, after_loss, earlier_losses};
+        let uptime = self
+            .window_gpu
+            .as_ref()
+            .map(|w| w.uptime())
+            .unwrap_or_default();
+        let mut output = None;
+        if let Some(mut app) = self.app.take() {
+            app.save_settings();
+            output = Some(app.output_dir());
+            drop(app);
+        }
+        match after_loss(earlier_losses(), uptime) {
+            AfterLoss::Restart {
+                losses,
+                engine_on_cpu,
+            } => {
+                eprintln!("ember: the window's GPU device was lost; starting again");
+                if let Err(e) = window_gpu_lost::restart(losses, engine_on_cpu) {
+                    eprintln!(
+                        "error: the GPU device was lost and Ember could not start again: {e}"
+                    );
+                    std::process::exit(1);
+                }
+                std::process::exit(0);
+            }
+            AfterLoss::GiveUp => {
+                let output = output.unwrap_or_default();
+                eprintln!("{}", window_gpu_lost::gave_up_message(&output));
+                std::process::exit(1);
+            }
+        }
     }
 }
 
@@ -117,7 +170,17 @@ fn open_window(
             let mut app = EmberApp::with_files(&cc.egui_ctx, engine, paths, files);
             app.session.notify(session::Level::Info, note.short.clone());
             app.device = note;
-            Ok(Box::new(EframeApp(app)))
+            let losses = window_gpu_lost::earlier_losses();
+            if let Some(text) = window_gpu_lost::notice_after_restart(losses) {
+                app.session.notify(session::Level::Error, text);
+            }
+            Ok(Box::new(EframeApp {
+                app: Some(app),
+                window_gpu: cc
+                    .wgpu_render_state
+                    .as_ref()
+                    .map(window_gpu_lost::WindowGpuWatch::new),
+            }))
         }),
     );
     (result, started.load(std::sync::atomic::Ordering::Relaxed))
