@@ -3,7 +3,7 @@
 //! the job has begun, and the worker must move to the CPU, say what to load again, and make
 //! the CPU's image with the next job. On lavapipe in CI, on the GPU where there is one.
 
-use inference::device::{OpenedDevice, choose_precision, shared_wgpu_device, wgpu};
+use inference::device::{Precision, shared_wgpu_device, wgpu};
 use inference::worker::{BurnEngine, Event, JobId, WorkerHandle};
 
 use crate::gpu_lost::{cpu_image, image, job, load_and_wait, main_model_to_reload, next};
@@ -24,14 +24,9 @@ fn a_wgpu_device_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_
         .expect("the Vulkan device opens")
         .expect("the wgpu tests need a Vulkan adapter (lavapipe: mesa-vulkan-drivers)");
     let handle = shared.device.clone();
-    let description = shared.adapter.get_info().name;
-    let opened = OpenedDevice {
-        device: shared_wgpu_device(shared).unwrap(),
-        gpu: true,
-        description,
-    };
-    let (precision, vae_upcast) = choose_precision("auto", &opened).unwrap();
-    let engine = BurnEngine::new(opened.device, precision).with_vae_upcast(vae_upcast);
+    let device = shared_wgpu_device(shared).unwrap();
+    // f32, as the wgpu reference runs before it: their kernels are compiled already.
+    let engine = BurnEngine::new(device, Precision::F32);
     let worker = WorkerHandle::spawn(engine, || {}).unwrap();
     let model = reference("sd15/pipeline");
     load_and_wait(&worker, &model);
