@@ -19,12 +19,27 @@ use crate::worker::panic_message;
 /// Why CUDA cannot run here, and what to do, in one line.
 type Result<T> = std::result::Result<T, String>;
 
-/// The first CUDA GPU, once the driver, NVRTC and the CUDA headers are all found and a first
-/// operation ran.
-pub(crate) fn open() -> Result<OpenedDevice> {
-    let gpu = find_gpu()?;
+/// CUDA GPUs Ember has opened: Burn pads the rows of their tensors (`weight_layout`).
+static OPENED: Mutex<Vec<Device>> = Mutex::new(Vec::new());
+
+/// Whether `device` is a CUDA GPU Ember opened.
+pub(crate) fn is_cuda(device: &Device) -> bool {
+    OPENED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(device)
+}
+
+/// CUDA GPU `number` (the driver's order, as `ember devices` lists them), once the driver,
+/// NVRTC and the CUDA headers are all found and a first operation ran.
+pub(crate) fn open(number: usize) -> Result<OpenedDevice> {
+    let gpu = find_gpu(number)?;
     crate::device::note_stand_in_driver(&gpu.name);
-    let device = Device::cuda(0);
+    let device = Device::cuda(number);
+    OPENED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(device.clone());
     first_operation(&device).map_err(|why| {
         format!(
             "Burn's CUDA backend failed its first operation on {} ({why}); check that NVRTC \
@@ -44,18 +59,39 @@ pub(crate) fn open() -> Result<OpenedDevice> {
     })
 }
 
-/// What the driver says of GPU 0.
+/// What the driver says of a GPU.
 struct CudaGpu {
     name: String,
     memory_bytes: u64,
 }
 
-#[allow(unsafe_code)]
-fn find_gpu() -> Result<CudaGpu> {
-    use burn::cubecl::cuda::install::{cuda_path, include_path};
-    use cudarc::driver::result::{self as driver, device};
+/// The names and memory of the GPUs NVIDIA's driver sees, in its order, for
+/// `ember devices`; why none can be listed otherwise.
+pub(crate) fn list() -> Result<Vec<String>> {
+    let listing = |why: String| why.trim_end_matches(OTHER_DEVICES).to_string();
+    let count = start_driver().map_err(listing)?;
+    (0..count)
+        .map(|n| {
+            describe(n).map(|gpu| {
+                format!(
+                    "{} ({})",
+                    gpu.name,
+                    crate::memory::human_bytes(gpu.memory_bytes)
+                )
+            })
+        })
+        .collect::<Result<_>>()
+        .map_err(listing)
+}
 
-    let fail = |what: String| format!("{what}; or use --device wgpu or cpu");
+/// What every CUDA error ends with.
+const OTHER_DEVICES: &str = "; or use --device wgpu or cpu";
+
+/// Loads and starts NVIDIA's driver; how many GPUs it sees.
+#[allow(unsafe_code)]
+fn start_driver() -> Result<usize> {
+    use cudarc::driver::result::{self as driver, device};
+    let fail = |what: String| format!("{what}{OTHER_DEVICES}");
     // SAFETY: only tries to `dlopen` each of cudarc's candidate names for the library.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err(fail(
@@ -69,7 +105,43 @@ fn find_gpu() -> Result<CudaGpu> {
     if count < 1 {
         return Err(fail("the NVIDIA driver sees no GPU".into()));
     }
-    // SAFETY: as above, for NVRTC.
+    Ok(count as usize)
+}
+
+/// GPU `number`'s name and memory, from the started driver.
+#[allow(unsafe_code)]
+fn describe(number: usize) -> Result<CudaGpu> {
+    use cudarc::driver::result::device;
+    let fail = |what: String| format!("{what}{OTHER_DEVICES}");
+    let gpu = device::get(number as i32)
+        .map_err(|e| fail(format!("CUDA GPU {number} could not be opened ({e})")))?;
+    let name = device::get_name(gpu).unwrap_or_else(|_| format!("CUDA GPU {number}"));
+    // SAFETY: `gpu` is a device handle the initialised driver just returned.
+    let memory_bytes = unsafe { device::total_mem(gpu) }.map_err(|e| {
+        fail(format!(
+            "the NVIDIA driver did not say GPU {number}'s memory ({e})"
+        ))
+    })?;
+    Ok(CudaGpu {
+        name,
+        memory_bytes: memory_bytes as u64,
+    })
+}
+
+#[allow(unsafe_code)]
+fn find_gpu(number: usize) -> Result<CudaGpu> {
+    use burn::cubecl::cuda::install::{cuda_path, include_path};
+
+    let fail = |what: String| format!("{what}{OTHER_DEVICES}");
+    let count = start_driver()?;
+    if number >= count {
+        return Err(format!(
+            "there is no cuda:{number}: NVIDIA's driver sees {count} GPU(s), cuda:0 to \
+             cuda:{}; `ember devices` lists them",
+            count - 1
+        ));
+    }
+    // SAFETY: only tries to `dlopen` each of cudarc's candidate names for NVRTC.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         return Err(fail(
             "NVRTC (libnvrtc, part of the CUDA Toolkit) could not be loaded; Burn's CUDA \
@@ -101,18 +173,7 @@ fn find_gpu() -> Result<CudaGpu> {
             wheels.join(" and ")
         )));
     }
-    let gpu = device::get(0).map_err(|e| fail(format!("CUDA GPU 0 could not be opened ({e})")))?;
-    let name = device::get_name(gpu).unwrap_or_else(|_| "CUDA GPU 0".into());
-    // SAFETY: `gpu` is a device handle the initialised driver just returned.
-    let memory_bytes = unsafe { device::total_mem(gpu) }.map_err(|e| {
-        fail(format!(
-            "the NVIDIA driver did not say GPU 0's memory ({e})"
-        ))
-    })?;
-    Ok(CudaGpu {
-        name,
-        memory_bytes: memory_bytes as u64,
-    })
+    describe(number)
 }
 
 /// The headers cubecl's CUDA C++ includes that `include` (a toolkit's include folder)

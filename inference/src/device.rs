@@ -1,6 +1,7 @@
 //! Compute devices and the small conversions between host vectors and tensors.
 
-use std::sync::OnceLock;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock};
 
 pub(crate) use crate::gpu_failure::{GpuWork, device_failure_while, innermost_cause};
 
@@ -9,30 +10,47 @@ use burn::tensor::{Device, Tensor, TensorData};
 use crate::error::{Error, Result};
 
 /// Which backend runs the models.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum DeviceKind {
     /// A real GPU through wgpu when this build has it and the machine has one, else the CPU.
     #[default]
     Auto,
     /// burn-flex on the CPU (always available).
     Cpu,
-    /// burn-wgpu (feature `wgpu`).
+    /// burn-wgpu (feature `wgpu`) on wgpu's default adapter: the best GPU.
     Wgpu,
-    /// burn-cuda (feature `cuda`).
-    Cuda,
+    /// burn-wgpu on the adapter of this number in `ember devices`' list (`wgpu:N`), where a
+    /// machine has several GPUs.
+    WgpuAdapter(usize),
+    /// burn-cuda (feature `cuda`) on the GPU of this number in the driver's order (`cuda`
+    /// is `cuda:0`).
+    Cuda(usize),
 }
 
 impl DeviceKind {
-    /// Parses `auto`, `cpu`, `wgpu` or `cuda`.
+    /// Parses `auto`, `cpu`, `wgpu`, `wgpu:N`, `cuda` or `cuda:N`.
     pub fn parse(name: &str) -> Result<Self> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "auto" => Ok(DeviceKind::Auto),
-            "cpu" => Ok(DeviceKind::Cpu),
-            "wgpu" | "gpu" => Ok(DeviceKind::Wgpu),
-            "cuda" => Ok(DeviceKind::Cuda),
-            other => Err(Error::settings(format!(
-                "unknown device {other:?}; valid devices: auto, cpu, wgpu, cuda"
-            ))),
+        let name = name.trim().to_ascii_lowercase();
+        let unknown = || {
+            Error::settings(format!(
+                "unknown device {name:?}; valid devices: auto, cpu, wgpu, wgpu:N, cuda, cuda:N \
+                 (`ember devices` lists the numbers)"
+            ))
+        };
+        let (api, number) = match name.split_once(':') {
+            Some((api, number)) => {
+                let number = number.trim().parse::<usize>().map_err(|_| unknown())?;
+                (api.trim(), Some(number))
+            }
+            None => (name.as_str(), None),
+        };
+        match (api, number) {
+            ("auto", None) => Ok(DeviceKind::Auto),
+            ("cpu", None) => Ok(DeviceKind::Cpu),
+            ("wgpu" | "gpu", None) => Ok(DeviceKind::Wgpu),
+            ("wgpu" | "gpu", Some(n)) => Ok(DeviceKind::WgpuAdapter(n)),
+            ("cuda", n) => Ok(DeviceKind::Cuda(n.unwrap_or(0))),
+            _ => Err(unknown()),
         }
     }
 
@@ -48,17 +66,77 @@ impl DeviceKind {
             gpu,
             description: description.to_string(),
         };
-        // Burn registers wgpu's default devices once per process: open them once too.
+        // Burn registers each GPU device once per process: open each once too.
+        type Opened = std::result::Result<OpenedDevice, String>;
         static AUTO: OnceLock<OpenedDevice> = OnceLock::new();
-        static WGPU: OnceLock<std::result::Result<OpenedDevice, String>> = OnceLock::new();
-        static CUDA: OnceLock<std::result::Result<OpenedDevice, String>> = OnceLock::new();
+        static WGPU: OnceLock<Opened> = OnceLock::new();
+        static NUMBERED: Mutex<BTreeMap<DeviceKind, Opened>> = Mutex::new(BTreeMap::new());
+        let numbered = |open: fn(usize) -> Opened, n| {
+            let mut opened = NUMBERED.lock().unwrap_or_else(|e| e.into_inner());
+            opened.entry(self).or_insert_with(|| open(n)).clone()
+        };
         match self {
             DeviceKind::Auto => Ok(AUTO.get_or_init(auto_device).clone()),
             DeviceKind::Cpu => Ok(on(Device::flex(), false, "the CPU, as asked")),
-            DeviceKind::Wgpu => WGPU.get_or_init(wgpu_device).clone().map_err(Error::Device),
-            DeviceKind::Cuda => CUDA.get_or_init(cuda_device).clone().map_err(Error::Device),
+            DeviceKind::Wgpu => WGPU.get_or_init(wgpu_device).clone(),
+            DeviceKind::WgpuAdapter(n) => numbered(wgpu_adapter, n),
+            DeviceKind::Cuda(n) => numbered(cuda_device, n),
+        }
+        .map_err(Error::Device)
+    }
+}
+
+/// The name `--device` takes: `auto`, `cpu`, `wgpu`, `wgpu:N`, `cuda:N`.
+impl std::fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceKind::Auto => f.write_str("auto"),
+            DeviceKind::Cpu => f.write_str("cpu"),
+            DeviceKind::Wgpu => f.write_str("wgpu"),
+            DeviceKind::WgpuAdapter(n) => write!(f, "wgpu:{n}"),
+            DeviceKind::Cuda(n) => write!(f, "cuda:{n}"),
         }
     }
+}
+
+/// Every device `--device` can name on this machine, for `ember devices`: each as its
+/// name and what it is; a backend that has none, or is not built in, as one row saying why.
+pub fn list_devices() -> Vec<(String, String)> {
+    let mut rows = vec![("cpu".to_string(), "the CPU (burn-flex)".to_string())];
+    #[cfg(feature = "wgpu")]
+    {
+        let adapters = crate::wgpu_adapters::list();
+        if adapters.is_empty() {
+            rows.push((
+                "wgpu".into(),
+                "none: wgpu sees no GPU (Vulkan, Metal or DirectX 12); install a Vulkan driver"
+                    .into(),
+            ));
+        }
+        for (n, adapter) in adapters.into_iter().enumerate() {
+            rows.push((format!("wgpu:{n}"), adapter));
+        }
+    }
+    #[cfg(not(feature = "wgpu"))]
+    rows.push((
+        "wgpu".into(),
+        "not in this build (rebuild with `--features wgpu`)".into(),
+    ));
+    #[cfg(feature = "cuda")]
+    match crate::cuda_device::list() {
+        Ok(gpus) => {
+            for (n, gpu) in gpus.into_iter().enumerate() {
+                rows.push((format!("cuda:{n}"), gpu));
+            }
+        }
+        Err(why) => rows.push(("cuda".into(), format!("none: {why}"))),
+    }
+    #[cfg(not(feature = "cuda"))]
+    rows.push((
+        "cuda".into(),
+        "not in this build (rebuild with `--features cuda`)".into(),
+    ));
+    rows
 }
 
 /// A device opened for the engine.
@@ -155,7 +233,7 @@ pub fn record_gpu_memory(device: &Device, adapter: &wgpu::Adapter) -> String {
 /// SPIR-V build).
 #[cfg(feature = "wgpu")]
 #[allow(unsafe_code)]
-fn vulkan_device_memory(adapter: &wgpu::Adapter) -> Option<u64> {
+pub(crate) fn vulkan_device_memory(adapter: &wgpu::Adapter) -> Option<u64> {
     // VK_MEMORY_HEAP_DEVICE_LOCAL_BIT.
     const DEVICE_LOCAL: u32 = 1;
     // SAFETY: `as_hal` borrows the adapter's Vulkan handles while `adapter` is alive, and
@@ -303,14 +381,25 @@ fn wgpu_device() -> std::result::Result<OpenedDevice, String> {
     Err("this build has no wgpu backend; rebuild with `--features wgpu` or use --device cpu".into())
 }
 
-/// Burn's CUDA device 0, checked first (see `cuda_device`); opened once per process.
+/// wgpu's adapter `n` in `ember devices`' order (see `wgpu_adapters`).
+#[cfg(feature = "wgpu")]
+fn wgpu_adapter(n: usize) -> std::result::Result<OpenedDevice, String> {
+    crate::wgpu_adapters::open(n)
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn wgpu_adapter(_n: usize) -> std::result::Result<OpenedDevice, String> {
+    wgpu_device()
+}
+
+/// Burn's CUDA device `n`, checked first (see `cuda_device`).
 #[cfg(feature = "cuda")]
-fn cuda_device() -> std::result::Result<OpenedDevice, String> {
-    crate::cuda_device::open()
+fn cuda_device(n: usize) -> std::result::Result<OpenedDevice, String> {
+    crate::cuda_device::open(n)
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_device() -> std::result::Result<OpenedDevice, String> {
+fn cuda_device(_n: usize) -> std::result::Result<OpenedDevice, String> {
     Err("this build has no CUDA backend; rebuild with `--features cuda` or use --device cpu".into())
 }
 

@@ -58,10 +58,16 @@ fn gpu_is_lost(report: &str) -> bool {
     report.contains("poisoned")
         || report.contains("Device lost")
         || report.contains("DeviceLost")
+        || report.contains(WGPU_UNREADABLE)
         || STICKY_CUDA_FAULTS.iter().any(|(status, name)| {
             report.contains(name) || report.contains(&format!("status {status}"))
         })
 }
+
+/// cubecl's wgpu runtime failing to map the buffer it copied results into: wgpu refuses that
+/// only on a device that is no longer valid, which on a destroyed device (as
+/// `tests/reference/wgpu_lost.rs` does) comes before the lost callback marks it poisoned.
+const WGPU_UNREADABLE: &str = "the staging buffer could not be mapped";
 
 /// The CUDA statuses after which a context "cannot be used" (CUDA's driver API), as cubecl's
 /// `poisons_device` lists them.
@@ -101,6 +107,9 @@ fn cuda_status_name(cause: &str) -> Option<&'static str> {
 /// cubecl's record of why wgpu lost a device ("Destroyed: ", "Unknown: <the driver's
 /// words>", wgpu's `DeviceLostReason` and message), in words.
 fn wgpu_loss(cause: &str) -> Option<String> {
+    if cause.contains(WGPU_UNREADABLE) {
+        return Some("wgpu could not read from the device any more".into());
+    }
     let (reason, message) = cause.split_once(':')?;
     let message = message.trim();
     Some(match (reason, message.is_empty()) {
@@ -164,7 +173,8 @@ mod tests {
     }
 
     /// The reports Burn gives once wgpu has lost the device: destroyed (as
-    /// `tests/reference/wgpu_lost.rs` does on lavapipe) or lost by the driver.
+    /// `tests/reference/wgpu_lost.rs` does on lavapipe) or lost by the driver, and a read
+    /// that fails on the destroyed device before it is marked lost.
     #[test]
     fn a_lost_wgpu_device_is_the_gpu_lost_in_words() {
         let report = |reason: &str| {
@@ -181,6 +191,17 @@ mod tests {
                 "(wgpu lost the device: VK_ERROR_DEVICE_LOST)",
             ),
         ];
+        let unreadable = "Failed to access TensorData storage: failed to materialize bytes: the \
+            staging buffer could not be mapped: Error occurred when trying to async map a buffer\
+            \nBacktrace:\nNo backtrace available";
+        let error = super::device_failure(unreadable);
+        let crate::Error::DeviceLost { what } = &error else {
+            panic!("not the GPU lost: {error}");
+        };
+        assert!(
+            what.contains("(wgpu could not read from the device any more)"),
+            "{what}"
+        );
         for (reason, cause) in cases {
             let error = super::device_failure(&report(reason));
             let crate::Error::DeviceLost { what } = &error else {

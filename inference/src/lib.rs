@@ -31,6 +31,8 @@ pub mod upscale;
 pub mod weight_layout;
 pub mod weights;
 #[cfg(feature = "wgpu")]
+mod wgpu_adapters;
+#[cfg(feature = "wgpu")]
 pub mod window_gpu;
 pub mod worker;
 

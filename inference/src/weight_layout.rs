@@ -31,8 +31,7 @@ pub fn unpadded<M: Module>(module: M) -> M {
 pub fn pads_rows(device: &Device) -> bool {
     #[cfg(feature = "cuda")]
     {
-        // Ember opens CUDA device 0 only (see `cuda_device`).
-        *device == Device::cuda(0)
+        crate::cuda_device::is_cuda(device)
     }
     #[cfg(not(feature = "cuda"))]
     {

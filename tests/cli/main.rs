@@ -10,6 +10,7 @@ mod controlnet;
 #[cfg(target_os = "linux")]
 mod cuda;
 mod device;
+mod devices;
 mod download;
 mod families;
 mod hires;

@@ -34,6 +34,7 @@
 //   FAKE_CUDA_LOSE_AFTER  the GPU is lost after this many kernel launches (default never)
 //   FAKE_CUDA_LOSE_WHEN   the GPU is lost from the first call after this file exists
 //   FAKE_CUDA_LOG_MEMORY  set: the log also gets every allocation and free, with the total
+//   FAKE_CUDA_DEVICES     how many GPUs the driver sees (default 1); each is named by its number
 //
 // Build: cc -shared -fPIC -O2 -o libcuda.so fake_libcuda.c, linked as libcuda.so.1 too:
 // cudarc tries libcuda.so first, so a real driver's must not come before it.
@@ -98,17 +99,25 @@ CUresult cuInit(unsigned flags) {
     return OK;
 }
 CUresult cuDriverGetVersion(int *version) { *version = 13000; return OK; }
-CUresult cuDeviceGetCount(int *count) { *count = 1; return OK; }
+static int device_count(void) {
+    const char *value = getenv("FAKE_CUDA_DEVICES");
+    int count = value ? atoi(value) : 1;
+    return count > 0 ? count : 1;
+}
+CUresult cuDeviceGetCount(int *count) { *count = device_count(); return OK; }
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
-    if (ordinal != 0) return INVALID_VALUE;
-    *device = 0;
+    if (ordinal < 0 || ordinal >= device_count()) return INVALID_VALUE;
+    *device = ordinal;
     return OK;
 }
 
 CUresult cuDeviceGetName(char *name, int length, CUdevice device) {
-    (void)device;
-    snprintf(name, (size_t)length, "Fake CUDA device sm_%d (no GPU; kernels do nothing)",
-             arch());
+    if (device == 0)
+        snprintf(name, (size_t)length, "Fake CUDA device sm_%d (no GPU; kernels do nothing)",
+                 arch());
+    else
+        snprintf(name, (size_t)length,
+                 "Fake CUDA device %d sm_%d (no GPU; kernels do nothing)", device, arch());
     return OK;
 }
 

@@ -61,7 +61,9 @@ fn loaded_weights_take_their_own_size_on_cuda() {
         cache_dir: Some(cache.path().to_path_buf()),
         ..GpuRuntime::default()
     });
-    let device = DeviceKind::Cuda.device().expect("the stand-in CUDA driver");
+    let device = DeviceKind::Cuda(0)
+        .device()
+        .expect("the stand-in CUDA driver");
     let in_use = || device.memory_pool_usage().map_or(0, |u| u.bytes_in_use);
     for precision in [Precision::F32, Precision::F16] {
         let model = load(

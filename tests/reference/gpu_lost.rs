@@ -35,7 +35,7 @@ fn in_child_on_stand_in(name: &str) -> bool {
 
 /// A worker on the stand-in's CUDA device, in `--precision auto` as the app makes it.
 fn cuda_worker() -> WorkerHandle {
-    let cuda = DeviceKind::Cuda
+    let cuda = DeviceKind::Cuda(0)
         .open()
         .expect("the stand-in CUDA device opens");
     let (precision, vae_upcast) = choose_precision("auto", &cuda).unwrap();
@@ -166,11 +166,16 @@ pub(crate) fn cpu_image(model: &std::path::Path) -> Vec<u8> {
 }
 
 pub(crate) fn job(id: u64) -> Command {
+    job_of_steps(id, 2)
+}
+
+/// [`job`] with `steps` steps.
+pub(crate) fn job_of_steps(id: u64, steps: u32) -> Command {
     Command::Generate {
         job: JobId(id),
         request: Box::new(GenerateRequest {
             prompt: "a lighthouse".into(),
-            steps: 2,
+            steps,
             width: 64,
             height: 64,
             seed: 7,

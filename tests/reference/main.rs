@@ -17,6 +17,7 @@ mod families;
 mod family_runs;
 mod fuzz;
 mod gpu;
+mod gpu_choice;
 mod gpu_lost;
 mod kdiffusion;
 mod kill;

@@ -45,6 +45,8 @@ enum Command {
     Upscale(upscale::UpscaleArgs),
     /// Download a model (a URL, or a well-known checkpoint by name), resumable and checked.
     Download(download::DownloadArgs),
+    /// List the devices `--device` and `EMBER_DEVICE` can name (`wgpu:N`, `cuda:N`).
+    Devices,
 }
 
 /// `ember bench` options.
@@ -267,8 +269,9 @@ pub struct GenerateArgs {
     /// fill (A1111's Just resize / Crop and resize / Resize and fill).
     #[arg(long, default_value = "resize")]
     pub resize_mode: String,
-    /// auto (a GPU when this build and the machine have one, else the CPU), cpu, wgpu or
-    /// cuda; without it, `EMBER_DEVICE` (as the app reads it), else auto.
+    /// auto (a GPU when this build and the machine have one, else the CPU), cpu, wgpu (the
+    /// best GPU), wgpu:N or cuda:N (a GPU `ember devices` lists; cuda is cuda:0); without it,
+    /// `EMBER_DEVICE` (as the app reads it), else auto.
     #[arg(long)]
     pub device: Option<String>,
     /// auto (f16 with an f32 VAE on a GPU, f32 on the CPU), f32, f16 or bf16.
@@ -350,6 +353,10 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some(Command::Bench(args)) => bench::run(&args, bench_logs.as_ref()),
         Some(Command::Upscale(args)) => upscale::run(&args),
         Some(Command::Download(args)) => download::run(&args),
+        Some(Command::Devices) => {
+            list_devices();
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -384,4 +391,13 @@ fn configure_gpu_runtime(command: Option<&Command>) -> Option<bench::BenchLogs> 
         tuning: settings.tuning_log?,
         compiled: settings.compile_log?,
     })
+}
+
+/// `ember devices`: each device `--device` can name, and what it is.
+fn list_devices() {
+    let rows = inference::device::list_devices();
+    let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+    for (name, what) in rows {
+        println!("{name:width$}  {what}");
+    }
 }

@@ -3,8 +3,9 @@
 //! With the `wgpu` feature, on a Vulkan adapter the window is handed the device cubecl opens for
 //! Burn's SPIR-V kernels; elsewhere eframe is asked for a device with all of the adapter's
 //! features and limits (egui alone asks for the defaults, too little for Burn's kernels). Burn
-//! is registered on that same device and queue. `EMBER_DEVICE=cpu|gpu|cuda` overrides the
-//! choice (`cuda`: Burn's CUDA backend in a `--features cuda` build, apart from the window's).
+//! is registered on that same device and queue. `EMBER_DEVICE` overrides the choice as
+//! `--device` does (`cpu`, `gpu`/`wgpu`, or apart from the window's device `wgpu:N`, a GPU
+//! `ember devices` lists, and `cuda[:N]`, Burn's CUDA backend in a `--features cuda` build).
 //! A window that cannot open on the device it is handed (it cannot present with it, as a
 //! compute GPU beside the one driving the display) is opened again on one eframe picks, and
 //! the engine then opens its GPU by itself, as `ember generate --device auto` does.
@@ -17,10 +18,9 @@ use inference::worker::BurnEngine;
 pub fn prepare(options: &mut eframe::NativeOptions) -> bool {
     #[cfg(feature = "wgpu")]
     {
-        // Only an engine on wgpu runs on the device the window is handed.
-        let elsewhere = std::env::var("EMBER_DEVICE")
-            .is_ok_and(|d| d.eq_ignore_ascii_case("cpu") || d.eq_ignore_ascii_case("cuda"));
-        if !elsewhere && hand_over_vulkan_device(options) {
+        // Only an engine on the window's wgpu device runs on the device the window is handed.
+        let shared = matches!(wanted_device(), Ok(DeviceKind::Auto | DeviceKind::Wgpu));
+        if shared && hand_over_vulkan_device(options) {
             return true;
         }
         request_full_device(options);
@@ -69,19 +69,29 @@ impl DeviceNote {
 const GPU_HELP: &str = "Ember uses a GPU through Vulkan, Metal or DirectX 12 when the \
     machine has one and Ember was built with the `wgpu` feature (the default).";
 
+/// `EMBER_DEVICE` as `--device` reads it (`auto` where it is unset or empty).
+fn wanted_device() -> Result<DeviceKind, String> {
+    match std::env::var("EMBER_DEVICE") {
+        Ok(name) if !name.trim().is_empty() => {
+            DeviceKind::parse(&name).map_err(|e| format!("EMBER_DEVICE={name}: {e}"))
+        }
+        _ => Ok(DeviceKind::Auto),
+    }
+}
+
 /// The engine for this window, and where it runs.
 pub fn engine(cc: &eframe::CreationContext<'_>) -> (BurnEngine, DeviceNote) {
-    let wanted = std::env::var("EMBER_DEVICE").unwrap_or_default();
-    if wanted.eq_ignore_ascii_case("cpu") {
-        return cpu_engine("EMBER_DEVICE=cpu");
-    }
-    if wanted.eq_ignore_ascii_case("cuda") {
-        return cuda_engine()
-            .unwrap_or_else(|why| cpu_engine(&format!("EMBER_DEVICE=cuda: {why}")));
-    }
+    let force = match wanted_device() {
+        Err(why) => return cpu_engine(&why),
+        Ok(DeviceKind::Cpu) => return cpu_engine("EMBER_DEVICE=cpu"),
+        Ok(kind @ (DeviceKind::Cuda(_) | DeviceKind::WgpuAdapter(_))) => {
+            return engine_apart(kind)
+                .unwrap_or_else(|why| cpu_engine(&format!("EMBER_DEVICE={kind}: {why}")));
+        }
+        Ok(kind) => kind == DeviceKind::Wgpu,
+    };
     #[cfg(feature = "wgpu")]
     {
-        let force = wanted.eq_ignore_ascii_case("gpu") || wanted.eq_ignore_ascii_case("wgpu");
         if let Some(why) = WINDOW_REFUSED_THE_DEVICE.get() {
             return gpu::own_engine(why, force).unwrap_or_else(|why| cpu_engine(&why));
         }
@@ -89,23 +99,28 @@ pub fn engine(cc: &eframe::CreationContext<'_>) -> (BurnEngine, DeviceNote) {
     }
     #[cfg(not(feature = "wgpu"))]
     {
-        let _ = cc;
+        let _ = (cc, force);
         cpu_engine("this build has no GPU support (build with `--features wgpu`)")
     }
 }
 
-/// Burn's CUDA backend (a build with `--features cuda`), on a device apart from the window's:
-/// previews reach the window as pixels, as they do from the CPU.
-fn cuda_engine() -> Result<(BurnEngine, DeviceNote), String> {
-    let opened = DeviceKind::Cuda.open().map_err(|e| e.to_string())?;
+/// The engine on a GPU apart from the window's device, as `EMBER_DEVICE` names it (`kind`):
+/// Burn's CUDA backend (a build with `--features cuda`), or a numbered wgpu adapter. Previews
+/// reach the window as pixels, as they do from the CPU.
+fn engine_apart(kind: DeviceKind) -> Result<(BurnEngine, DeviceNote), String> {
+    let opened = kind.open().map_err(|e| e.to_string())?;
     let (engine, precision, vae) = engine_on(&opened)?;
     // The description is the GPU's name, then its details in parentheses.
-    let name = (opened.description.rsplit_once(" (")).map_or("the GPU", |(name, _)| name);
+    let gpu = (opened.description.rsplit_once(" (")).map_or("the GPU", |(gpu, _)| gpu);
+    let through = match kind {
+        DeviceKind::Cuda(_) => "Burn's CUDA backend",
+        _ => "wgpu",
+    };
     let note = DeviceNote {
-        short: format!("Running on {name} (CUDA, {precision})"),
+        short: format!("Running on {gpu} ({kind}, {precision})"),
         detail: format!(
-            "Running on {} through Burn's CUDA backend (EMBER_DEVICE=cuda), in {precision}{vae}; \
-             the window draws on a device of its own.",
+            "Running on {} through {through} (EMBER_DEVICE={kind}), in {precision}{vae}; the \
+             window draws on a device of its own.",
             opened.description
         ),
     };
