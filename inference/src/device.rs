@@ -278,6 +278,24 @@ fn wgpu_device() -> std::result::Result<OpenedDevice, String> {
 #[cfg(feature = "wgpu")]
 pub use burn::tensor::wgpu::wgpu;
 
+/// A descriptor asking for every feature and limit `adapter` has (wgpu's defaults are too
+/// little for Burn's kernels), less mappable primary buffers, which are slow on discrete GPUs
+/// and which Burn does not need.
+#[cfg(feature = "wgpu")]
+pub fn full_device_descriptor(
+    adapter: &wgpu::Adapter,
+    label: &'static str,
+) -> wgpu::DeviceDescriptor<'static> {
+    wgpu::DeviceDescriptor {
+        label: Some(label),
+        required_features: adapter
+            .features()
+            .difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+        required_limits: adapter.limits(),
+        ..Default::default()
+    }
+}
+
 /// The handles of a wgpu device another component created (the window's), for Burn to run on
 /// too: previews and images then never leave the GPU between the engine and the screen.
 #[cfg(feature = "wgpu")]
@@ -558,7 +576,32 @@ impl burn::module::ModuleMapper for CastParams {
 
 #[cfg(test)]
 mod tests {
-    use super::{Precision, auto_precision};
+    use super::{DeviceKind, Precision, auto_precision};
+
+    /// Every name `--device` takes, a GPU's number among them, reads back as written; other
+    /// names are one error listing the valid ones.
+    #[test]
+    fn device_names_parse_with_a_gpus_number() {
+        let cases = [
+            ("auto", DeviceKind::Auto, "auto"),
+            (" CPU ", DeviceKind::Cpu, "cpu"),
+            ("gpu", DeviceKind::Wgpu, "wgpu"),
+            ("wgpu:1", DeviceKind::WgpuAdapter(1), "wgpu:1"),
+            ("cuda", DeviceKind::Cuda(0), "cuda:0"),
+            ("CUDA:3", DeviceKind::Cuda(3), "cuda:3"),
+        ];
+        for (name, kind, written) in cases {
+            assert_eq!(DeviceKind::parse(name).unwrap(), kind, "{name}");
+            assert_eq!(kind.to_string(), written);
+        }
+        for bad in ["cuda:", "wgpu:-1", "cpu:0", "auto:1", "metal", "cuda:one"] {
+            let error = DeviceKind::parse(bad).unwrap_err().to_string();
+            assert!(
+                error.contains("valid devices: auto, cpu, wgpu, wgpu:N"),
+                "{bad}: {error}"
+            );
+        }
+    }
 
     /// A GPU takes f16 where it can, bf16 where only that, else f32; the CPU always f32.
     #[test]

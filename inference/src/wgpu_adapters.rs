@@ -2,7 +2,9 @@
 //! lists them, and opening one by that number (`--device wgpu:N`) on a machine with several:
 //! wgpu's default (`--device wgpu`) is only ever the one it ranks best.
 
-use crate::device::{OpenedDevice, SharedWgpu, kernel_language, shared_wgpu_device, wgpu};
+use crate::device::{
+    OpenedDevice, SharedWgpu, full_device_descriptor, kernel_language, shared_wgpu_device, wgpu,
+};
 
 /// The graphics APIs Ember computes through; OpenGL is left out (slow compute, and probing it
 /// opens EGL, which complains where there is no display).
@@ -103,14 +105,6 @@ fn request_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue)
             Err(e) => return Err(e.to_string()),
         }
     }
-    let descriptor = wgpu::DeviceDescriptor {
-        label: Some("Ember engine device"),
-        // Mappable primary buffers are slow on discrete GPUs and Burn does not need them.
-        required_features: adapter
-            .features()
-            .difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
-        required_limits: adapter.limits(),
-        ..Default::default()
-    };
+    let descriptor = full_device_descriptor(adapter, "Ember engine device");
     block_on(adapter.request_device(&descriptor)).map_err(|e| e.to_string())
 }

@@ -122,6 +122,19 @@ fn a_gpu_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_there() 
     let events = next(&worker, |e| {
         matches!(e, Event::Failed { .. } | Event::Finished { .. })
     });
+    let error = lost_mid_job(&events, JobId(1), &model);
+    assert!(error.contains("status 719"), "{error}");
+    let after = image_after_reload(&worker, &model, 2);
+    assert!(
+        after == cpu_image(&model),
+        "the image after the fall-back is the CPU's"
+    );
+}
+
+/// Checks that `events` are `job` failing with the GPU lost while generating from `model`:
+/// the event that moves the worker to the CPU, listing `model` to load again there, then the
+/// job's failure with the same message; returns that message.
+pub(crate) fn lost_mid_job(events: &[Event], job: JobId, model: &std::path::Path) -> String {
     let lost = events.iter().find_map(|e| match e {
         Event::GpuLost { error, reload } => Some((error, reload)),
         _ => None,
@@ -131,27 +144,32 @@ fn a_gpu_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_there() 
         error.starts_with("the GPU stopped working while generating ("),
         "{error}"
     );
-    assert!(error.contains("status 719"), "{error}");
     assert!(error.contains("Ember goes on on the CPU"), "{error}");
-    assert_eq!(reload, &main_model_to_reload(&model));
+    assert_eq!(reload, &main_model_to_reload(model));
     match events.last() {
-        Some(Event::Failed { job, error: failed }) => {
-            assert_eq!((*job, failed), (JobId(1), error));
+        Some(Event::Failed {
+            job: failed,
+            error: why,
+        }) => {
+            assert_eq!((*failed, why), (job, error));
         }
         other => panic!("the job did not fail: {other:?}"),
     }
+    error.clone()
+}
 
-    // As the UI does: the model loads again (on the CPU), and the same job makes an image.
-    load_and_wait(&worker, &model);
-    worker.send(job(2));
-    let after = image(&next(&worker, |e| {
+/// As the UI does after the loss: `model` loads again (on the CPU), and job `id` makes an
+/// image; its pixels.
+pub(crate) fn image_after_reload(
+    worker: &WorkerHandle,
+    model: &std::path::Path,
+    id: u64,
+) -> Vec<u8> {
+    load_and_wait(worker, model);
+    worker.send(job(id));
+    image(&next(worker, |e| {
         matches!(e, Event::Failed { .. } | Event::Finished { .. })
-    }));
-
-    assert!(
-        after == cpu_image(&model),
-        "the image after the fall-back is the CPU's"
-    );
+    }))
 }
 
 /// [`job`]'s image from `model` on an engine made for the CPU.

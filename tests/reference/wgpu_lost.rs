@@ -8,7 +8,7 @@ use inference::device::{Precision, shared_wgpu_device, wgpu};
 use inference::worker::{BurnEngine, Event, JobId, WorkerHandle};
 
 use crate::gpu_lost::{
-    cpu_image, image, job, job_of_steps, load_and_wait, main_model_to_reload, next,
+    cpu_image, image, image_after_reload, job, job_of_steps, load_and_wait, lost_mid_job, next,
 };
 use ember_tests::{pixel_diff, reference};
 
@@ -60,37 +60,18 @@ fn a_wgpu_device_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_
     let events = next(&worker, |e| {
         matches!(e, Event::Failed { .. } | Event::Finished { .. })
     });
-    let lost = events.iter().find_map(|e| match e {
-        Event::GpuLost { error, reload } => Some((error, reload)),
-        _ => None,
-    });
-    let (error, reload) = lost.unwrap_or_else(|| panic!("no GpuLost event: {events:?}"));
+    let error = lost_mid_job(&events, JobId(2), &model);
     // wgpu marks the destroyed device lost once its queue is empty; a read before that fails.
+    let causes = [
+        "(wgpu lost the device: it was destroyed)",
+        "(wgpu could not read from the device any more)",
+    ];
     assert!(
-        [
-            "(wgpu lost the device: it was destroyed)",
-            "(wgpu could not read from the device any more)"
-        ]
-        .iter()
-        .any(|cause| error.starts_with(&format!(
+        causes.iter().any(|cause| error.starts_with(&format!(
             "the GPU stopped working while generating {cause}; nothing was saved"
         ))),
         "{error}"
     );
-    assert!(error.contains("Ember goes on on the CPU"), "{error}");
-    assert_eq!(reload, &main_model_to_reload(&model));
-    match events.last() {
-        Some(Event::Failed { job, error: failed }) => {
-            assert_eq!((*job, failed), (JobId(2), error));
-        }
-        other => panic!("the job did not fail: {other:?}"),
-    }
-
-    // As the UI does: the model loads again (on the CPU), and the same job makes an image.
-    load_and_wait(&worker, &model);
-    worker.send(job(3));
-    let after = image(&next(&worker, |e| {
-        matches!(e, Event::Failed { .. } | Event::Finished { .. })
-    }));
+    let after = image_after_reload(&worker, &model, 3);
     assert!(after == cpu, "the image after the fall-back is the CPU's");
 }

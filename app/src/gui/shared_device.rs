@@ -185,17 +185,11 @@ fn hand_over_vulkan_device(options: &mut eframe::NativeOptions) -> bool {
 
 #[cfg(feature = "wgpu")]
 fn request_full_device(options: &mut eframe::NativeOptions) {
-    use eframe::egui_wgpu::{WgpuSetup, wgpu};
+    use eframe::egui_wgpu::WgpuSetup;
     use std::sync::Arc;
     if let WgpuSetup::CreateNew(create) = &mut options.wgpu_options.wgpu_setup {
-        create.device_descriptor = Arc::new(|adapter| wgpu::DeviceDescriptor {
-            label: Some("Ember window and engine device"),
-            // Mappable primary buffers are slow on discrete GPUs and Burn does not need them.
-            required_features: adapter
-                .features()
-                .difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
-            required_limits: adapter.limits(),
-            ..Default::default()
+        create.device_descriptor = Arc::new(|adapter| {
+            inference::device::full_device_descriptor(adapter, "Ember window and engine device")
         });
     }
 }
