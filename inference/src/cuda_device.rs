@@ -68,7 +68,7 @@ struct CudaGpu {
 /// The names and memory of the GPUs NVIDIA's driver sees, in its order, for
 /// `ember devices`; why none can be listed otherwise.
 pub(crate) fn list() -> Result<Vec<String>> {
-    let listing = |why: String| why.trim_end_matches(OTHER_DEVICES).to_string();
+    let listing = |why: String| why.trim_end_matches(USE_ANOTHER_DEVICE).to_string();
     let count = start_driver().map_err(listing)?;
     (0..count)
         .map(|n| {
@@ -84,14 +84,14 @@ pub(crate) fn list() -> Result<Vec<String>> {
         .map_err(listing)
 }
 
-/// What every CUDA error ends with.
-const OTHER_DEVICES: &str = "; or use --device wgpu or cpu";
+/// The end of each CUDA error line: what to do instead.
+const USE_ANOTHER_DEVICE: &str = "; or use --device wgpu or cpu";
 
 /// Loads and starts NVIDIA's driver; how many GPUs it sees.
 #[allow(unsafe_code)]
 fn start_driver() -> Result<usize> {
     use cudarc::driver::result::{self as driver, device};
-    let fail = |what: String| format!("{what}{OTHER_DEVICES}");
+    let fail = |what: String| format!("{what}{USE_ANOTHER_DEVICE}");
     // SAFETY: only tries to `dlopen` each of cudarc's candidate names for the library.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err(fail(
@@ -112,7 +112,7 @@ fn start_driver() -> Result<usize> {
 #[allow(unsafe_code)]
 fn describe(number: usize) -> Result<CudaGpu> {
     use cudarc::driver::result::device;
-    let fail = |what: String| format!("{what}{OTHER_DEVICES}");
+    let fail = |what: String| format!("{what}{USE_ANOTHER_DEVICE}");
     let gpu = device::get(number as i32)
         .map_err(|e| fail(format!("CUDA GPU {number} could not be opened ({e})")))?;
     let name = device::get_name(gpu).unwrap_or_else(|_| format!("CUDA GPU {number}"));
@@ -132,7 +132,7 @@ fn describe(number: usize) -> Result<CudaGpu> {
 fn find_gpu(number: usize) -> Result<CudaGpu> {
     use burn::cubecl::cuda::install::{cuda_path, include_path};
 
-    let fail = |what: String| format!("{what}{OTHER_DEVICES}");
+    let fail = |what: String| format!("{what}{USE_ANOTHER_DEVICE}");
     let count = start_driver()?;
     if number >= count {
         return Err(format!(

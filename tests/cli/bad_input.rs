@@ -255,7 +255,7 @@ fn every_bad_input_is_a_one_line_error() {
         (
             "unknown device",
             vec!["--device", "abacus"],
-            "valid devices: auto, cpu, wgpu, cuda",
+            "valid devices: auto, cpu, wgpu, wgpu:N, cuda, cuda:N",
         ),
         (
             "unknown precision",
