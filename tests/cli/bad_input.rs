@@ -255,7 +255,8 @@ fn every_bad_input_is_a_one_line_error() {
         (
             "unknown device",
             vec!["--device", "abacus"],
-            "valid devices: auto, cpu, wgpu, wgpu:N, cuda, cuda:N",
+            // Compared lowercased.
+            "valid devices: auto, cpu, wgpu, wgpu:n, cuda, cuda:n",
         ),
         (
             "unknown precision",
