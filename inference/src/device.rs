@@ -214,46 +214,6 @@ pub fn kernel_language(_device: &Device) -> Option<&'static str> {
     None
 }
 
-/// Records the memory of the GPU `device` runs on (see [`crate::memory::available_on`]);
-/// returns it as `", 7.8 GiB"` for a description, empty where the driver does not say.
-#[cfg(feature = "wgpu")]
-pub fn record_gpu_memory(device: &Device, adapter: &wgpu::Adapter) -> String {
-    match vulkan_device_memory(adapter) {
-        Some(bytes) => {
-            crate::memory::set_gpu_memory_bytes(device, bytes);
-            format!(", {}", crate::memory::human_bytes(bytes))
-        }
-        None => String::new(),
-    }
-}
-
-/// The largest device-local memory heap of a Vulkan adapter, in bytes: the card's own
-/// memory (on an integrated GPU, the share of the computer's the driver gives it). `None`
-/// on other APIs; wgpu's safe API does not tell (cubecl reads it the same way, only in its
-/// SPIR-V build).
-#[cfg(feature = "wgpu")]
-#[allow(unsafe_code)]
-pub(crate) fn vulkan_device_memory(adapter: &wgpu::Adapter) -> Option<u64> {
-    // VK_MEMORY_HEAP_DEVICE_LOCAL_BIT.
-    const DEVICE_LOCAL: u32 = 1;
-    // SAFETY: `as_hal` borrows the adapter's Vulkan handles while `adapter` is alive, and
-    // vkGetPhysicalDeviceMemoryProperties only reads properties of that physical device
-    // through the instance that owns it; no handle is kept.
-    unsafe {
-        let vulkan = adapter.as_hal::<wgpu::hal::api::Vulkan>()?;
-        let properties = vulkan
-            .shared_instance()
-            .raw_instance()
-            .get_physical_device_memory_properties(vulkan.raw_physical_device());
-        let heaps = &properties.memory_heaps[..properties.memory_heap_count as usize];
-        heaps
-            .iter()
-            .filter(|heap| heap.flags.as_raw() & DEVICE_LOCAL != 0)
-            .map(|heap| heap.size)
-            .max()
-    }
-}
-
 #[cfg(not(feature = "wgpu"))]
 fn auto_device() -> OpenedDevice {
     OpenedDevice {
@@ -274,61 +234,13 @@ fn wgpu_device() -> std::result::Result<OpenedDevice, String> {
     })
 }
 
+#[cfg(feature = "wgpu")]
+pub use crate::wgpu_adapters::{
+    SharedWgpu, full_device_descriptor, record_gpu_memory, shared_wgpu_device,
+};
 /// The wgpu crate Burn is built against; a window sharing its device must use the same one.
 #[cfg(feature = "wgpu")]
 pub use burn::tensor::wgpu::wgpu;
-
-/// A descriptor asking for every feature and limit `adapter` has (wgpu's defaults are too
-/// little for Burn's kernels), less mappable primary buffers, which are slow on discrete GPUs
-/// and which Burn does not need.
-#[cfg(feature = "wgpu")]
-pub fn full_device_descriptor(
-    adapter: &wgpu::Adapter,
-    label: &'static str,
-) -> wgpu::DeviceDescriptor<'static> {
-    wgpu::DeviceDescriptor {
-        label: Some(label),
-        required_features: adapter
-            .features()
-            .difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
-        required_limits: adapter.limits(),
-        ..Default::default()
-    }
-}
-
-/// The handles of a wgpu device another component created (the window's), for Burn to run on
-/// too: previews and images then never leave the GPU between the engine and the screen.
-#[cfg(feature = "wgpu")]
-pub struct SharedWgpu {
-    pub instance: wgpu::Instance,
-    pub adapter: wgpu::Adapter,
-    pub device: wgpu::Device,
-    pub queue: wgpu::Queue,
-}
-
-/// Registers `shared` with Burn's wgpu runtime.
-///
-/// The device must have been created with the adapter's features and limits (see the
-/// app's `shared_device`); Burn does not check all of them.
-#[cfg(feature = "wgpu")]
-pub fn shared_wgpu_device(shared: SharedWgpu) -> Result<Device> {
-    let backend = shared.adapter.get_info().backend;
-    let adapter = shared.adapter.clone();
-    let setup = burn::tensor::wgpu::WgpuSetup {
-        instance: shared.instance,
-        adapter: shared.adapter,
-        device: shared.device,
-        queue: shared.queue,
-        backend,
-    };
-    let device = Device::wgpu_options().setup(setup).init().map_err(|e| {
-        Error::Device(format!(
-            "could not run Burn on the window's GPU device: {e}"
-        ))
-    })?;
-    record_gpu_memory(&device, &adapter);
-    Ok(device)
-}
 
 /// Where Burn's GPU runtime keeps what it learns about this machine, set once per process
 /// before the first GPU device opens.

@@ -1,10 +1,13 @@
-//! The GPUs wgpu sees through Vulkan, Metal and DirectX 12, numbered as `ember devices`
-//! lists them, and opening one by that number (`--device wgpu:N`) on a machine with several:
-//! wgpu's default (`--device wgpu`) is only ever the one it ranks best.
+//! wgpu devices Burn runs on beyond wgpu's default: the GPUs wgpu sees through Vulkan, Metal
+//! and DirectX 12, numbered as `ember devices` lists them, and opening one by that number
+//! (`--device wgpu:N`) on a machine with several (wgpu's default, `--device wgpu`, is only ever
+//! the one it ranks best); registering a device another component made (the window's) with
+//! Burn; and the memory a Vulkan adapter has.
 
-use crate::device::{
-    OpenedDevice, SharedWgpu, full_device_descriptor, kernel_language, shared_wgpu_device, wgpu,
-};
+use burn::tensor::Device;
+
+use crate::device::{OpenedDevice, kernel_language, wgpu};
+use crate::error::{Error, Result};
 
 /// The graphics APIs Ember computes through; OpenGL is left out (slow compute, and probing it
 /// opens EGL, which complains where there is no display).
@@ -45,7 +48,7 @@ fn describe(adapter: &wgpu::Adapter) -> String {
 
 /// Burn on adapter `number` of [`list`], on a device opened as for the window: on Vulkan
 /// with the extensions Burn's SPIR-V kernels use where the adapter has them.
-pub fn open(number: usize) -> Result<OpenedDevice, String> {
+pub fn open(number: usize) -> std::result::Result<OpenedDevice, String> {
     let instance = instance();
     let mut adapters = adapters(&instance);
     if number >= adapters.len() {
@@ -75,11 +78,9 @@ pub fn open(number: usize) -> Result<OpenedDevice, String> {
         queue,
     };
     let info = shared.adapter.get_info();
-    let memory = match crate::device::vulkan_device_memory(&shared.adapter) {
-        Some(bytes) => format!(", {}", crate::memory::human_bytes(bytes)),
-        None => String::new(),
-    };
+    let adapter = shared.adapter.clone();
     let device = shared_wgpu_device(shared).map_err(|e| e.to_string())?;
+    let memory = record_gpu_memory(&device, &adapter);
     let language = kernel_language(&device).unwrap_or("no");
     Ok(OpenedDevice {
         device,
@@ -94,7 +95,9 @@ pub fn open(number: usize) -> Result<OpenedDevice, String> {
 /// The adapter's device: on Vulkan, cubecl's with its SPIR-V kernels' extensions where the
 /// adapter has them; elsewhere (or without them, for WGSL kernels) one with every feature and
 /// limit the adapter has, as the window asks for.
-fn request_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue), String> {
+fn request_device(
+    adapter: &wgpu::Adapter,
+) -> std::result::Result<(wgpu::Device, wgpu::Queue), String> {
     use burn::cubecl::future::block_on;
     #[cfg(feature = "spirv")]
     if adapter.get_info().backend == wgpu::Backend::Vulkan {
@@ -107,4 +110,90 @@ fn request_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue)
     }
     let descriptor = full_device_descriptor(adapter, "Ember engine device");
     block_on(adapter.request_device(&descriptor)).map_err(|e| e.to_string())
+}
+
+/// Records the memory of the GPU `device` runs on (see [`crate::memory::available_on`]);
+/// returns it as `", 7.8 GiB"` for a description, empty where the driver does not say.
+pub fn record_gpu_memory(device: &Device, adapter: &wgpu::Adapter) -> String {
+    match vulkan_device_memory(adapter) {
+        Some(bytes) => {
+            crate::memory::set_gpu_memory_bytes(device, bytes);
+            format!(", {}", crate::memory::human_bytes(bytes))
+        }
+        None => String::new(),
+    }
+}
+
+/// The largest device-local memory heap of a Vulkan adapter, in bytes: the card's own
+/// memory (on an integrated GPU, the share of the computer's the driver gives it). `None`
+/// on other APIs; wgpu's safe API does not tell (cubecl reads it the same way, only in its
+/// SPIR-V build).
+#[allow(unsafe_code)]
+fn vulkan_device_memory(adapter: &wgpu::Adapter) -> Option<u64> {
+    // VK_MEMORY_HEAP_DEVICE_LOCAL_BIT.
+    const DEVICE_LOCAL: u32 = 1;
+    // SAFETY: `as_hal` borrows the adapter's Vulkan handles while `adapter` is alive, and
+    // vkGetPhysicalDeviceMemoryProperties only reads properties of that physical device
+    // through the instance that owns it; no handle is kept.
+    unsafe {
+        let vulkan = adapter.as_hal::<wgpu::hal::api::Vulkan>()?;
+        let properties = vulkan
+            .shared_instance()
+            .raw_instance()
+            .get_physical_device_memory_properties(vulkan.raw_physical_device());
+        let heaps = &properties.memory_heaps[..properties.memory_heap_count as usize];
+        heaps
+            .iter()
+            .filter(|heap| heap.flags.as_raw() & DEVICE_LOCAL != 0)
+            .map(|heap| heap.size)
+            .max()
+    }
+}
+
+/// A descriptor asking for every feature and limit `adapter` has (wgpu's defaults are too
+/// little for Burn's kernels), less mappable primary buffers, which are slow on discrete GPUs
+/// and which Burn does not need.
+pub fn full_device_descriptor(
+    adapter: &wgpu::Adapter,
+    label: &'static str,
+) -> wgpu::DeviceDescriptor<'static> {
+    wgpu::DeviceDescriptor {
+        label: Some(label),
+        required_features: adapter
+            .features()
+            .difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+        required_limits: adapter.limits(),
+        ..Default::default()
+    }
+}
+
+/// The handles of a wgpu device another component created (the window's), for Burn to run on
+/// too: previews and images then never leave the GPU between the engine and the screen.
+pub struct SharedWgpu {
+    pub instance: wgpu::Instance,
+    pub adapter: wgpu::Adapter,
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+}
+
+/// Registers `shared` with Burn's wgpu runtime.
+///
+/// The device must have been created with the adapter's features and limits (see the
+/// app's `shared_device`); Burn does not check all of them.
+pub fn shared_wgpu_device(shared: SharedWgpu) -> Result<Device> {
+    let info = shared.adapter.get_info();
+    let adapter = shared.adapter.clone();
+    let setup = burn::tensor::wgpu::WgpuSetup {
+        instance: shared.instance,
+        adapter: shared.adapter,
+        device: shared.device,
+        queue: shared.queue,
+        backend: info.backend,
+    };
+    let device = Device::wgpu_options()
+        .setup(setup)
+        .init()
+        .map_err(|e| Error::Device(format!("could not run Burn on {}: {e}", info.name)))?;
+    record_gpu_memory(&device, &adapter);
+    Ok(device)
 }
