@@ -99,41 +99,73 @@ impl std::fmt::Display for DeviceKind {
     }
 }
 
-/// Every device `--device` can name on this machine, for `ember devices`: each as its
-/// name and what it is; a backend that has none, or is not built in, as one row saying why.
-pub fn list_devices() -> Vec<(String, String)> {
-    let mut rows = vec![("cpu".to_string(), "the CPU (burn-flex)".to_string())];
+/// One line of [`list_devices`]: a device `--device` can name, or a backend without one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceRow {
+    /// `cpu`, `wgpu:0`, `cuda:1`; for a backend without devices, its name (`wgpu`, `cuda`).
+    pub name: String,
+    /// What it is ("NVIDIA GeForce RTX 4090 (Vulkan, discrete GPU)"), or why there is none.
+    pub description: String,
+    /// The device to ask for; `None` for a backend without devices.
+    pub kind: Option<DeviceKind>,
+}
+
+impl DeviceRow {
+    fn device(kind: DeviceKind, description: String) -> Self {
+        Self {
+            name: kind.to_string(),
+            description,
+            kind: Some(kind),
+        }
+    }
+
+    fn none(backend: &str, why: String) -> Self {
+        Self {
+            name: backend.into(),
+            description: why,
+            kind: None,
+        }
+    }
+}
+
+/// Every device `--device` can name on this machine, for `ember devices` and the app's
+/// Device menu; a backend that has none, or is not built in, as one row saying why.
+pub fn list_devices() -> Vec<DeviceRow> {
+    let mut rows = vec![DeviceRow::device(
+        DeviceKind::Cpu,
+        "the CPU (burn-flex)".into(),
+    )];
     #[cfg(feature = "wgpu")]
     {
         let adapters = crate::wgpu_adapters::list();
         if adapters.is_empty() {
-            rows.push((
-                "wgpu".into(),
+            rows.push(DeviceRow::none(
+                "wgpu",
                 "none: wgpu sees no GPU (Vulkan, Metal or DirectX 12); install a Vulkan driver"
                     .into(),
             ));
         }
         for (n, adapter) in adapters.into_iter().enumerate() {
-            rows.push((format!("wgpu:{n}"), adapter));
+            rows.push(DeviceRow::device(DeviceKind::WgpuAdapter(n), adapter));
         }
     }
     #[cfg(not(feature = "wgpu"))]
-    rows.push((
-        "wgpu".into(),
+    rows.push(DeviceRow::none(
+        "wgpu",
         "not in this build (rebuild with `--features wgpu`)".into(),
     ));
     #[cfg(feature = "cuda")]
     match crate::cuda_device::list() {
         Ok(gpus) => {
             for (n, gpu) in gpus.into_iter().enumerate() {
-                rows.push((format!("cuda:{n}"), gpu));
+                rows.push(DeviceRow::device(DeviceKind::Cuda(n), gpu));
             }
         }
-        Err(why) => rows.push(("cuda".into(), format!("none: {why}"))),
+        Err(why) => rows.push(DeviceRow::none("cuda", format!("none: {why}"))),
     }
     #[cfg(not(feature = "cuda"))]
-    rows.push((
-        "cuda".into(),
+    rows.push(DeviceRow::none(
+        "cuda",
         "not in this build (rebuild with `--features cuda`)".into(),
     ));
     rows

@@ -3,6 +3,7 @@
 
 mod add_ons;
 mod canvas;
+mod device;
 mod download;
 mod families;
 mod files;

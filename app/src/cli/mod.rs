@@ -396,8 +396,8 @@ fn configure_gpu_runtime(command: Option<&Command>) -> Option<bench::BenchLogs> 
 /// `ember devices`: each device `--device` can name, and what it is.
 fn list_devices() {
     let rows = inference::device::list_devices();
-    let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
-    for (name, what) in rows {
-        println!("{name:width$}  {what}");
+    let width = rows.iter().map(|row| row.name.len()).max().unwrap_or(0);
+    for row in rows {
+        println!("{:width$}  {}", row.name, row.description);
     }
 }

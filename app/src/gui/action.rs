@@ -74,6 +74,20 @@ pub enum Action {
     Extras(ExtrasAction),
     /// The Download window's actions (see [`DownloadAction`]).
     Download(DownloadAction),
+    /// The Device menu's actions (see [`DeviceAction`]).
+    Device(DeviceAction),
+}
+
+/// What the Device menu asks for (the choice itself is a setting the menu edits).
+#[must_use]
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeviceAction {
+    /// Look for the machine's devices (the menu opened).
+    List,
+    /// Close and start again on the chosen device: now, or once the queue is done.
+    StartAgain { when_idle: bool },
+    /// Stop waiting for the queue to start again.
+    StayOpen,
 }
 
 /// What the Download window asks for.

@@ -6,6 +6,7 @@
 
 mod canvas_flow;
 mod control_flow;
+mod device_flow;
 mod download_flow;
 mod extras_flow;
 mod generate;
@@ -22,6 +23,7 @@ use inference::worker::{CancelToken, Engine, JobId, ModelRole, ResultImage, Work
 
 use super::action::{Action, CanvasAction, ControlAction, ExtrasAction, View};
 use super::canvas::CanvasState;
+use super::device_choice::DeviceChoice;
 use super::dialogs::{Dialogs, PathPrompt};
 use super::display::Display;
 use super::gallery::Gallery;
@@ -48,6 +50,8 @@ pub struct EmberApp {
     pub paths: Paths,
     /// Where the engine runs (the status line and Help).
     pub device: DeviceNote,
+    /// The Device menu: the machine's devices, and a start-again on the chosen one.
+    pub device_choice: DeviceChoice,
     /// A path being typed (when a dialog could not open, or asked for).
     pub path_prompt: Option<PathPrompt>,
     /// Images dropped on the window whose settings should be restored when read.
@@ -133,6 +137,7 @@ impl EmberApp {
             ctx: ctx.clone(),
             paths,
             device: DeviceNote::default(),
+            device_choice: DeviceChoice::default(),
             path_prompt: None,
         };
         if let Some(dir) = app.settings.models_dir.clone() {
@@ -204,6 +209,7 @@ impl EmberApp {
     /// One frame: take in what arrived, handle input, draw, act.
     pub fn frame(&mut self, ui: &mut egui::Ui) {
         self.drain();
+        self.device_frame();
         if let Some(next) = self.session.expire(Instant::now()) {
             self.ctx
                 .request_repaint_after(next.saturating_duration_since(Instant::now()));
@@ -231,6 +237,7 @@ impl EmberApp {
                 view: self.view,
                 output_dir,
                 device: &self.device,
+                device_choice: &self.device_choice,
                 paths: &self.paths,
                 path_prompt: &mut self.path_prompt,
             },
@@ -403,6 +410,7 @@ impl EmberApp {
             Action::Control(control) => self.perform_control(control),
             Action::Extras(extras) => self.perform_extras(extras),
             Action::Download(download) => self.perform_download(download),
+            Action::Device(device) => self.perform_device(device),
             Action::Notice(text) => self.session.notify(Level::Warning, text),
             Action::Generate => self.generate(),
             Action::Cancel => {

@@ -8,6 +8,7 @@ pub mod action;
 pub mod app;
 pub mod canvas;
 pub mod controlnet;
+pub mod device_choice;
 pub mod dialogs;
 pub mod display;
 pub mod downloads;
@@ -23,9 +24,12 @@ pub mod service;
 pub mod session;
 pub mod settings;
 pub mod shared_device;
+pub mod start_again;
 pub mod window_gpu_lost;
 
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use app::EmberApp;
 use paths::Paths;
@@ -36,6 +40,8 @@ use paths::Paths;
 struct EframeApp {
     app: Option<EmberApp>,
     window_gpu: Option<window_gpu_lost::WindowGpuWatch>,
+    /// Set when the window closes to start again on the Device menu's choice.
+    start_again: Arc<AtomicBool>,
 }
 
 impl eframe::App for EframeApp {
@@ -46,6 +52,9 @@ impl eframe::App for EframeApp {
         }
         if let Some(app) = &mut self.app {
             app.frame(ui);
+            if app.starts_again() {
+                self.start_again.store(true, Ordering::Relaxed);
+            }
         }
     }
 
@@ -79,7 +88,11 @@ impl EframeApp {
                 engine_on_cpu,
             } => {
                 eprintln!("ember: the window's GPU device was lost; starting again");
-                if let Err(e) = window_gpu_lost::restart(losses, engine_on_cpu) {
+                let reason = start_again::Reason::GpuLost {
+                    losses,
+                    engine_on_cpu,
+                };
+                if let Err(e) = start_again::start_again(reason) {
                     eprintln!(
                         "error: the GPU device was lost and Ember could not start again: {e}"
                     );
@@ -102,10 +115,11 @@ pub fn run(files: Vec<std::path::PathBuf>) -> ExitCode {
     let paths = Paths::from_env();
     // eframe saves there without creating the folder; a failure only costs the geometry.
     let _ = std::fs::create_dir_all(&paths.config_dir);
+    shared_device::use_setting(settings::SettingsFile::in_dir(&paths.config_dir).peek_device());
     let mut options = window_options(&paths);
     let handed_over = shared_device::prepare(&mut options);
-    let (mut result, app_started) = open_window(options, paths.clone(), files.clone());
-    if let (Err(e @ eframe::Error::Wgpu(_)), true, false) = (&result, handed_over, app_started) {
+    let (mut result, opened) = open_window(options, paths.clone(), files.clone());
+    if let (Err(e @ eframe::Error::Wgpu(_)), true, false) = (&result, handed_over, opened.started) {
         // The device opened for the engine's kernels cannot present this window (a GPU
         // without a display connection beside the one that drives it): the window makes its
         // own device, the engine opens the GPU by itself (eframe reuses its event loop).
@@ -121,6 +135,20 @@ pub fn run(files: Vec<std::path::PathBuf>) -> ExitCode {
         result = open_window(options, paths, files).0;
     }
     match result {
+        Ok(()) if opened.start_again.load(Ordering::Relaxed) => {
+            // The window has closed and the worker has stopped: the device is free.
+            eprintln!("ember: starting again on the device chosen in the Device menu");
+            match start_again::start_again(start_again::Reason::DeviceChosen) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!(
+                        "error: Ember could not start again ({e}); start it again by hand, \
+                         the device choice is saved"
+                    );
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!(
@@ -152,24 +180,43 @@ fn window_options(paths: &Paths) -> eframe::NativeOptions {
     }
 }
 
-/// Runs the window until it is closed, or returns why it could not open; and whether the
-/// app had started in it (then its engine holds the GPU device, and nothing is retried).
+/// What became of a window [`open_window`] ran.
+struct Opened {
+    /// The app had started in it (then its engine held the GPU device: nothing is retried).
+    started: bool,
+    /// It closed to start again on the Device menu's choice.
+    start_again: Arc<AtomicBool>,
+}
+
+/// Runs the window until it is closed, or returns why it could not open.
 fn open_window(
     options: eframe::NativeOptions,
     paths: Paths,
     files: Vec<std::path::PathBuf>,
-) -> (eframe::Result, bool) {
-    let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+) -> (eframe::Result, Opened) {
+    let started = Arc::new(AtomicBool::new(false));
     let started_here = started.clone();
+    let start_again = Arc::new(AtomicBool::new(false));
+    let start_again_here = start_again.clone();
     let result = eframe::run_native(
         "Ember",
         options,
         Box::new(move |cc| {
-            started_here.store(true, std::sync::atomic::Ordering::Relaxed);
+            started_here.store(true, Ordering::Relaxed);
             let (engine, note) = shared_device::engine(cc);
             let mut app = EmberApp::with_files(&cc.egui_ctx, engine, paths, files);
             app.session.notify(session::Level::Info, note.short.clone());
+            if let Some(problem) = &note.problem {
+                app.session.notify(session::Level::Warning, problem.clone());
+            }
             app.device = note;
+            if let Ok(wanted) = shared_device::wanted_device() {
+                app.device_choice.running = wanted.kind;
+            }
+            app.device_choice.env = std::env::var("EMBER_DEVICE")
+                .ok()
+                .filter(|name| !name.trim().is_empty())
+                .map(|name| format!("EMBER_DEVICE={name}"));
             let losses = window_gpu_lost::earlier_losses();
             if let Some(text) = window_gpu_lost::notice_after_restart(losses) {
                 app.session.notify(session::Level::Error, text);
@@ -180,10 +227,18 @@ fn open_window(
                     .wgpu_render_state
                     .as_ref()
                     .map(window_gpu_lost::WindowGpuWatch::new),
+                start_again: start_again_here,
             }))
         }),
     );
-    (result, started.load(std::sync::atomic::Ordering::Relaxed))
+    let started = started.load(Ordering::Relaxed);
+    (
+        result,
+        Opened {
+            started,
+            start_again,
+        },
+    )
 }
 
 /// The window icon (`assets/icon.png`, drawn from `assets/icon.svg`), built into the binary.

@@ -80,6 +80,9 @@ pub struct Settings {
     pub hires: super::hires::HiresSettings,
     /// The Extras view's upscaler.
     pub extras: super::extras::ExtrasSettings,
+    /// The device the engine runs on from the next start, as `--device` names it (`auto`,
+    /// `cpu`, `wgpu:1`, `cuda:0`); the Device menu sets it. `EMBER_DEVICE` decides over it.
+    pub device: String,
 }
 
 /// Which side panels show (the View menu).
@@ -239,6 +242,7 @@ impl Default for Settings {
             controlnet: Vec::new(),
             hires: Default::default(),
             extras: Default::default(),
+            device: "auto".into(),
         }
     }
 }
@@ -419,6 +423,15 @@ impl SettingsFile {
         }
     }
 
+    /// The saved device choice ([`Settings::device`]), read before the window opens (its GPU
+    /// device depends on it); empty where there is none. A damaged file is left for
+    /// [`SettingsFile::load`] to report and keep.
+    pub fn peek_device(&self) -> String {
+        let text = std::fs::read(&self.path).unwrap_or_default();
+        let value: serde_json::Value = serde_json::from_slice(&text).unwrap_or_default();
+        value["device"].as_str().unwrap_or_default().to_string()
+    }
+
     /// Writes the settings atomically, creating the folder if needed.
     pub fn save(&self, settings: &Settings) -> Result<(), String> {
         if let Some(dir) = self.path.parent() {
@@ -470,6 +483,22 @@ mod tests {
         assert_eq!(settings.steps, 9);
         assert_eq!(settings.sampler, SamplerName::DpmPp2M);
         assert_eq!(settings.canvas.resize_mode, FitMode::Resize);
+    }
+
+    #[test]
+    fn the_device_choice_is_read_before_the_window_without_touching_a_damaged_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = SettingsFile::in_dir(dir.path());
+        assert_eq!(file.peek_device(), "");
+        let settings = Settings {
+            device: "wgpu:1".into(),
+            ..Settings::default()
+        };
+        file.save(&settings).unwrap();
+        assert_eq!(file.peek_device(), "wgpu:1");
+        std::fs::write(file.path(), b"{\"device\": \"cpu\", trunc").unwrap();
+        assert_eq!(file.peek_device(), "");
+        assert!(file.path().exists(), "load() reports and keeps it");
     }
 
     #[test]

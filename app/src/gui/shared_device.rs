@@ -3,9 +3,11 @@
 //! With the `wgpu` feature, on a Vulkan adapter the window is handed the device cubecl opens for
 //! Burn's SPIR-V kernels; elsewhere eframe is asked for a device with all of the adapter's
 //! features and limits (egui alone asks for the defaults, too little for Burn's kernels). Burn
-//! is registered on that same device and queue. `EMBER_DEVICE` overrides the choice as
-//! `--device` does (`cpu`, `gpu`/`wgpu`, or apart from the window's device `wgpu:N`, a GPU
-//! `ember devices` lists, and `cuda[:N]`, Burn's CUDA backend in a `--features cuda` build).
+//! is registered on that same device and queue. The Device menu's saved choice, or
+//! `EMBER_DEVICE` over it, names another device as `--device` does (`cpu`, `gpu`/`wgpu`, or
+//! apart from the window's device `wgpu:N`, a GPU `ember devices` lists, and `cuda[:N]`,
+//! Burn's CUDA backend in a `--features cuda` build); one that cannot open leaves the choice
+//! to `auto`, with a notice.
 //! A window that cannot open on the device it is handed (it cannot present with it, as a
 //! compute GPU beside the one driving the display) is opened again on one eframe picks, and
 //! the engine then opens its GPU by itself, as `ember generate --device auto` does.
@@ -19,7 +21,10 @@ pub fn prepare(options: &mut eframe::NativeOptions) -> bool {
     #[cfg(feature = "wgpu")]
     {
         // Only an engine on the window's wgpu device runs on the device the window is handed.
-        let shared = matches!(wanted_device(), Ok(DeviceKind::Auto | DeviceKind::Wgpu));
+        let shared = matches!(
+            wanted_device().map(|w| w.kind),
+            Ok(DeviceKind::Auto | DeviceKind::Wgpu)
+        );
         if shared && hand_over_vulkan_device(options) {
             return true;
         }
@@ -53,6 +58,8 @@ pub fn window_refused_the_device(why: String) {
 pub struct DeviceNote {
     pub short: String,
     pub detail: String,
+    /// Why the device asked for is not the one in use, for a notice.
+    pub problem: Option<String>,
 }
 
 impl DeviceNote {
@@ -61,6 +68,7 @@ impl DeviceNote {
         Self {
             short: "Running on the CPU (the GPU stopped working)".into(),
             detail: format!("Running on the CPU: {error}."),
+            problem: None,
         }
     }
 }
@@ -69,27 +77,87 @@ impl DeviceNote {
 const GPU_HELP: &str = "Ember uses a GPU through Vulkan, Metal or DirectX 12 when the \
     machine has one and Ember was built with the `wgpu` feature (the default).";
 
-/// `EMBER_DEVICE` as `--device` reads it (`auto` where it is unset or empty).
-fn wanted_device() -> Result<DeviceKind, String> {
-    match std::env::var("EMBER_DEVICE") {
-        Ok(name) if !name.trim().is_empty() => {
-            DeviceKind::parse(&name).map_err(|e| format!("EMBER_DEVICE={name}: {e}"))
-        }
-        _ => Ok(DeviceKind::Auto),
-    }
+/// The Device menu's saved choice ([`use_setting`]), read before the window opens.
+static DEVICE_SETTING: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Takes the saved Device menu choice (`settings.json`'s `device`) for this process; call
+/// before [`prepare`]. `EMBER_DEVICE` decides over it.
+pub fn use_setting(name: String) {
+    let _ = DEVICE_SETTING.set(name);
 }
 
-/// The engine for this window, and where it runs.
+/// The device the engine is asked for, and who asked, in words for the Help menu
+/// ("EMBER_DEVICE=cpu", "the Device menu's choice, cpu"); `None`: nobody, so `auto`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    pub kind: DeviceKind,
+    pub by: Option<String>,
+}
+
+/// `EMBER_DEVICE` as `--device` reads it, else the Device menu's choice, else `auto`. A saved
+/// name this version does not know (a newer version's) reads as `auto`, as other settings
+/// fall back; a wrong `EMBER_DEVICE` is an error (the engine then runs on the CPU).
+pub fn wanted_device() -> Result<Wanted, String> {
+    if let Ok(name) = std::env::var("EMBER_DEVICE")
+        && !name.trim().is_empty()
+    {
+        let kind = DeviceKind::parse(&name).map_err(|e| format!("EMBER_DEVICE={name}: {e}"))?;
+        return Ok(Wanted {
+            kind,
+            by: Some(format!("EMBER_DEVICE={name}")),
+        });
+    }
+    let setting = DEVICE_SETTING.get().map(|name| DeviceKind::parse(name));
+    Ok(match setting {
+        Some(Ok(kind)) if kind != DeviceKind::Auto => Wanted {
+            kind,
+            by: Some(format!("the Device menu's choice, {kind}")),
+        },
+        _ => Wanted {
+            kind: DeviceKind::Auto,
+            by: None,
+        },
+    })
+}
+
+/// The engine for this window, and where it runs. A GPU that was asked for by name and
+/// cannot open leaves the choice to `auto`, and the note's `problem` says why.
 pub fn engine(cc: &eframe::CreationContext<'_>) -> (BurnEngine, DeviceNote) {
-    let force = match wanted_device() {
+    let wanted = match wanted_device() {
         Err(why) => return cpu_engine(&why),
-        Ok(DeviceKind::Cpu) => return cpu_engine("EMBER_DEVICE=cpu"),
-        Ok(kind @ (DeviceKind::Cuda(_) | DeviceKind::WgpuAdapter(_))) => {
-            return engine_apart(kind)
-                .unwrap_or_else(|why| cpu_engine(&format!("EMBER_DEVICE={kind}: {why}")));
-        }
-        Ok(kind) => kind == DeviceKind::Wgpu,
+        Ok(wanted) => wanted,
     };
+    let by = wanted.by.as_deref().unwrap_or("");
+    let mut problem = None;
+    match wanted.kind {
+        DeviceKind::Cpu => return cpu_engine(by),
+        kind @ (DeviceKind::Cuda(_) | DeviceKind::WgpuAdapter(_)) => match engine_apart(kind, by) {
+            Ok(engine) => return engine,
+            Err(why) => {
+                let mut asked = by.to_string();
+                if let Some(first) = asked.get_mut(..1) {
+                    first.make_ascii_uppercase();
+                }
+                problem = Some(format!(
+                    "{asked} could not open: {why}. Ember chose a device itself; the Device \
+                     menu changes it."
+                ));
+            }
+        },
+        DeviceKind::Auto | DeviceKind::Wgpu => {}
+    }
+    let force = wanted.kind == DeviceKind::Wgpu;
+    let (engine, mut note) = auto_engine(cc, force);
+    if let Some(problem) = problem {
+        note.detail = format!("{problem}\n{}", note.detail);
+        note.problem = Some(problem);
+    }
+    (engine, note)
+}
+
+/// The engine on the window's device when it is a real GPU (any adapter if `force`), else on
+/// the CPU.
+fn auto_engine(cc: &eframe::CreationContext<'_>, force: bool) -> (BurnEngine, DeviceNote) {
     #[cfg(feature = "wgpu")]
     {
         if let Some(why) = WINDOW_REFUSED_THE_DEVICE.get() {
@@ -104,10 +172,10 @@ pub fn engine(cc: &eframe::CreationContext<'_>) -> (BurnEngine, DeviceNote) {
     }
 }
 
-/// The engine on a GPU apart from the window's device, as `EMBER_DEVICE` names it (`kind`):
-/// Burn's CUDA backend (a build with `--features cuda`), or a numbered wgpu adapter. Previews
-/// reach the window as pixels, as they do from the CPU.
-fn engine_apart(kind: DeviceKind) -> Result<(BurnEngine, DeviceNote), String> {
+/// The engine on a GPU apart from the window's device, as `by` names it (`kind`): Burn's
+/// CUDA backend (a build with `--features cuda`), or a numbered wgpu adapter. Previews reach
+/// the window as pixels, as they do from the CPU.
+fn engine_apart(kind: DeviceKind, by: &str) -> Result<(BurnEngine, DeviceNote), String> {
     let opened = kind.open().map_err(|e| e.to_string())?;
     let (engine, precision, vae) = engine_on(&opened)?;
     // The description is the GPU's name, then its details in parentheses.
@@ -119,10 +187,11 @@ fn engine_apart(kind: DeviceKind) -> Result<(BurnEngine, DeviceNote), String> {
     let note = DeviceNote {
         short: format!("Running on {gpu} ({kind}, {precision})"),
         detail: format!(
-            "Running on {} through {through} (EMBER_DEVICE={kind}), in {precision}{vae}; the \
-             window draws on a device of its own.",
+            "Running on {} through {through} ({by}), in {precision}{vae}; the window draws \
+             on a device of its own.",
             opened.description
         ),
+        problem: None,
     };
     Ok((engine, note))
 }
@@ -148,6 +217,7 @@ fn cpu_engine(why: &str) -> (BurnEngine, DeviceNote) {
     let note = DeviceNote {
         short: "Running on the CPU".into(),
         detail: format!("Running on the CPU: {why}.\n{GPU_HELP}"),
+        problem: None,
     };
     (BurnEngine::new(device, Precision::F32), note)
 }
@@ -254,6 +324,7 @@ mod gpu {
                  device, in {precision}{vae}.",
                 info.name, info.backend
             ),
+            problem: None,
         };
         Ok((engine, note))
     }
@@ -285,6 +356,7 @@ mod gpu {
                  not open on it ({why}) and draws on a device it chose itself.",
                 opened.description
             ),
+            problem: None,
         };
         Ok((engine, note))
     }

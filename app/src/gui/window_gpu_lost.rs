@@ -14,10 +14,10 @@ use eframe::egui_wgpu::{RenderState, wgpu};
 
 /// How many times in a row the window's device was lost, each soon after the last start;
 /// set on the process started again.
-const LOSSES: &str = "EMBER_WINDOW_GPU_LOSSES";
+pub(super) const LOSSES: &str = "EMBER_WINDOW_GPU_LOSSES";
 /// A file whose creation destroys the window's device, as a lost GPU: the only way to see
 /// this path on a machine whose GPU never fails (`packaging/screenshot.sh` under Xvfb).
-const DESTROY_WHEN: &str = "EMBER_DEBUG_DESTROY_WINDOW_GPU_WHEN";
+pub(super) const DESTROY_WHEN: &str = "EMBER_DEBUG_DESTROY_WINDOW_GPU_WHEN";
 /// A loss this long after the start is counted afresh: the GPU had worked meanwhile.
 const SOON: Duration = Duration::from_secs(10 * 60);
 
@@ -120,19 +120,6 @@ pub fn notice_after_restart(losses: u32) -> Option<String> {
          again on a new device. An image being made then was not finished; saved images and \
          settings are kept.{engine}"
     ))
-}
-
-/// Starts Ember again, with no files to open (the last model loads from the settings).
-pub fn restart(losses: u32, engine_on_cpu: bool) -> std::io::Result<()> {
-    let mut command = std::process::Command::new(std::env::current_exe()?);
-    // The device the new process opens must not be destroyed on purpose again.
-    command
-        .env(LOSSES, losses.to_string())
-        .env_remove(DESTROY_WHEN);
-    if engine_on_cpu {
-        command.env("EMBER_DEVICE", "cpu");
-    }
-    command.spawn().map(drop)
 }
 
 /// Why Ember stopped instead of starting again, for the terminal.

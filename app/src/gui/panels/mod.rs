@@ -5,6 +5,7 @@
 
 mod canvas;
 mod controlnet;
+mod device;
 mod downloads;
 mod extras;
 mod form;
@@ -54,6 +55,8 @@ pub struct Parts<'a> {
     pub output_dir: PathBuf,
     /// Where the engine runs.
     pub device: &'a DeviceNote,
+    /// The Device menu's list and a start-again asked for.
+    pub device_choice: &'a super::device_choice::DeviceChoice,
     pub paths: &'a Paths,
     /// A path being typed, drawn as a small window.
     pub path_prompt: &'a mut Option<PathPrompt>,
@@ -181,6 +184,12 @@ fn top_bar(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
         ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
             ui.menu_button("Help", |ui| help(ui, app));
             ui.menu_button("View", |ui| view_menu(ui, app));
+            // Open while choosing: the choice and the start-again button show together.
+            let stays_open = egui::containers::menu::MenuConfig::new()
+                .close_behavior(egui::PopupCloseBehavior::CloseOnClickOutside);
+            egui::containers::menu::MenuButton::new("Device")
+                .config(stays_open)
+                .ui(ui, |ui| device::menu(ui, app, actions));
             if !app.device.short.is_empty() {
                 ui.label(RichText::new(&app.device.short).weak())
                     .on_hover_text(&app.device.detail);

@@ -1,0 +1,128 @@
+//! The Device menu with the fake engine and a fake device list: choosing a GPU is saved and
+//! offers to start again (at once when idle, after the queue when busy); choosing the running
+//! device again takes the offer back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use egui_kittest::kittest::Queryable;
+use ember_app::gui::paths::Paths;
+use ember_tests::fake_engine::FakeEngine;
+use inference::device::{DeviceKind, DeviceRow};
+
+use crate::{Window, app, click, drop_files, fake_model, open, step_until};
+
+const GPU: &str = "Test GPU (Vulkan, discrete GPU) · wgpu:0";
+
+fn devices() -> Vec<DeviceRow> {
+    let row = |name: &str, description: &str, kind| DeviceRow {
+        name: name.into(),
+        description: description.into(),
+        kind,
+    };
+    vec![
+        row("cpu", "the CPU (burn-flex)", Some(DeviceKind::Cpu)),
+        row(
+            "wgpu:0",
+            "Test GPU (Vulkan, discrete GPU)",
+            Some(DeviceKind::WgpuAdapter(0)),
+        ),
+        row("cuda", "not in this build", None),
+    ]
+}
+
+/// The window with the fake device list, running on `auto`, its Device menu open and listed.
+fn with_device_menu(w: &mut Window) {
+    w.step();
+    w.state_mut()
+        .as_mut()
+        .unwrap()
+        .device_choice
+        .set_lister(Arc::new(devices));
+    click(w, "Device");
+    step_until(w, "the devices to be listed", |a| {
+        a.device_choice.rows().is_some()
+    });
+    w.step();
+}
+
+fn saved_device(home: &std::path::Path) -> String {
+    let file = ember_app::gui::settings::SettingsFile::in_dir(&Paths::under(home).config_dir);
+    file.peek_device()
+}
+
+#[test]
+fn choosing_a_gpu_is_saved_and_ember_starts_again_on_it() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    with_device_menu(&mut w);
+    assert!(w.query_by_label("Looking for GPUs…").is_none());
+    // A backend without devices is a line saying why, not a choice.
+    w.get_by_label("cuda: not in this build");
+    assert!(w.query_by_label("Start again now").is_none(), "auto runs");
+
+    click(&mut w, GPU);
+    assert_eq!(app(&w).settings.device, "wgpu:0");
+    // The menu stays open with the offer; Automatic, the running device, takes it back.
+    w.get_by_label("Start again now");
+    click(&mut w, "Automatic");
+    assert_eq!(app(&w).settings.device, "auto");
+    assert!(w.query_by_label("Start again now").is_none());
+
+    click(&mut w, GPU);
+    assert_eq!(
+        saved_device(home.path()),
+        "",
+        "nothing saved before starting again"
+    );
+    click(&mut w, "Start again now");
+    assert!(app(&w).starts_again(), "the window closes to start again");
+    assert_eq!(
+        saved_device(home.path()),
+        "wgpu:0",
+        "the choice is saved first"
+    );
+}
+
+#[test]
+fn a_busy_ember_starts_again_once_the_queue_is_done() {
+    let home = tempfile::tempdir().unwrap();
+    let model = fake_model(home.path());
+    let mut w = open(
+        FakeEngine::new(Duration::from_millis(40)),
+        Paths::under(home.path()),
+    );
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    click(&mut w, "Generate");
+    click(&mut w, "Generate");
+    step_until(&mut w, "an image to be under way", |a| {
+        a.session.running.is_some()
+    });
+    with_device_menu(&mut w);
+    click(&mut w, "CPU");
+    w.get_by_label("Start again now");
+    click(&mut w, "Start again when the queue is done");
+    assert!(app(&w).device_choice.when_idle);
+    w.get_by_label("Don't start again");
+    assert!(!app(&w).starts_again(), "the queue is made first");
+    step_until(
+        &mut w,
+        "the queue to finish and Ember to start again",
+        |a| a.starts_again(),
+    );
+    let a = app(&w);
+    assert!(a.session.queue.is_empty() && a.session.running.is_none());
+    let output = Paths::under(home.path()).default_output;
+    step_until(&mut w, "both images to be saved", |_| {
+        let pngs = std::fs::read_dir(&output).map(|files| {
+            files
+                .flatten()
+                .filter(|f| f.path().extension().is_some_and(|e| e == "png"))
+                .count()
+        });
+        pngs.unwrap_or(0) == 2
+    });
+    assert_eq!(saved_device(home.path()), "cpu");
+}
