@@ -76,7 +76,7 @@ impl ModelCapabilities {
 
 /// SDXL's size conditioning (diffusers' `original_size`, `crops_coords_top_left`,
 /// `target_size`); sizes are `(width, height)` in pixels.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SizeConditioning {
     /// `None`: the generation size.
     pub original: Option<(u32, u32)>,
@@ -98,7 +98,7 @@ pub const DEFAULT_AESTHETIC_SCORE: f32 = 6.0;
 pub const DEFAULT_NEGATIVE_AESTHETIC_SCORE: f32 = 2.5;
 
 /// Which sampler and noise schedule to run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum SamplerChoice {
     /// ComfyUI's names (`dpmpp_2m` + `karras`), with ComfyUI's schedules.
     Named {
@@ -131,7 +131,7 @@ pub const MAX_BATCH: u32 = 64;
 pub const MAX_CFG: f32 = 100.0;
 
 /// One generation: text-to-image, or image-to-image / inpainting when an init image is set.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct GenerateRequest {
     pub prompt: String,
     pub negative_prompt: String,
@@ -199,7 +199,7 @@ pub struct GenerateRequest {
 
 /// Latents to start img2img from, `[1, channels, height / f, width / f]`, already scaled by
 /// the VAE's scaling factor (as the sampler holds clean latents).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct InitLatents {
     pub shape: [usize; 4],
     pub values: Vec<f32>,
@@ -207,7 +207,7 @@ pub struct InitLatents {
 
 /// The noise of the DPM++ SDE samplers (`dpmpp_sde`, `dpmpp_2m_sde`, `dpmpp_2m_sde_heun`,
 /// `dpmpp_3m_sde`); the other samplers always draw from the image's generator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum SdeNoise {
     /// torchsde's Brownian tree seeded with the image's seed: ComfyUI's and A1111's default,
     /// so the same seed gives their image.
@@ -240,7 +240,7 @@ impl SdeNoise {
 }
 
 /// What the masked area of an inpainting run starts from (A1111's "Masked content").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum MaskedContent {
     /// The init image as it is.
     #[default]

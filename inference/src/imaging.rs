@@ -15,7 +15,7 @@ pub const MAX_INPUT_SIDE: u32 = 16_384;
 const MAX_DECODE_BYTES: u64 = 1 << 30;
 
 /// An 8-bit RGB image (plain data, row-major, 3 bytes per pixel).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ImageRgb8 {
     pub width: u32,
     pub height: u32,
@@ -23,7 +23,7 @@ pub struct ImageRgb8 {
 }
 
 /// An 8-bit single-channel image (a mask: white = repaint).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ImageGray8 {
     pub width: u32,
     pub height: u32,

@@ -126,3 +126,51 @@ fn a_busy_ember_starts_again_once_the_queue_is_done() {
     });
     assert_eq!(saved_device(home.path()), "cpu");
 }
+
+/// "Start again now" while busy keeps the queue: the next start queues the job that was being
+/// made (from its start) and the one waiting, makes both, and removes the kept file.
+#[test]
+fn starting_again_now_keeps_the_queue_for_the_next_start() {
+    let home = tempfile::tempdir().unwrap();
+    let model = fake_model(home.path());
+    let mut w = open(
+        FakeEngine::new(Duration::from_millis(40)),
+        Paths::under(home.path()),
+    );
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    click(&mut w, "Generate");
+    click(&mut w, "Generate");
+    step_until(&mut w, "an image to be under way", |a| {
+        a.session.running.is_some() && a.session.queue.len() == 1
+    });
+    with_device_menu(&mut w);
+    click(&mut w, "CPU");
+    click(&mut w, "Start again now");
+    assert!(app(&w).starts_again());
+    let kept = Paths::under(home.path()).config_dir.join("queue.json");
+    assert!(
+        kept.exists(),
+        "the queue is written before the window closes"
+    );
+    drop(w);
+
+    let mut again = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    again.step();
+    assert!(!kept.exists(), "taken once");
+    assert!(crate::has_notice(
+        app(&again),
+        "2 job(s) queued before Ember started again"
+    ));
+    let output = Paths::under(home.path()).default_output;
+    step_until(&mut again, "both kept jobs to be made and saved", |a| {
+        let pngs = std::fs::read_dir(&output).map(|files| {
+            files
+                .flatten()
+                .filter(|f| f.path().extension().is_some_and(|e| e == "png"))
+                .count()
+        });
+        a.session.queue.is_empty() && a.session.running.is_none() && pngs.unwrap_or(0) == 2
+    });
+}

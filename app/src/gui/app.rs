@@ -162,6 +162,7 @@ impl EmberApp {
         }
         app.reload_control_images();
         app.open_files(opened);
+        app.take_kept_queue();
         app
     }
 

@@ -19,6 +19,7 @@ pub mod models;
 mod panels;
 pub mod paths;
 pub mod prompt_edit;
+pub mod queue_file;
 pub mod restore;
 pub mod service;
 pub mod session;
@@ -79,6 +80,9 @@ impl EframeApp {
         let mut output = None;
         if let Some(mut app) = self.app.take() {
             app.save_settings();
+            if let Err(e) = app.keep_queue() {
+                eprintln!("warning: {e}");
+            }
             output = Some(app.output_dir());
             drop(app);
         }

@@ -117,8 +117,8 @@ pub fn notice_after_restart(losses: u32) -> Option<String> {
     };
     Some(format!(
         "The GPU stopped working (a driver reset or the GPU taken away), so Ember started \
-         again on a new device. An image being made then was not finished; saved images and \
-         settings are kept.{engine}"
+         again on a new device. Saved images, settings and the queue are kept; an image being \
+         made then starts over.{engine}"
     ))
 }
 

@@ -13,7 +13,7 @@ pub const DEFAULT_HIRES_STRENGTH: f32 = 0.7;
 pub const MAX_HIRES_SCALE: f32 = 4.0;
 
 /// How the first pass is enlarged.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum HiresUpscaler {
     /// The latents, with torch's `interpolate` (A1111's `Latent …` upscalers).
     Latent(InterpolateMode),
@@ -106,14 +106,14 @@ impl HiresUpscaler {
 
 /// How the hires pass is sized: A1111's "Upscale by", or "Resize width/height to" (0 keeps
 /// the aspect from the other side).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum HiresSize {
     Scale(f32),
     To(u32, u32),
 }
 
 /// The hires fix of a txt2img request.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HiresFix {
     pub upscaler: HiresUpscaler,
     pub size: HiresSize,

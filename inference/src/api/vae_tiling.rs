@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 
 /// When the VAE decodes (and encodes) in tiles.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum VaeTiling {
     /// In tiles only when the whole image would not fit in the memory that is free.
     #[default]

@@ -18,7 +18,7 @@ pub struct CanvasOptions {
 }
 
 /// What the engine gets from a canvas, and how its images are put back.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct CanvasJob {
     pub init: ImageRgb8,
     /// `Some` when inpainting.
@@ -27,7 +27,7 @@ pub struct CanvasJob {
     paste: Option<Paste>,
     composite: bool,
     /// A1111-style `Key: value` settings for each image's metadata.
-    pub fields: Vec<(&'static str, String)>,
+    pub fields: Vec<(String, String)>,
 }
 
 /// The job for a generation of `size` from `source` (at its own size: the canvas, or a file
@@ -41,7 +41,7 @@ pub fn canvas_job(
     options: &CanvasOptions,
 ) -> Result<CanvasJob> {
     let hash = crate::hashing::sha256_bytes(&source.pixels);
-    let mut fields = vec![("Init image hash", hash[..10].to_string())];
+    let mut fields = vec![("Init image hash".to_string(), hash[..10].to_string())];
     let inpaint = options.inpaint;
     let resized = (source.width, source.height) != size;
     let Some(mask) = mask else {
@@ -68,14 +68,17 @@ pub fn canvas_job(
         _ => (source, mask),
     };
     let prepared = prepare(source, mask, size, &inpaint)?;
-    fields.push(("Mask blur", inpaint.mask_blur.to_string()));
+    fields.push(("Mask blur".into(), inpaint.mask_blur.to_string()));
     if let InpaintArea::OnlyMasked { padding } = inpaint.area {
-        fields.push(("Inpaint area", "Only masked".into()));
-        fields.push(("Masked area padding", padding.to_string()));
+        fields.push(("Inpaint area".into(), "Only masked".into()));
+        fields.push(("Masked area padding".into(), padding.to_string()));
     }
-    fields.push(("Masked content", inpaint.masked_content.a1111_name().into()));
+    fields.push((
+        "Masked content".into(),
+        inpaint.masked_content.a1111_name().into(),
+    ));
     if !options.composite {
-        fields.push(("Composite", "off".into()));
+        fields.push(("Composite".into(), "off".into()));
     }
     Ok(CanvasJob {
         init: prepared.init,

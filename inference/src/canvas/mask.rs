@@ -5,7 +5,7 @@ use image::GrayImage;
 use crate::imaging::ImageGray8;
 
 /// A pixel rectangle `[x1, x2) x [y1, y2)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Rect {
     pub x1: u32,
     pub y1: u32,

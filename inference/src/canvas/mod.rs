@@ -73,7 +73,7 @@ pub struct Prepared {
 }
 
 /// How generated images go back onto the source.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct Paste {
     /// The source (canvas) and its blurred mask, at the canvas size.
     source: ImageRgb8,

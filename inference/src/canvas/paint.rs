@@ -92,7 +92,7 @@ pub(super) fn paste(base: &ImageRgb8, patch: &ImageRgb8, r: Rect) -> ImageRgb8 {
 }
 
 /// How a source image of another size becomes the generation size (A1111's resize modes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum FitMode {
     /// "Just resize": stretch to the size.
     Resize,

@@ -260,7 +260,10 @@ fn a_canvas_job_fits_hashes_and_records_like_for_the_app_and_the_cli() {
     let job = canvas_job(&source, None, (32, 32), &options).unwrap();
     assert_eq!(job.init, fit(&source, (32, 32), FitMode::Crop));
     let hash = crate::hashing::sha256_bytes(&source.pixels);
-    assert_eq!(job.fields, [("Init image hash", hash[..10].to_string())]);
+    assert_eq!(
+        job.fields,
+        [("Init image hash".to_string(), hash[..10].to_string())]
+    );
     assert!(job.mask.is_none());
     // Inpainting: the mask is fitted alike and the options are recorded.
     let mask = ImageGray8 {

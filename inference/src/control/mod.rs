@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use crate::imaging::ImageRgb8;
 
 /// One ControlNet of a request (A1111's ControlNet unit).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ControlRequest {
     /// A ControlNet single file or diffusers folder.
     pub model: PathBuf,

@@ -10,7 +10,7 @@ use super::canny::canny;
 use super::resize::{Interpolation, resize};
 
 /// A preprocessor (A1111's "module").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Module {
     /// The image is the control map.
     None,
@@ -100,7 +100,7 @@ impl Module {
 }
 
 /// How one ControlNet unit makes its map (A1111's unit fields, less model and weights).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MapSettings {
     pub module: Module,
     /// Threshold A and B (the extension writes 0.5 for a module without them).

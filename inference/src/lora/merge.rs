@@ -26,7 +26,7 @@ use crate::weights::keymap::{
 };
 
 /// One LoRA to merge, with A1111's two strengths (`<lora:name:te:unet>`).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LoraSpec {
     pub path: PathBuf,
     pub text_encoder: f32,

@@ -15,7 +15,7 @@ use super::Hooks;
 use crate::error::Result;
 
 /// UniPC's B(h): `h` (bh1) or `e^h - 1` (bh2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum UniPcVariant {
     Bh1,
     Bh2,

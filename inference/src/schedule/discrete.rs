@@ -8,7 +8,7 @@
 use crate::error::{Error, Result};
 
 /// How the betas are spaced over the training timesteps.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum BetaSchedule {
     /// `linspace(sqrt(start), sqrt(end), n) ** 2` (every SD 1.x/2.x/XL model).
     ScaledLinear { start: f64, end: f64 },

@@ -13,7 +13,7 @@ use crate::sampling::AlgorithmOptions;
 pub use super::sampler_name::SamplerName;
 
 /// A sigma schedule, by the name ComfyUI gives it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ScheduleName {
     Normal,
     Karras,

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::sampling::{Algorithm, UniPcFlavor, UniPcOptions, UniPcVariant};
 
 /// A sampler, by the name ComfyUI gives it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum SamplerName {
     Euler,
     EulerAncestral,

@@ -7,7 +7,7 @@
 use crate::error::{Error, Result};
 
 /// How weights act on the text encoder's output (A1111's "Emphasis" setting).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Emphasis {
     /// A1111's default ("Original"): each chunk's output is scaled per token, then
     /// rescaled so the chunk's mean is what it was.

@@ -28,7 +28,7 @@ pub const MAX_SCALE: f32 = 8.0;
 const MAX_PASSES: usize = 3;
 
 /// The order of the colour channels the network sees.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ChannelOrder {
     /// What the models were trained on (ComfyUI, Real-ESRGAN's own scripts).
     #[default]
@@ -50,7 +50,7 @@ impl ChannelOrder {
 }
 
 /// How to run an upscaler.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct UpscaleOptions {
     /// The factor of the result; `None` is the model's own.
     pub scale: Option<f32>,
@@ -73,7 +73,7 @@ impl Default for UpscaleOptions {
 }
 
 /// An upscale job as plain data (the app's Extras view sends it to the worker).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct UpscaleRequest {
     pub image: ImageRgb8,
     /// The ESRGAN model file.

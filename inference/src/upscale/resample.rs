@@ -39,7 +39,7 @@ pub fn nearest(img: &ImageRgb8, (w, h): (u32, u32)) -> ImageRgb8 {
 }
 
 /// torch `interpolate` modes (`align_corners=False`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum InterpolateMode {
     Nearest,
     NearestExact,

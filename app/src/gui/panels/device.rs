@@ -117,10 +117,7 @@ fn start_again(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     }
     let now = ui.button("Start again now");
     let now = if waiting > 0 {
-        now.on_hover_text(format!(
-            "Stops the image being made and drops the {} waiting",
-            session.queue.len()
-        ))
+        now.on_hover_text("The queue is kept: the image being made starts over on the new device")
     } else {
         now
     };

@@ -7,8 +7,8 @@ use inference::api::{GenerateRequest, Stage};
 use inference::upscale::UpscaleRequest;
 use inference::worker::{CancelToken, JobId};
 
-/// What a job does.
-#[derive(Clone, Debug)]
+/// What a job does (kept in `queue.json` across a start-again: see `crate::gui::queue_file`).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Work {
     Generate(Box<GenerateRequest>),
     /// The Extras view's upscale.

@@ -457,11 +457,19 @@ impl Session {
                     .running
                     .as_ref()
                     .is_some_and(|r| r.id == job && matches!(r.work, Work::Upscale(_)));
-                self.end_job(job);
-                // `GpuLost` comes just before its job's failure: what it said is needed once.
+                // `GpuLost` comes just before its job's failure: what it said is needed once,
+                // and the job starts over first on the device the engine moved to.
                 if self.gpu_lost.take().as_ref() == Some(&error) {
+                    if let Some(lost) = self.running.take().filter(|r| r.id == job) {
+                        self.queue.push_front(QueuedJob {
+                            id: job,
+                            work: lost.work,
+                        });
+                        self.notify(Level::Info, "The image being made starts over on the CPU.");
+                    }
                     return None;
                 }
+                self.end_job(job);
                 let what = if upscale { "upscaling" } else { "generation" };
                 let text = format!("{what} failed: {error}");
                 self.notify_about(Topic::Generate, Level::Error, text);

@@ -46,7 +46,7 @@ fn python_json(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// What the UNet predicts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Prediction {
     /// The noise (SD 1.x, SD 2.x base, SDXL).
     #[default]
@@ -56,7 +56,7 @@ pub enum Prediction {
 }
 
 /// The scheduler classes Ember reproduces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SchedulerClass {
     Ddim,
     Pndm,
@@ -132,7 +132,7 @@ impl SchedulerClass {
 }
 
 /// `timestep_spacing` (Table 2 of arXiv:2305.08891).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Spacing {
     Linspace,
     Leading,
@@ -140,7 +140,7 @@ pub enum Spacing {
 }
 
 /// A parsed `scheduler_config.json`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct SchedulerConfig {
     pub class: SchedulerClass,
     pub num_train_timesteps: usize,
