@@ -161,7 +161,7 @@ fn starting_again_now_keeps_the_queue_for_the_next_start() {
     assert!(!kept.exists(), "taken once");
     assert!(crate::has_notice(
         app(&again),
-        "2 job(s) queued before Ember started again"
+        "2 job(s) kept when Ember last closed are queued again"
     ));
     let output = Paths::under(home.path()).default_output;
     step_until(&mut again, "both kept jobs to be made and saved", |a| {

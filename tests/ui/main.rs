@@ -11,6 +11,7 @@ mod first_minutes;
 mod flows;
 mod gallery;
 mod prompts;
+mod quit;
 mod real_engine;
 mod upscale;
 
@@ -41,6 +42,8 @@ pub fn open_sized(engine: impl Engine + 'static, paths: Paths, size: [f32; 2]) -
                 let (engine, paths) = pending.take().expect("created once");
                 EmberApp::new(ui.ctx(), engine, paths)
             });
+            // As eframe's `logic` runs it before each frame.
+            app.check_close(ui.ctx());
             app.frame(ui);
         },
         None,

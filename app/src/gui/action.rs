@@ -76,6 +76,20 @@ pub enum Action {
     Download(DownloadAction),
     /// The Device menu's actions (see [`DeviceAction`]).
     Device(DeviceAction),
+    /// The answer to closing with images still to make.
+    Quit(QuitAction),
+}
+
+/// How to close while images are still to be made.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuitAction {
+    /// Close, keeping them for the next start.
+    KeepQueue,
+    /// Close without them.
+    DropQueue,
+    /// Don't close.
+    Stay,
 }
 
 /// What the Device menu asks for (the choice itself is a setting the menu edits).

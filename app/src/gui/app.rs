@@ -10,6 +10,7 @@ mod device_flow;
 mod download_flow;
 mod extras_flow;
 mod generate;
+mod quit_flow;
 mod replies;
 
 use std::collections::HashMap;
@@ -52,6 +53,8 @@ pub struct EmberApp {
     pub device: DeviceNote,
     /// The Device menu: the machine's devices, and a start-again on the chosen one.
     pub device_choice: DeviceChoice,
+    /// Closing with images still to make: the question and its answer.
+    pub quitting: quit_flow::Quitting,
     /// A path being typed (when a dialog could not open, or asked for).
     pub path_prompt: Option<PathPrompt>,
     /// Images dropped on the window whose settings should be restored when read.
@@ -138,6 +141,7 @@ impl EmberApp {
             paths,
             device: DeviceNote::default(),
             device_choice: DeviceChoice::default(),
+            quitting: Default::default(),
             path_prompt: None,
         };
         if let Some(dir) = app.settings.models_dir.clone() {
@@ -239,6 +243,7 @@ impl EmberApp {
                 output_dir,
                 device: &self.device,
                 device_choice: &self.device_choice,
+                quit_asked: self.quitting.asked,
                 paths: &self.paths,
                 path_prompt: &mut self.path_prompt,
             },
@@ -342,6 +347,8 @@ impl EmberApp {
     /// Dropped files, Ctrl+Enter and Esc.
     fn handle_input(&mut self, ctx: &egui::Context) -> Vec<Action> {
         let mut actions = Vec::new();
+        // Esc answers the quit question (as "Don't quit"), not the running image.
+        let asked = self.quitting.asked;
         let (dropped, pointer, generate, cancel) = ctx.input_mut(|i| {
             let dropped: Vec<PathBuf> = i
                 .raw
@@ -350,7 +357,7 @@ impl EmberApp {
                 .map(|f| f.path().to_path_buf())
                 .collect();
             let generate = i.consume_key(egui::Modifiers::COMMAND, egui::Key::Enter);
-            let cancel = i.consume_key(egui::Modifiers::NONE, egui::Key::Escape);
+            let cancel = !asked && i.consume_key(egui::Modifiers::NONE, egui::Key::Escape);
             // Where the pointer is now, not where it last was: during an OS drag some
             // platforms report no pointer, and the drop then goes where files usually go.
             (dropped, i.pointer.hover_pos(), generate, cancel)
@@ -412,6 +419,7 @@ impl EmberApp {
             Action::Extras(extras) => self.perform_extras(extras),
             Action::Download(download) => self.perform_download(download),
             Action::Device(device) => self.perform_device(device),
+            Action::Quit(quit) => self.perform_quit(quit),
             Action::Notice(text) => self.session.notify(Level::Warning, text),
             Action::Generate => self.generate(),
             Action::Cancel => {

@@ -46,6 +46,13 @@ struct EframeApp {
 }
 
 impl eframe::App for EframeApp {
+    /// Runs before each frame, also while the window is minimised (when `ui` does not run).
+    fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
+        if let Some(app) = &mut self.app {
+            app.check_close(ctx);
+        }
+    }
+
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         // Checked before egui draws this frame: its renderer panics on a lost device.
         if self.window_gpu.as_mut().is_some_and(|w| w.is_lost()) {

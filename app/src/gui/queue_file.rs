@@ -57,8 +57,12 @@ impl KeptQueue {
             jobs,
         };
         let json = serde_json::to_vec(&file).map_err(|e| e.to_string())?;
-        write_atomic(&self.path, &json)
-            .map_err(|e| format!("could not write {}: {e}", self.path.display()))
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
+        }
+        // Its error names the file.
+        write_atomic(&self.path, &json).map_err(|e| e.to_string())
     }
 
     /// The jobs kept by the last process, removing the file; none when there is no file. A
@@ -124,7 +128,7 @@ mod tests {
     #[test]
     fn jobs_come_back_once_in_their_order() {
         let dir = tempfile::tempdir().unwrap();
-        let queue = KeptQueue::in_dir(dir.path());
+        let queue = KeptQueue::in_dir(&dir.path().join("config"));
         assert!(queue.take().unwrap().is_empty(), "no file: nothing kept");
         let jobs = [generate(7), generate(8)].map(|work| KeptJob { work, canvas: None });
         queue.keep(jobs.to_vec()).unwrap();
@@ -148,7 +152,7 @@ mod tests {
         assert!(queue.take().unwrap().is_empty(), "taken once");
         // No jobs: no file.
         queue.keep(Vec::new()).unwrap();
-        assert!(!dir.path().join("queue.json").exists());
+        assert!(!dir.path().join("config/queue.json").exists());
     }
 
     #[test]

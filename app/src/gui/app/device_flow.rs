@@ -107,8 +107,8 @@ impl EmberApp {
         self.session.notify(
             Level::Info,
             format!(
-                "{count} job(s) queued before Ember started again are queued here; the one \
-                 being made then starts over."
+                "{count} job(s) kept when Ember last closed are queued again (an image \
+                 being made then starts over)."
             ),
         );
     }

@@ -15,6 +15,7 @@ mod hires;
 mod model;
 mod output;
 mod prompt_box;
+mod quit;
 
 use egui::{Color32, RichText};
 
@@ -57,6 +58,8 @@ pub struct Parts<'a> {
     pub device: &'a DeviceNote,
     /// The Device menu's list and a start-again asked for.
     pub device_choice: &'a super::device_choice::DeviceChoice,
+    /// The window was asked to close with images still to make: ask what to do.
+    pub quit_asked: bool,
     pub paths: &'a Paths,
     /// A path being typed, drawn as a small window.
     pub path_prompt: &'a mut Option<PathPrompt>,
@@ -106,6 +109,9 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>) -> Vec<Action> {
     path_prompt(ui, app, &mut actions);
     if app.downloads.open {
         downloads::window(ui, app, &mut actions);
+    }
+    if app.quit_asked {
+        quit::question(ui, app, &mut actions);
     }
     hover_hint(ui);
     actions
