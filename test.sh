@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
-# Runs every test: unit tests, the reference (golden) tests, the GPU tests and the CLI
-# end-to-end tests. The reference tree is ../shared/reference, or $EMBER_REFERENCE; tests
-# fail without it. The GPU tests run on the machine's Vulkan driver; on a machine without
-# one this installs Mesa's software Vulkan (lavapipe) first, on Debian or Ubuntu.
+# Runs every test: unit tests, the reference (golden) tests, the GPU tests, the CLI
+# end-to-end tests and the real window under Xvfb. The reference tree is ../shared/reference,
+# or $EMBER_REFERENCE; tests fail without it. The GPU tests run on the machine's Vulkan
+# driver; on a machine without one this installs Mesa's software Vulkan (lavapipe) first, and
+# Xvfb where it is missing, on Debian or Ubuntu.
 set -euo pipefail
 cd "$(dirname "$0")"
-if ! compgen -G "/usr/share/vulkan/icd.d/*.json" >/dev/null; then
-    install=(apt-get install -y -q --no-install-recommends mesa-vulkan-drivers)
+# Debian packages the tests need: a Vulkan driver (Mesa's software one where the machine has
+# none) for the GPU tests, and a virtual X display with the X client libraries winit loads for
+# the real-window test (`tests/cli/window.rs`).
+need=()
+compgen -G "/usr/share/vulkan/icd.d/*.json" >/dev/null || need+=(mesa-vulkan-drivers)
+command -v Xvfb >/dev/null || need+=(xvfb)
+for lib in libX11.so.6:libx11-6 libX11-xcb.so.1:libx11-xcb1 libXcursor.so.1:libxcursor1 \
+    libXrandr.so.2:libxrandr2 libXi.so.6:libxi6 libxkbcommon-x11.so.0:libxkbcommon-x11-0; do
+    ldconfig -p | grep -q "${lib%%:*}" || need+=("${lib#*:}")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    install=(apt-get install -y -q --no-install-recommends "${need[@]}")
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         apt-get update -q && DEBIAN_FRONTEND=noninteractive "${install[@]}"
     elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
         sudo -n apt-get update -q && sudo -n env DEBIAN_FRONTEND=noninteractive "${install[@]}"
     else
-        echo "test.sh: no Vulkan driver, and mesa-vulkan-drivers cannot be installed here" \
-            "(not root); the GPU tests will fail" >&2
+        echo "test.sh: ${need[*]} missing and cannot be installed here (not root);" \
+            "the GPU and window tests will fail" >&2
     fi
 fi
 exec cargo test --workspace --locked "$@"

@@ -21,6 +21,8 @@ mod packaging;
 mod prompts;
 mod reproduce;
 mod vae_tiling;
+#[cfg(target_os = "linux")]
+mod window;
 
 use std::path::Path;
 use std::process::{Command, Output};

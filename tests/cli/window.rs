@@ -1,0 +1,159 @@
+//! The real window under a virtual X display (Xvfb: `test.sh` installs it with Mesa's
+//! software Vulkan): its GPU device lost while jobs wait, Ember starts again on a new device,
+//! and the new window makes every job the old one kept.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ember_app::gui::paths::Paths;
+use ember_app::gui::queue_file::{KeptJob, KeptQueue};
+use ember_app::gui::session::Work;
+use ember_app::gui::settings::{Settings, SettingsFile};
+use ember_tests::reference;
+use inference::api::GenerateRequest;
+
+/// A virtual X display on a free number, stopped when dropped (which also ends the Ember
+/// windows on it).
+struct Xvfb {
+    server: Child,
+    display: String,
+}
+
+impl Xvfb {
+    fn start() -> Self {
+        let mut server = Command::new("Xvfb")
+            .args([
+                "-displayfd",
+                "1",
+                "-nolisten",
+                "tcp",
+                "-screen",
+                "0",
+                "1280x860x24",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("Xvfb runs (test.sh installs the xvfb package)");
+        let mut line = String::new();
+        let stdout = server.stdout.take().expect("piped");
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let number: u32 = line
+            .trim()
+            .parse()
+            .expect("Xvfb printed its display number");
+        Self {
+            server,
+            display: format!(":{number}"),
+        }
+    }
+}
+
+impl Drop for Xvfb {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+/// Waits up to `limit` for `done`, failing with `what` and Ember's log.
+fn wait_for(what: &str, limit: Duration, log: &Path, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        let log = std::fs::read_to_string(log).unwrap_or_default();
+        assert!(
+            start.elapsed() < limit,
+            "timed out waiting for {what}; Ember's log:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_lost_window_gpu_starts_ember_again_and_the_new_window_makes_the_kept_queue() {
+    let home = tempfile::tempdir().unwrap();
+    let paths = Paths::under(home.path());
+    let model = reference("sd15/checkpoint.safetensors");
+    let settings = Settings {
+        last_model: Some(model),
+        ..Settings::default()
+    };
+    SettingsFile::in_dir(&paths.config_dir)
+        .save(&settings)
+        .unwrap();
+    let seeds = [11_u64, 12];
+    let jobs = seeds.map(|seed| KeptJob {
+        work: Work::Generate(Box::new(GenerateRequest {
+            prompt: "a lighthouse".into(),
+            width: 64,
+            height: 64,
+            steps: 12,
+            seed,
+            ..Default::default()
+        })),
+        canvas: None,
+    });
+    let queue = paths.config_dir.join("queue.json");
+    KeptQueue::in_dir(&paths.config_dir)
+        .keep(jobs.to_vec())
+        .unwrap();
+
+    let display = Xvfb::start();
+    let lose = home.path().join("lose the window's GPU");
+    let log = home.path().join("ember.log");
+    let output = std::fs::File::create(&log).unwrap();
+    let runtime = tempfile::tempdir().unwrap();
+    let mut first = Command::new(env!("CARGO_BIN_EXE_ember"))
+        .env("EMBER_HOME", home.path())
+        .env("EMBER_CACHE_DIR", home.path().join("cache"))
+        .env("DISPLAY", &display.display)
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env("EMBER_DEBUG_DESTROY_WINDOW_GPU_WHEN", &lose)
+        .env_remove("WAYLAND_DISPLAY")
+        .env_remove("EMBER_DEVICE")
+        .stdout(output.try_clone().unwrap())
+        .stderr(output)
+        .spawn()
+        .expect("the ember binary runs");
+
+    // The window took the queue: lose its device while the jobs wait or run.
+    let minutes = Duration::from_secs(240);
+    wait_for("the window to take the queue", minutes, &log, || {
+        !queue.exists()
+    });
+    std::fs::write(&lose, b"").unwrap();
+    wait_for("the first Ember to stop", minutes, &log, || {
+        first.try_wait().unwrap().is_some()
+    });
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains("the window's GPU device was lost; starting again"),
+        "{said}"
+    );
+
+    // The new window (a process of its own) makes both kept jobs, each once.
+    let images = || -> Vec<String> {
+        let files = std::fs::read_dir(&paths.default_output)
+            .into_iter()
+            .flatten();
+        let mut names: Vec<String> = files
+            .flatten()
+            .map(|f| f.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".png"))
+            .collect();
+        names.sort();
+        names
+    };
+    wait_for("both kept jobs to be saved", minutes, &log, || {
+        images().len() >= 2 && !queue.exists()
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let made: Vec<u64> = (images().iter())
+        .filter_map(|name| name.trim_end_matches(".png").split_once('-'))
+        .filter_map(|(_, seed)| seed.parse().ok())
+        .collect();
+    assert_eq!(made, seeds, "each kept job made once: {:?}", images());
+    drop(display);
+}
