@@ -129,7 +129,7 @@ pub fn run(files: Vec<std::path::PathBuf>) -> ExitCode {
     shared_device::use_setting(settings::SettingsFile::in_dir(&paths.config_dir).peek_device());
     let mut options = window_options(&paths);
     let handed_over = shared_device::prepare(&mut options);
-    let (mut result, opened) = open_window(options, paths.clone(), files.clone());
+    let (mut result, mut opened) = open_window(options, paths.clone(), files.clone());
     if let (Err(e @ eframe::Error::Wgpu(_)), true, false) = (&result, handed_over, opened.started) {
         // The device opened for the engine's kernels cannot present this window (a GPU
         // without a display connection beside the one that drives it): the window makes its
@@ -143,7 +143,7 @@ pub fn run(files: Vec<std::path::PathBuf>) -> ExitCode {
         shared_device::window_refused_the_device(why);
         let mut options = window_options(&paths);
         shared_device::prepare_without_handing_over(&mut options);
-        result = open_window(options, paths, files).0;
+        (result, opened) = open_window(options, paths, files);
     }
     match result {
         Ok(()) if opened.start_again.load(Ordering::Relaxed) => {
