@@ -10,7 +10,7 @@ use ember_app::gui::paths::Paths;
 use ember_tests::fake_engine::FakeEngine;
 use inference::device::{DeviceKind, DeviceRow};
 
-use crate::{Window, app, click, drop_files, fake_model, open, step_until};
+use crate::{Window, app, busy, click, has_notice, open, pngs_in, step_until};
 
 const GPU: &str = "Test GPU (Vulkan, discrete GPU) · wgpu:0";
 
@@ -87,19 +87,7 @@ fn choosing_a_gpu_is_saved_and_ember_starts_again_on_it() {
 #[test]
 fn a_busy_ember_starts_again_once_the_queue_is_done() {
     let home = tempfile::tempdir().unwrap();
-    let model = fake_model(home.path());
-    let mut w = open(
-        FakeEngine::new(Duration::from_millis(40)),
-        Paths::under(home.path()),
-    );
-    w.step();
-    drop_files(&mut w, &[&model]);
-    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
-    click(&mut w, "Generate");
-    click(&mut w, "Generate");
-    step_until(&mut w, "an image to be under way", |a| {
-        a.session.running.is_some()
-    });
+    let mut w = busy(home.path(), 2);
     with_device_menu(&mut w);
     click(&mut w, "CPU");
     w.get_by_label("Start again now");
@@ -115,15 +103,7 @@ fn a_busy_ember_starts_again_once_the_queue_is_done() {
     let a = app(&w);
     assert!(a.session.queue.is_empty() && a.session.running.is_none());
     let output = Paths::under(home.path()).default_output;
-    step_until(&mut w, "both images to be saved", |_| {
-        let pngs = std::fs::read_dir(&output).map(|files| {
-            files
-                .flatten()
-                .filter(|f| f.path().extension().is_some_and(|e| e == "png"))
-                .count()
-        });
-        pngs.unwrap_or(0) == 2
-    });
+    step_until(&mut w, "both images to be saved", |_| pngs_in(&output) == 2);
     assert_eq!(saved_device(home.path()), "cpu");
 }
 
@@ -132,19 +112,7 @@ fn a_busy_ember_starts_again_once_the_queue_is_done() {
 #[test]
 fn starting_again_now_keeps_the_queue_for_the_next_start() {
     let home = tempfile::tempdir().unwrap();
-    let model = fake_model(home.path());
-    let mut w = open(
-        FakeEngine::new(Duration::from_millis(40)),
-        Paths::under(home.path()),
-    );
-    w.step();
-    drop_files(&mut w, &[&model]);
-    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
-    click(&mut w, "Generate");
-    click(&mut w, "Generate");
-    step_until(&mut w, "an image to be under way", |a| {
-        a.session.running.is_some() && a.session.queue.len() == 1
-    });
+    let mut w = busy(home.path(), 2);
     with_device_menu(&mut w);
     click(&mut w, "CPU");
     click(&mut w, "Start again now");
@@ -159,18 +127,12 @@ fn starting_again_now_keeps_the_queue_for_the_next_start() {
     let mut again = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
     again.step();
     assert!(!kept.exists(), "taken once");
-    assert!(crate::has_notice(
+    assert!(has_notice(
         app(&again),
         "2 job(s) kept when Ember last closed are queued again"
     ));
     let output = Paths::under(home.path()).default_output;
     step_until(&mut again, "both kept jobs to be made and saved", |a| {
-        let pngs = std::fs::read_dir(&output).map(|files| {
-            files
-                .flatten()
-                .filter(|f| f.path().extension().is_some_and(|e| e == "png"))
-                .count()
-        });
-        a.session.queue.is_empty() && a.session.running.is_none() && pngs.unwrap_or(0) == 2
+        a.session.queue.is_empty() && a.session.running.is_none() && pngs_in(&output) == 2
     });
 }

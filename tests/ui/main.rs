@@ -125,6 +125,32 @@ impl egui::DroppedFile for Dropped {
     }
 }
 
+/// The app with the fake engine (40 ms a step) in `home`, a fake model loaded and Generate
+/// clicked `jobs` times, the first job under way and the others waiting.
+pub fn busy(home: &Path, jobs: usize) -> Window {
+    let model = fake_model(home);
+    let engine = ember_tests::fake_engine::FakeEngine::new(Duration::from_millis(40));
+    let mut w = open(engine, Paths::under(home));
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    for _ in 0..jobs {
+        click(&mut w, "Generate");
+    }
+    step_until(&mut w, "the jobs to be under way and waiting", |a| {
+        a.session.running.is_some() && a.session.queue.len() + 1 == jobs
+    });
+    w
+}
+
+/// How many PNG files `dir` holds (none where it does not exist).
+pub fn pngs_in(dir: &Path) -> usize {
+    let files = std::fs::read_dir(dir).into_iter().flatten().flatten();
+    files
+        .filter(|f| f.path().extension().is_some_and(|e| e == "png"))
+        .count()
+}
+
 /// Whether some notice contains `text`.
 pub fn has_notice(app: &EmberApp, text: &str) -> bool {
     app.session.notices.iter().any(|n| n.text.contains(text))

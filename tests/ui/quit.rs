@@ -7,7 +7,7 @@ use egui_kittest::kittest::Queryable;
 use ember_app::gui::paths::Paths;
 use ember_tests::fake_engine::FakeEngine;
 
-use crate::{Window, app, click, drop_files, fake_model, open, step_until};
+use crate::{Window, app, busy, click, open};
 
 /// The window's close button (or the OS) asks the window to close.
 fn ask_to_close(w: &mut Window) {
@@ -18,24 +18,19 @@ fn ask_to_close(w: &mut Window) {
 }
 
 #[test]
-fn closing_with_jobs_asks_and_can_keep_them_for_the_next_start() {
+fn closing_with_nothing_to_make_does_not_ask() {
     let home = tempfile::tempdir().unwrap();
-    let model = fake_model(home.path());
-    let mut w = open(
-        FakeEngine::new(Duration::from_millis(40)),
-        Paths::under(home.path()),
-    );
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
     w.step();
     ask_to_close(&mut w);
-    assert!(!app(&w).quitting.asked, "nothing to make: no question");
+    assert!(!app(&w).quitting.asked);
+    assert!(w.query_by_label("Quit Ember?").is_none());
+}
 
-    drop_files(&mut w, &[&model]);
-    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
-    click(&mut w, "Generate");
-    click(&mut w, "Generate");
-    step_until(&mut w, "an image to be under way", |a| {
-        a.session.running.is_some() && a.session.queue.len() == 1
-    });
+#[test]
+fn closing_with_jobs_asks_and_can_keep_them_for_the_next_start() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = busy(home.path(), 2);
     ask_to_close(&mut w);
     assert!(app(&w).quitting.asked);
     w.get_by_label("Quit Ember?");
@@ -55,18 +50,7 @@ fn closing_with_jobs_asks_and_can_keep_them_for_the_next_start() {
 #[test]
 fn quitting_without_the_jobs_keeps_nothing() {
     let home = tempfile::tempdir().unwrap();
-    let model = fake_model(home.path());
-    let mut w = open(
-        FakeEngine::new(Duration::from_millis(40)),
-        Paths::under(home.path()),
-    );
-    w.step();
-    drop_files(&mut w, &[&model]);
-    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
-    click(&mut w, "Generate");
-    step_until(&mut w, "an image to be under way", |a| {
-        a.session.running.is_some()
-    });
+    let mut w = busy(home.path(), 1);
     ask_to_close(&mut w);
     w.get_by_label("An image is being made.");
     click(&mut w, "Quit without them");
