@@ -12,9 +12,11 @@ cd "$(dirname "$0")"
 need=()
 compgen -G "/usr/share/vulkan/icd.d/*.json" >/dev/null || need+=(mesa-vulkan-drivers)
 command -v Xvfb >/dev/null || need+=(xvfb)
+# Read once (grep -q stopping early would break ldconfig's pipe); /sbin is not on every PATH.
+libs=$( (/sbin/ldconfig -p || ldconfig -p) 2>/dev/null || true)
 for lib in libX11.so.6:libx11-6 libX11-xcb.so.1:libx11-xcb1 libXcursor.so.1:libxcursor1 \
     libXrandr.so.2:libxrandr2 libXi.so.6:libxi6 libxkbcommon-x11.so.0:libxkbcommon-x11-0; do
-    ldconfig -p | grep -q "${lib%%:*}" || need+=("${lib#*:}")
+    grep -qF "${lib%%:*}" <<<"$libs" || need+=("${lib#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
     install=(apt-get install -y -q --no-install-recommends "${need[@]}")

@@ -62,3 +62,16 @@ fn quitting_without_the_jobs_keeps_nothing() {
             .exists()
     );
 }
+
+/// Jobs that end while the question shows leave nothing to decide: the window closes.
+#[test]
+fn the_window_closes_once_the_jobs_asked_about_are_done() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = busy(home.path(), 1);
+    ask_to_close(&mut w);
+    assert!(app(&w).quitting.asked);
+    crate::step_until(&mut w, "the job to end and the window to close", |a| {
+        a.closing()
+    });
+    assert!(!app(&w).quitting.asked);
+}

@@ -215,6 +215,7 @@ impl EmberApp {
     pub fn frame(&mut self, ui: &mut egui::Ui) {
         self.drain();
         self.device_frame();
+        self.quit_frame();
         if let Some(next) = self.session.expire(Instant::now()) {
             self.ctx
                 .request_repaint_after(next.saturating_duration_since(Instant::now()));

@@ -14,8 +14,9 @@ pub type Lister = Arc<dyn Fn() -> Vec<DeviceRow> + Send + Sync>;
 pub struct DeviceChoice {
     /// The device this process's engine was asked for (`auto` unless chosen).
     pub running: DeviceKind,
-    /// `EMBER_DEVICE` as this process started, which decides over the menu's choice.
-    pub env: Option<String>,
+    /// Why this start runs on a device the menu did not choose (`EMBER_DEVICE` decides over
+    /// it), as the start of a sentence.
+    pub overridden: Option<String>,
     listing: Listing,
     lister: Lister,
     /// Start again once no image is being made or waits its turn.
@@ -34,12 +35,21 @@ impl Default for DeviceChoice {
     fn default() -> Self {
         Self {
             running: DeviceKind::Auto,
-            env: None,
+            overridden: None,
             listing: Listing::NotYet,
             lister: Arc::new(inference::device::list_devices),
             when_idle: false,
             start_now: false,
         }
+    }
+}
+
+/// A device in the words of the app's messages: "the CPU", "wgpu:1".
+pub fn in_words(kind: DeviceKind) -> String {
+    match kind {
+        DeviceKind::Auto => "the automatically chosen device".into(),
+        DeviceKind::Cpu => "the CPU".into(),
+        other => other.to_string(),
     }
 }
 

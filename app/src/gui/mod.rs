@@ -153,8 +153,8 @@ pub fn run(files: Vec<std::path::PathBuf>) -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!(
-                        "error: Ember could not start again ({e}); start it again by hand, \
-                         the device choice is saved"
+                        "error: Ember could not start again ({e}); start it again by hand: \
+                         the device choice and the queue are saved"
                     );
                     ExitCode::FAILURE
                 }
@@ -220,15 +220,24 @@ fn open_window(
             if let Some(problem) = &note.problem {
                 app.session.notify(session::Level::Warning, problem.clone());
             }
-            app.device = note;
-            if let Ok(wanted) = shared_device::wanted_device() {
+            // A device asked for that could not open left the choice to `auto` for this start.
+            if let (Ok(wanted), None) = (shared_device::wanted_device(), &note.problem) {
                 app.device_choice.running = wanted.kind;
             }
-            app.device_choice.env = std::env::var("EMBER_DEVICE")
+            app.device = note;
+            let losses = window_gpu_lost::earlier_losses();
+            app.device_choice.overridden = std::env::var("EMBER_DEVICE")
                 .ok()
                 .filter(|name| !name.trim().is_empty())
-                .map(|name| format!("EMBER_DEVICE={name}"));
-            let losses = window_gpu_lost::earlier_losses();
+                .map(|name| match losses {
+                    // Set by `start_again` after the second loss, not by the user.
+                    2.. if name == "cpu" => {
+                        "The GPU stopped working twice, so this start runs on the CPU".into()
+                    }
+                    _ => format!(
+                        "EMBER_DEVICE={name} is set, so it decided the device at this start"
+                    ),
+                });
             if let Some(text) = window_gpu_lost::notice_after_restart(losses) {
                 app.session.notify(session::Level::Error, text);
             }

@@ -21,11 +21,14 @@ pub struct KeptJob {
     pub canvas: Option<CanvasJob>,
 }
 
-/// What the file holds: the version that wrote it (a newer one's file is kept, not read), then
-/// the jobs in the order they run.
+/// The file's layout; raised when a change to the requests makes older files unreadable (an
+/// unreadable file is kept aside and reported, never run half).
+const FORMAT: u32 = 1;
+
+/// What the file holds: its layout's number, then the jobs in the order they run.
 #[derive(Serialize, Deserialize)]
 struct QueueFile {
-    version: String,
+    format: u32,
     jobs: Vec<KeptJob>,
 }
 
@@ -53,7 +56,7 @@ impl KeptQueue {
             };
         }
         let file = QueueFile {
-            version: env!("CARGO_PKG_VERSION").into(),
+            format: FORMAT,
             jobs,
         };
         let json = serde_json::to_vec(&file).map_err(|e| e.to_string())?;
@@ -66,7 +69,7 @@ impl KeptQueue {
     }
 
     /// The jobs kept by the last process, removing the file; none when there is no file. A
-    /// file that cannot be read (damaged, or another version's) is kept as `queue.json.bad`
+    /// file that cannot be read (damaged, or of another layout) is kept as `queue.json.bad`
     /// and the error says so.
     pub fn take(&self) -> Result<Vec<KeptJob>, String> {
         let bytes = match std::fs::read(&self.path) {
@@ -76,9 +79,12 @@ impl KeptQueue {
         };
         let file = serde_json::from_slice::<QueueFile>(&bytes)
             .map_err(|e| e.to_string())
-            .and_then(|file| match file.version == env!("CARGO_PKG_VERSION") {
+            .and_then(|file| match file.format == FORMAT {
                 true => Ok(file),
-                false => Err(format!("written by Ember {}", file.version)),
+                false => Err(format!(
+                    "its layout is number {}, not {FORMAT}",
+                    file.format
+                )),
             });
         match file {
             Ok(file) => {
@@ -160,8 +166,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let queue = KeptQueue::in_dir(dir.path());
         for text in [
-            &b"{\"version\": \"x\", \"jobs\": [tru"[..],
-            b"{\"version\": \"0.0.0-other\", \"jobs\": []}",
+            &b"{\"format\": 1, \"jobs\": [tru"[..],
+            b"{\"format\": 99, \"jobs\": []}",
         ] {
             std::fs::write(dir.path().join("queue.json"), text).unwrap();
             let Err(error) = queue.take() else {

@@ -5,7 +5,7 @@
 
 use super::EmberApp;
 use crate::gui::action::DeviceAction;
-use crate::gui::device_choice::chosen;
+use crate::gui::device_choice::{chosen, in_words};
 use crate::gui::queue_file::{KeptJob, KeptQueue};
 use crate::gui::session::Level;
 use crate::gui::session::Work;
@@ -21,7 +21,7 @@ impl EmberApp {
             DeviceAction::StartAgain { when_idle: false } => self.start_again_now(),
             DeviceAction::StartAgain { when_idle: true } => {
                 self.device_choice.when_idle = true;
-                let device = chosen(&self.settings.device);
+                let device = in_words(chosen(&self.settings.device));
                 self.session.notify(
                     Level::Info,
                     format!("Ember starts again on {device} once the queue is done."),
@@ -35,7 +35,8 @@ impl EmberApp {
     /// done, or forgets it when the choice is the running device again.
     pub(super) fn device_frame(&mut self) {
         self.device_choice.poll();
-        if !self.device_choice.when_idle {
+        // Closing was asked for: quitting wins over starting again.
+        if !self.device_choice.when_idle || self.quitting.asked {
             return;
         }
         if !self.device_choice.needs_start_again(&self.settings.device) {

@@ -31,8 +31,18 @@ impl EmberApp {
         }
         if self.jobs_to_make() > 0 {
             ctx.send_viewport_cmd(egui::ViewportCommand::CancelClose);
+            // A minimised window draws nothing: show it, so the question can be seen.
+            ctx.send_viewport_cmd(egui::ViewportCommand::Minimized(false));
+            ctx.send_viewport_cmd(egui::ViewportCommand::Focus);
             self.quitting.asked = true;
             ctx.request_repaint();
+        }
+    }
+
+    /// Each frame: the jobs the question was about are done, so the window closes, as asked.
+    pub(super) fn quit_frame(&mut self) {
+        if self.quitting.asked && self.jobs_to_make() == 0 {
+            self.perform_quit(QuitAction::DropQueue);
         }
     }
 

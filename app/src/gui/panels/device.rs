@@ -7,7 +7,7 @@ use inference::device::{DeviceKind, DeviceRow};
 
 use super::Parts;
 use crate::gui::action::{Action, DeviceAction};
-use crate::gui::device_choice::chosen;
+use crate::gui::device_choice::{chosen, in_words};
 
 pub(super) fn menu(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     ui.set_max_width(480.0);
@@ -49,11 +49,10 @@ pub(super) fn menu(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Act
     if selected != before {
         app.settings.device = selected.to_string();
     }
-    if let Some(env) = &choice.env {
+    if let Some(why) = &choice.overridden {
         ui.label(
             RichText::new(format!(
-                "{env} is set, so it decided the device at this start; starting again from \
-                 this menu uses the choice above."
+                "{why}; starting again from this menu uses the choice above."
             ))
             .weak(),
         );
@@ -89,7 +88,7 @@ fn device_row(ui: &mut egui::Ui, selected: &mut DeviceKind, row: &DeviceRow) {
 
 /// Starting again on the chosen device: now, or once the images queued are made.
 fn start_again(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
-    let device = chosen(&app.settings.device);
+    let device = in_words(chosen(&app.settings.device));
     if app.device_choice.when_idle {
         ui.label(format!(
             "Ember starts again on {device} once the queue is done."

@@ -75,21 +75,25 @@ mod tests {
 
     use super::super::Session;
 
-    #[test]
-    fn an_upscale_goes_ahead_of_generations_waiting_for_a_model() {
-        let mut session = Session::default();
-        session.enqueue(Default::default());
+    fn upscale() -> inference::upscale::UpscaleRequest {
         let image = inference::imaging::ImageRgb8 {
             width: 8,
             height: 8,
             pixels: vec![0; 8 * 8 * 3],
         };
-        session.enqueue_upscale(inference::upscale::UpscaleRequest {
+        inference::upscale::UpscaleRequest {
             image,
             model: "4x.pth".into(),
             options: Default::default(),
             source_parameters: None,
-        });
+        }
+    }
+
+    #[test]
+    fn an_upscale_goes_ahead_of_generations_waiting_for_a_model() {
+        let mut session = Session::default();
+        session.enqueue(Default::default());
+        session.enqueue_upscale(upscale());
         // No model: the generation waits, the upscale runs.
         assert!(matches!(
             session.next_command(),
@@ -97,5 +101,31 @@ mod tests {
         ));
         assert_eq!(session.queue.len(), 1);
         assert!(session.next_command().is_none(), "one job at a time");
+    }
+
+    #[test]
+    fn a_job_lost_with_the_gpu_starts_over_unless_it_was_being_cancelled() {
+        use inference::worker::Event;
+        for cancelling in [false, true] {
+            let mut session = Session::default();
+            let job = session.enqueue_upscale(upscale());
+            assert!(session.next_command().is_some(), "it runs");
+            if cancelling {
+                session.cancel_running();
+            }
+            let error = "the GPU stopped working while upscaling".to_string();
+            let now = std::time::Instant::now();
+            let reload = Vec::new();
+            let lost = Event::GpuLost {
+                error: error.clone(),
+                reload,
+            };
+            let _ = session.apply(lost, now);
+            let _ = session.apply(Event::Failed { job, error }, now);
+            assert!(session.running.is_none());
+            let queued: Vec<_> = session.queue.iter().map(|q| q.id).collect();
+            let expected = if cancelling { vec![] } else { vec![job] };
+            assert_eq!(queued, expected, "cancelling: {cancelling}");
+        }
     }
 }

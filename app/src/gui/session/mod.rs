@@ -460,12 +460,16 @@ impl Session {
                 // `GpuLost` comes just before its job's failure: what it said is needed once,
                 // and the job starts over first on the device the engine moved to.
                 if self.gpu_lost.take().as_ref() == Some(&error) {
-                    if let Some(lost) = self.running.take().filter(|r| r.id == job) {
+                    let wanted =
+                        (self.running.as_ref()).is_some_and(|r| r.id == job && !r.cancelling);
+                    if wanted && let Some(lost) = self.running.take() {
                         self.queue.push_front(QueuedJob {
                             id: job,
                             work: lost.work,
                         });
                         self.notify(Level::Info, "The image being made starts over on the CPU.");
+                    } else {
+                        self.end_job(job);
                     }
                     return None;
                 }
