@@ -10,11 +10,12 @@ mod device_flow;
 mod download_flow;
 mod extras_flow;
 mod generate;
+mod open_folder;
 mod quit_flow;
 mod replies;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use egui::{ColorImage, TextureOptions};
@@ -528,7 +529,7 @@ impl EmberApp {
                 }
             }
             Action::OpenOutputFolder => {
-                if let Err(e) = open_folder(&self.output_dir()) {
+                if let Err(e) = open_folder::open_folder(&self.output_dir()) {
                     self.session.notify(Level::Error, e);
                 }
             }
@@ -560,48 +561,7 @@ pub fn color_image(image: &ImageRgb8) -> ColorImage {
     ColorImage::from_rgb([image.width as usize, image.height as usize], &image.pixels)
 }
 
-/// Opens a folder in the platform's file manager (without waiting for it).
-fn open_folder(dir: &Path) -> Result<(), String> {
-    let program = if cfg!(windows) {
-        "explorer"
-    } else if cfg!(target_os = "macos") {
-        "open"
-    } else {
-        "xdg-open"
-    };
-    open_folder_with(program, dir)
-}
-
-fn open_folder_with(program: &str, dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    std::process::Command::new(program)
-        .arg(dir)
-        .spawn()
-        .map(drop)
-        .map_err(|e| match e.kind() {
-            // The launcher is missing, not the folder.
-            std::io::ErrorKind::NotFound => format!(
-                "no file manager launcher ({program}) was found; your images are in {}",
-                dir.display()
-            ),
-            _ => format!("could not open {} with {program}: {e}", dir.display()),
-        })
-}
-
 /// Without its threads the app cannot work at all; the OS refusing a thread is fatal.
 fn spawn_failed(e: std::io::Error) -> ! {
     panic!("could not start a thread: {e}")
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_missing_launcher_is_named_not_the_folder() {
-        let dir = tempfile::tempdir().unwrap();
-        let error = super::open_folder_with("no-such-launcher-ember", dir.path()).unwrap_err();
-        assert!(
-            error.contains("no-such-launcher-ember") && error.contains("your images are in"),
-            "{error}"
-        );
-    }
 }
