@@ -20,10 +20,10 @@ use crate::gemm::{Gemm, gemm_f32_parallel};
 use crate::{reference, with_host_slice};
 
 /// A [`Conv2d`] module's forward pass. On the CPU [`conv2d_nchw`] (f16 and bf16 tensors
-/// cast to float32 for it and the result cast back); on the wgpu backend without matrix
-/// units an im2col matrix and Burn's matrix product ([`crate::conv_gemm`]); elsewhere
-/// (Burn's implicit GEMM where there are matrix units), and for grouped, dilated or
-/// `Same`-padded convolutions, the module's own `forward` ([`reference::conv2d`]).
+/// cast to float32 for it and the result cast back); on the wgpu backend an im2col matrix and
+/// Burn's matrix product, or Burn's convolution where its implicit GEMM takes the problem on
+/// the matrix units ([`crate::conv_gemm::on_wgpu`]); for grouped, dilated or `Same`-padded
+/// convolutions, the module's own `forward` ([`reference::conv2d`]).
 ///
 /// # Shapes
 /// - `x`: `[batch, c_in, h, w]` -> `[batch, c_out, out_h, out_w]`
@@ -32,8 +32,7 @@ pub fn conv2d(x: Tensor<4>, conv: &Conv2d) -> Tensor<4> {
     let bias = conv.bias.as_ref().map(|b| b.val());
     #[cfg(feature = "wgpu")]
     if let Some(shape) = conv_shape(&x, &weight, bias.as_ref(), conv)
-        && crate::conv_gemm::preferred_over_burns(&x)
-        && let Some(y) = crate::conv_gemm::conv2d_gemm(&x, &weight, bias.as_ref(), shape)
+        && let Some(y) = crate::conv_gemm::on_wgpu(&x, &weight, bias.as_ref(), shape)
     {
         return y;
     }
@@ -114,7 +113,7 @@ fn conv_shape(
 }
 
 /// The geometry of one convolution (`groups = 1`, `dilation = 1`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ConvShape {
     pub batch: usize,
     pub c_in: usize,

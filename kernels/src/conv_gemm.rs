@@ -8,8 +8,9 @@
 //! instructions WGSL does not have. Burn's matrix products do tile (its "unit" kernels), and
 //! accumulate half-precision products in f32 where the direct kernel accumulates in the
 //! tensor's own type. Convolutions are 55% of an SD 1.5 UNet's arithmetic and 98% of a VAE
-//! decode's. It also skips Burn's NCHW→NHWC copy of the input and the copy back. Where the
-//! device has matrix units Burn's own convolutions are kept ([`preferred_over_burns`]).
+//! decode's. It also skips Burn's NCHW→NHWC copy of the input and the copy back. Where
+//! Burn's implicit-GEMM convolutions take a problem on the device's matrix units, Burn's own
+//! convolution is kept ([`on_wgpu`]).
 
 use burn::tensor::Tensor;
 
@@ -20,24 +21,60 @@ use crate::conv::ConvShape;
 /// keeping each product thousands of columns wide.
 pub const BAND_BYTES: usize = 128 << 20;
 
-/// Whether a convolution of `x` should take this path rather than Burn's: on a device
-/// without matrix units (WGSL, or SPIR-V without cooperative matrices, as on lavapipe) Burn
-/// has only its direct kernel; with them (SPIR-V on NVIDIA, AMD, Intel) Burn's autotune
-/// also has implicit-GEMM kernels on the matrix units, which never write an im2col matrix, so
-/// Burn keeps those convolutions, as it does on CUDA. `EMBER_GPU_CONV=im2col` or `burn`
-/// forces one or the other, to compare the two in one binary.
-pub fn preferred_over_burns(x: &Tensor<4>) -> bool {
+/// `x` convolved with `weight` (`[c_out, c_in, kh, kw]`) plus `bias` over `shape` on the
+/// wgpu backend, by the path that suits the device; `None` where Burn's own convolution
+/// should run (the caller runs it) or `x` is not a wgpu float tensor.
+///
+/// Burn's autotune has implicit-GEMM convolutions on matrix units (cooperative matrices:
+/// SPIR-V on NVIDIA, AMD, Intel; CUDA's tensor cores), which never write an im2col matrix and
+/// sum in f32; where they take a problem, Burn's convolution runs. Everywhere else its
+/// autotune is left with the direct kernel, so this path runs: on a device without matrix
+/// units (WGSL, or lavapipe before Mesa 25.3), for f32 tensors on Vulkan (its drivers offer
+/// matrix units for half precision only, so an f32 VAE has none even on a GPU with tensor
+/// cores), and for problems Burn's implicit GEMM refuses ([`crate::gpu::implicit_gemm`]). `EMBER_GPU_CONV=im2col` or
+/// `burn` forces one or the other, to compare the two in one binary.
+///
+/// # Shapes
+/// - `x`: `[batch, c_in, h, w]` -> `[batch, c_out, out_h, out_w]`
+pub fn on_wgpu(
+    x: &Tensor<4>,
+    weight: &Tensor<4>,
+    bias: Option<&Tensor<1>>,
+    shape: ConvShape,
+) -> Option<Tensor<4>> {
     static SETTING: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if !crate::gpu::is_wgpu_float(x) {
+        return None;
+    }
     let setting = SETTING.get_or_init(|| std::env::var("EMBER_GPU_CONV").ok());
-    choose_im2col(setting.as_deref(), || crate::gpu::has_matrix_units(x))
+    match forced(setting.as_deref()) {
+        Some(Path::Ours) => return conv2d_gemm(x, weight, bias, shape),
+        Some(Path::Burns) => return None,
+        None => {}
+    }
+    use crate::gpu::implicit_gemm::{Verdict, verdict};
+    match verdict(x, weight, bias, shape) {
+        Verdict::TakenNow(y) => Some(*y),
+        Verdict::Taken => None,
+        Verdict::Refused => conv2d_gemm(x, weight, bias, shape),
+    }
 }
 
-/// [`preferred_over_burns`] given the setting and, only when it is needed, the device's units.
-fn choose_im2col(setting: Option<&str>, matrix_units: impl FnOnce() -> bool) -> bool {
+/// The two ways a wgpu convolution can go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    /// This module's im2col product.
+    Ours,
+    /// Burn's autotuned convolution.
+    Burns,
+}
+
+/// The path `EMBER_GPU_CONV` forces, if it names one.
+fn forced(setting: Option<&str>) -> Option<Path> {
     match setting {
-        Some(s) if s.eq_ignore_ascii_case("im2col") => true,
-        Some(s) if s.eq_ignore_ascii_case("burn") => false,
-        _ => !matrix_units(),
+        Some(s) if s.eq_ignore_ascii_case("im2col") => Some(Path::Ours),
+        Some(s) if s.eq_ignore_ascii_case("burn") => Some(Path::Burns),
+        _ => None,
     }
 }
 

@@ -25,6 +25,7 @@ use crate::padded_attention::MatrixTiles;
 
 mod group_norm_wide;
 mod im2col;
+pub mod implicit_gemm;
 pub use im2col::im2col;
 
 /// Whether `x` is an f32 or f16 tensor on the wgpu backend, what these kernels take.
@@ -41,11 +42,30 @@ pub fn shader_language(device: &burn::tensor::Device) -> Option<&'static str> {
     name.strip_prefix("wgpu<")?.strip_suffix('>')
 }
 
-/// Whether `x`'s device has matrix units Burn's kernels can use (cooperative matrices: SPIR-V
-/// on a GPU whose Vulkan driver offers them; never through WGSL).
-pub fn has_matrix_units<const D: usize>(x: &BurnTensor<D>) -> bool {
-    (x.clone().try_into_primitive::<Wgpu>())
-        .is_ok_and(|t| !t.client.properties().features.matmul.cmma.is_empty())
+/// Whether `x`'s device has matrix units Burn's kernels can use for `x`'s own float type
+/// (cooperative matrices: SPIR-V on a GPU whose Vulkan driver offers them; never through
+/// WGSL; CUDA's tensor cores, tf32 counting for f32). Vulkan drivers offer them for f16
+/// (some for bf16), never for f32: an f32 tensor there has none even on a GPU with tensor
+/// cores.
+pub fn has_matrix_units_for<const D: usize>(x: &BurnTensor<D>) -> bool {
+    use cubecl::ir::{ElemType, FloatKind};
+    let kinds: &[FloatKind] = match x.dtype() {
+        DType::F16 => &[FloatKind::F16],
+        DType::BF16 => &[FloatKind::BF16],
+        DType::F32 => &[FloatKind::F32, FloatKind::TF32],
+        _ => return false,
+    };
+    let Ok(tensor) = x.clone().try_into_primitive::<Wgpu>() else {
+        return false;
+    };
+    let properties = tensor.client.properties();
+    let mut instructions = properties.features.matmul.cmma.iter();
+    instructions.any(|mma| {
+        kinds
+            .iter()
+            .any(|&kind| mma.a_type == ElemType::Float(kind))
+            && mma.b_type == mma.a_type
+    })
 }
 
 /// The tiles of the matrix units of `x`'s device for half-precision inputs, which Burn's

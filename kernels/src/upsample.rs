@@ -101,9 +101,7 @@ fn convolve_padded(x: Tensor<4>, kernel: Tensor<4>, bias: Option<Tensor<1>>) -> 
             stride: [1, 1],
             padding: [1; 4],
         };
-        if crate::conv_gemm::preferred_over_burns(&x)
-            && let Some(y) = crate::conv_gemm::conv2d_gemm(&x, &kernel, bias.as_ref(), shape)
-        {
+        if let Some(y) = crate::conv_gemm::on_wgpu(&x, &kernel, bias.as_ref(), shape) {
             return y;
         }
     }

@@ -332,3 +332,25 @@ impl burn::module::ModuleMapper for CastTo {
         param.map(|t| t.cast(dtype))
     }
 }
+
+/// No Vulkan driver offers matrix units for f32 (so f32 convolutions never wait for Burn's
+/// implicit GEMM); `tests/gpu/matrix_units.sh` sets `EMBER_EXPECT_MATRIX_UNITS`, and there the
+/// driver must offer them for f16, or that pass would run nothing the first one did not.
+#[test]
+fn matrix_units_are_found_for_half_precision_only() {
+    let gpu = wgpu();
+    let probe = Tensor::<1>::zeros([1], &gpu);
+    assert!(!crate::gpu::has_matrix_units_for(&probe));
+    assert!(!crate::gpu::has_matrix_units_for(
+        &probe.clone().to_device(&Device::flex())
+    ));
+    let f16 = probe.cast(DType::F16);
+    let expected = std::env::var_os("EMBER_EXPECT_MATRIX_UNITS").is_some();
+    if expected {
+        assert!(
+            crate::gpu::has_matrix_units_for(&f16),
+            "no matrix units for f16"
+        );
+        assert!(crate::gpu::matrix_tiles(&f16).is_some());
+    }
+}
