@@ -282,6 +282,11 @@ pub struct GpuRuntime {
     /// adapter) are kept here across runs, so only the first start pays for tuning.
     /// `None`: cubecl's own default place.
     pub cache_dir: Option<std::path::PathBuf>,
+    /// The name of the kept answers within that folder: [`gpu_drivers_fingerprint`], so that
+    /// another driver (an update that adds or takes away matrix units, another card) starts
+    /// afresh instead of reading answers that name kernels it cannot launch (Burn panics on
+    /// those). `None`, or `CUBECL_ENVIRONMENT` set: cubecl's name.
+    pub drivers: Option<String>,
     /// For benchmarks: write each tuning decision made in this process to this file as a
     /// JSON line (see [`crate::bench::attention_choices`]).
     pub tuning_log: Option<std::path::PathBuf>,
@@ -313,6 +318,11 @@ pub fn configure_gpu_runtime(settings: &GpuRuntime) -> bool {
     if let Some(dir) = &settings.cache_dir {
         config.environment.path = CacheConfig::Directory(dir.clone());
     }
+    if let Some(drivers) = &settings.drivers
+        && std::env::var_os("CUBECL_ENVIRONMENT").is_none()
+    {
+        config.environment.name = drivers.clone();
+    }
     if let Some(log) = &settings.tuning_log {
         config.autotune.decisions.file = Some(log.clone());
         config.autotune.decisions.append = false;
@@ -330,6 +340,24 @@ pub fn configure_gpu_runtime(settings: &GpuRuntime) -> bool {
     // nothing is kept there.
     config.compilation.cache = true;
     CubeClRuntimeConfig::try_set(config)
+}
+
+/// A name for this machine's GPU drivers: `drivers-` and a hash of each wgpu adapter's name,
+/// vendor and device ids, driver and driver version, and API. Burn's autotune keys its
+/// answers by the adapter's ids alone, which stay the same across a driver update.
+#[cfg(feature = "wgpu")]
+pub fn gpu_drivers_fingerprint() -> String {
+    let adapters = crate::wgpu_adapters::identities().join("\n");
+    format!(
+        "drivers-{}",
+        &crate::hashing::sha256_bytes(adapters.as_bytes())[..16]
+    )
+}
+
+/// Without wgpu there are no adapters to name; CUDA's answers keep cubecl's name.
+#[cfg(not(feature = "wgpu"))]
+pub fn gpu_drivers_fingerprint() -> String {
+    "default".into()
 }
 
 /// Without a GPU backend there is nothing to configure.

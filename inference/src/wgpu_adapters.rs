@@ -34,6 +34,19 @@ pub fn list() -> Vec<String> {
     adapters(&instance()).iter().map(describe).collect()
 }
 
+/// Each adapter in order, with everything that decides which kernels it can run: name,
+/// vendor and device ids, driver, driver version and API.
+pub fn identities() -> Vec<String> {
+    let identity = |adapter: &wgpu::Adapter| {
+        let info = adapter.get_info();
+        format!(
+            "{}|{:x}|{:x}|{}|{}|{:?}",
+            info.name, info.vendor, info.device, info.driver, info.driver_info, info.backend
+        )
+    };
+    adapters(&instance()).iter().map(identity).collect()
+}
+
 fn describe(adapter: &wgpu::Adapter) -> String {
     let info = adapter.get_info();
     let kind = match info.device_type {

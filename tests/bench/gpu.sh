@@ -27,6 +27,9 @@ export EMBER_CACHE_DIR
 # NVRTC (minutes; the dry run measures it): their "cold" is autotune's and the driver's
 # PTX-to-machine-code, and their label says "seeded".
 seeded=""
+# The kept answers under cubecl's own name rather than one per driver set (Ember's default),
+# where the seeded kernels are put and where kernels_only.py looks.
+export CUBECL_ENVIRONMENT=default
 if [ -n "${EMBER_KERNELS:-}" ]; then
     mkdir -p "$EMBER_CACHE_DIR/gpu"
     cp "$EMBER_KERNELS" "$EMBER_CACHE_DIR/gpu/default.db" || exit 1

@@ -84,12 +84,15 @@ fn gpu_autotune_answers_and_kernels_are_kept_across_runs_and_bench_names_the_att
     assert!(tuned.iter().all(|a| a.contains("head 64")), "{tuned:?}");
     assert!(cold["peak_device_bytes"].as_u64().unwrap() > 0, "{cold}");
     assert!(cold["first_call_s"].as_f64().unwrap() > 0.0, "{cold}");
-    let kept = std::fs::read_dir(cache.join("gpu"))
+    let kept: Vec<String> = std::fs::read_dir(cache.join("gpu"))
         .expect("a GPU cache folder")
-        .count();
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .collect();
+    // Named after the drivers, so that another driver starts afresh.
     assert!(
-        kept > 0,
-        "the autotune answers are kept in {}",
+        kept.iter()
+            .any(|name| name.starts_with("drivers-") && name.ends_with(".db")),
+        "the autotune answers are kept in {} under the drivers' name: {kept:?}",
         cache.display()
     );
 

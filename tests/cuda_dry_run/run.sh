@@ -82,7 +82,7 @@ for arch in "${archs[@]}"; do
         start=$(date +%s)
         # A fresh cache folder a job: every kernel it needs is compiled, none read back.
         # shellcheck disable=SC2086
-        env EMBER_CUDA_DRY_RUN=1 EMBER_CACHE_DIR="$dir/cache" CUDA_PATH="$toolkit" \
+        env EMBER_CUDA_DRY_RUN=1 EMBER_CACHE_DIR="$dir/cache" CUBECL_ENVIRONMENT=default CUDA_PATH="$toolkit" \
             LD_LIBRARY_PATH="$out/driver:$toolkit/lib" FAKE_CUDA_ARCH="$arch" \
             FAKE_CUDA_PTXAS="$toolkit/bin/ptxas" FAKE_CUDA_LOG="$dir/modules.txt" \
             RUST_BACKTRACE=1 \

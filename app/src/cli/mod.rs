@@ -382,6 +382,7 @@ fn configure_gpu_runtime(command: Option<&Command>) -> Option<bench::BenchLogs> 
     };
     let settings = inference::device::GpuRuntime {
         cache_dir: inference::hashing::cache_dir().map(|dir| dir.join("gpu")),
+        drivers: may_open_a_gpu(command).then(inference::device::gpu_drivers_fingerprint),
         tuning_log: bench.map(|_| log("tuning")),
         retune: bench.is_some_and(|args| args.retune),
         compile_log: bench.map(|_| log("compiled")),
@@ -393,11 +394,53 @@ fn configure_gpu_runtime(command: Option<&Command>) -> Option<bench::BenchLogs> 
     })
 }
 
+/// Whether `command` may open a GPU device (the window does): only then are the adapters
+/// listed to name their drivers, so that a command that never touches a GPU never waits on
+/// (or trips over) a driver.
+fn may_open_a_gpu(command: Option<&Command>) -> bool {
+    let not_cpu = |device: &str| !device.trim().eq_ignore_ascii_case("cpu");
+    match command {
+        None => true,
+        Some(Command::Generate(args)) => args.device.as_deref().is_none_or(not_cpu),
+        Some(Command::Bench(args)) => not_cpu(&args.device),
+        Some(Command::Upscale(args)) => not_cpu(&args.device),
+        Some(Command::Info { .. } | Command::Download(_) | Command::Devices) => false,
+    }
+}
+
 /// `ember devices`: each device `--device` can name, and what it is.
 fn list_devices() {
     let rows = inference::device::list_devices();
     let width = rows.iter().map(|row| row.name.len()).max().unwrap_or(0);
     for row in rows {
         println!("{:width$}  {}", row.name, row.description);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(args: &[&str]) -> Option<Command> {
+        Cli::try_parse_from(args).expect("valid arguments").command
+    }
+
+    #[test]
+    fn only_commands_that_may_open_a_gpu_list_its_drivers() {
+        assert!(may_open_a_gpu(None), "the window");
+        assert!(may_open_a_gpu(
+            command(&["ember", "bench", "unet", "--device", "wgpu"]).as_ref()
+        ));
+        assert!(
+            !may_open_a_gpu(command(&["ember", "bench", "unet"]).as_ref()),
+            "bench's default is the CPU"
+        );
+        assert!(!may_open_a_gpu(
+            command(&["ember", "bench", "unet", "--device", "CPU"]).as_ref()
+        ));
+        assert!(!may_open_a_gpu(command(&["ember", "devices"]).as_ref()));
+        assert!(!may_open_a_gpu(
+            command(&["ember", "info", "model.safetensors"]).as_ref()
+        ));
     }
 }
