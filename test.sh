@@ -3,7 +3,9 @@
 # end-to-end tests and the real window under Xvfb. The reference tree is ../shared/reference,
 # or $EMBER_REFERENCE; tests fail without it. The GPU tests run on the machine's Vulkan
 # driver; on a machine without one this installs Mesa's software Vulkan (lavapipe) first, and
-# Xvfb where it is missing, on Debian or Ubuntu.
+# Xvfb where it is missing, on Debian or Ubuntu. Then, for the whole suite (no arguments), the
+# GPU tests run again on a lavapipe with matrix units, as a real GPU has them
+# (tests/gpu/matrix_units.sh: it downloads that Mesa from Debian's archive into target/).
 set -euo pipefail
 cd "$(dirname "$0")"
 # Debian packages the tests need: a Vulkan driver (Mesa's software one where the machine has
@@ -12,6 +14,9 @@ cd "$(dirname "$0")"
 need=()
 compgen -G "/usr/share/vulkan/icd.d/*.json" >/dev/null || need+=(mesa-vulkan-drivers)
 command -v Xvfb >/dev/null || need+=(xvfb)
+# For tests/gpu/matrix_units.sh: it runs the test binaries with a newer C library's loader.
+command -v patchelf >/dev/null || need+=(patchelf)
+command -v python3 >/dev/null || need+=(python3)
 # Read once (grep -q stopping early would break ldconfig's pipe); /sbin is not on every PATH.
 libs=$( (/sbin/ldconfig -p || ldconfig -p) 2>/dev/null || true)
 for lib in libX11.so.6:libx11-6 libX11-xcb.so.1:libx11-xcb1 libXcursor.so.1:libxcursor1 \
@@ -29,4 +34,7 @@ if [ ${#need[@]} -gt 0 ]; then
             "the GPU and window tests will fail" >&2
     fi
 fi
-exec cargo test --workspace --locked "$@"
+cargo test --workspace --locked "$@"
+if [ $# -eq 0 ]; then
+    tests/gpu/matrix_units.sh
+fi

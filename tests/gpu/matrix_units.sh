@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The GPU tests once more on a Vulkan driver with matrix units (cooperative matrices), as a
+# real GPU has them: Mesa's lavapipe from Debian 13's backports (fetch_mesa.py, unpacked
+# under the target folder, nothing installed), run by the `with_matrix_units` runner. There
+# Burn's matrix products and flash attention take their cooperative-matrix kernels, and
+# convolutions go through the implicit-GEMM check (`kernels::gpu::implicit_gemm`), none of
+# which the system's lavapipe reaches. test.sh runs it after the whole suite; arguments go
+# to the test binaries (a name filter).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+target=${CARGO_TARGET_DIR:-$PWD/target}
+export EMBER_MESA_DIR=${EMBER_MESA_DIR:-$target/mesa-matrix-units}
+[ -f "$EMBER_MESA_DIR/lvp_icd.json" ] || python3 tests/gpu/fetch_mesa.py "$EMBER_MESA_DIR"
+export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER=$PWD/tests/gpu/with_matrix_units
+export EMBER_EXPECT_MATRIX_UNITS=1
+# Burn's autotune answers apart from the first pass's (same adapter name, other kernels):
+# answers tuned where the matrix units are absent would keep them unused here, and answers
+# naming a matrix-unit kernel cannot launch where they are absent.
+export CUBECL_ENVIRONMENT=mesa-matrix-units
+# Burn's quickest tuning: on a software driver the timing of every candidate costs more than
+# the tests themselves, and the kernels run are what matters here, not their speed.
+export CUBECL_AUTOTUNE_LEVEL=minimal
+if [ $# -gt 0 ]; then
+    exec cargo test --workspace --locked --lib --test reference -- "$@"
+fi
+# What differs from the first pass: every convolution test (the implicit-GEMM check), the
+# kernels whose Burn parts run on the matrix units in f16 (attention, padded and wide; the
+# upsampler's convolution), and the f16 reference runs against f32 ones (f32 has no matrix
+# units on Vulkan, so the f32 runs are the first pass's). The reference test runs on one
+# thread, so the kernel tests run beside it.
+log=$(mktemp)
+cargo test --workspace --locked --test reference -- gpu::f16_on_wgpu >"$log" 2>&1 &
+reference=$!
+kernels=0
+cargo test --workspace --locked --lib -- conv_gemm::tests:: gpu::tests::padded_attention \
+    gpu::tests::wide_attention gpu::tests::upsample_conv gpu::tests::matrix_units \
+    gpu::tests::kernels_are_compiled || kernels=$?
+status=0
+wait "$reference" || status=$?
+cat "$log"
+rm -f "$log"
+[ "$kernels" -eq 0 ] && [ "$status" -eq 0 ]
