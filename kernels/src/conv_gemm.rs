@@ -31,8 +31,9 @@ pub const BAND_BYTES: usize = 128 << 20;
 /// autotune is left with the direct kernel, so this path runs: on a device without matrix
 /// units (WGSL, or lavapipe before Mesa 25.3), for f32 tensors on Vulkan (its drivers offer
 /// matrix units for half precision only, so an f32 VAE has none even on a GPU with tensor
-/// cores), and for problems Burn's implicit GEMM refuses ([`crate::gpu::implicit_gemm`]). `EMBER_GPU_CONV=im2col` or
-/// `burn` forces one or the other, to compare the two in one binary.
+/// cores), and for problems Burn's implicit GEMM refuses ([`crate::gpu::implicit_gemm`]).
+/// `EMBER_GPU_CONV=im2col` or `burn` forces one or the other, to compare the two in one
+/// binary.
 ///
 /// # Shapes
 /// - `x`: `[batch, c_in, h, w]` -> `[batch, c_out, out_h, out_w]`
