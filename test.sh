@@ -4,8 +4,9 @@
 # or $EMBER_REFERENCE; tests fail without it. The GPU tests run on the machine's Vulkan
 # driver; on a machine without one this installs Mesa's software Vulkan (lavapipe) first, and
 # Xvfb where it is missing, on Debian or Ubuntu. Then, for the whole suite (no arguments), the
-# GPU tests run again on a lavapipe with matrix units, as a real GPU has them
-# (tests/gpu/matrix_units.sh: it downloads that Mesa from Debian's archive into target/).
+# kernel tests of the paths only matrix units take run again on a lavapipe that has them, as
+# a real GPU does (tests/gpu/matrix_units.sh: it downloads that Mesa from Debian's archive
+# into target/; `tests/gpu/matrix_units.sh --all` runs every GPU test it changes).
 set -euo pipefail
 cd "$(dirname "$0")"
 # Debian packages the tests need: a Vulkan driver (Mesa's software one where the machine has
@@ -34,6 +35,10 @@ if [ ${#need[@]} -gt 0 ]; then
             "the GPU and window tests will fail" >&2
     fi
 fi
+# Burn's least autotuning (the fewest candidate kernels compiled and timed): on a software
+# driver (lavapipe) compiling every candidate costs more than the tests themselves, and the
+# tests check the values the kernels give, not their speed. Set it to tune as the app does.
+export CUBECL_AUTOTUNE_LEVEL=${CUBECL_AUTOTUNE_LEVEL:-minimal}
 cargo test --workspace --locked "$@"
 if [ $# -eq 0 ]; then
     tests/gpu/matrix_units.sh

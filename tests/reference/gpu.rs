@@ -1,13 +1,13 @@
 //! The reference runs on the wgpu backend: Mesa's software Vulkan (lavapipe) where the
 //! machine has no GPU, as in CI (`./test.sh` installs it on Debian), a real GPU where it has
-//! one. In f32 every run must match diffusers as on the CPU (SD 1.x, SD 2.x, SDXL and its
+//! one. In f32 the runs must match diffusers as on the CPU (SD 1.x, SD 2.x, SDXL and its
 //! refiner); in f16 the image must stay within a few levels of the f32 one.
 
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use burn::tensor::Device;
-use ember_tests::{inpainting_folder, pixel_diff, reference, run_models, runs, runs_in};
+use ember_tests::{Json, inpainting_folder, pixel_diff, reference, run_models, runs, runs_in};
 use inference::api::Progress;
 use inference::device::{DeviceKind, Precision};
 use inference::lora::LoraSpec;
@@ -19,11 +19,43 @@ use crate::pipelines::{check_run, request_for};
 
 /// The wgpu device, or a failure saying what to install.
 fn wgpu() -> Device {
+    wgpu_and_name().0
+}
+
+/// The wgpu device and how wgpu describes its adapter ("llvmpipe (…) (Cpu, Vulkan, …)").
+fn wgpu_and_name() -> (Device, String) {
     let opened = DeviceKind::Wgpu
         .open()
         .unwrap_or_else(|e| panic!("the GPU tests need a wgpu adapter: {e}"));
     eprintln!("GPU tests on {}", opened.description);
-    opened.device
+    (opened.device, opened.description)
+}
+
+/// The runs of a folder the wgpu tests reproduce: every one on a GPU. On a software renderer
+/// (lavapipe, as in CI: wgpu's adapter type `Cpu`), where Mesa compiles each kernel with LLVM
+/// and runs it on the CPU, so that each run costs a minute or more of a 2-core machine, the
+/// first (by name) of each pipeline the folder records: txt2img, img2img, both inpaintings,
+/// the refiner, the ensemble, a LoRA. The others differ only in their sampler, whose few
+/// element-wise operations the chosen runs' samplers use too, and the CPU runs reproduce
+/// every sampler. `EMBER_GPU_RUNS=all` takes every run there as well.
+fn runs_for(adapter: &str, runs: Vec<(String, Json)>) -> Vec<(String, Json)> {
+    let every = std::env::var("EMBER_GPU_RUNS").is_ok_and(|v| v == "all");
+    if every || !adapter.contains("(Cpu, ") {
+        return runs;
+    }
+    let total = runs.len();
+    let mut pipelines = std::collections::HashSet::new();
+    let chosen: Vec<_> = runs
+        .into_iter()
+        .filter(|(_, run)| pipelines.insert(run["pipeline"].to_string()))
+        .collect();
+    let names: Vec<&str> = chosen.iter().map(|(name, _)| name.as_str()).collect();
+    eprintln!(
+        "a software renderer: {} of {total} runs, one per pipeline ({names:?}; \
+         EMBER_GPU_RUNS=all for every run)",
+        chosen.len()
+    );
+    chosen
 }
 
 fn options(device: &Device, precision: Precision, config_dir: Option<PathBuf>) -> LoadOptions {
@@ -33,11 +65,12 @@ fn options(device: &Device, precision: Precision, config_dir: Option<PathBuf>) -
     }
 }
 
-/// Every SD 1.x run the CPU reproduces, from the diffusers folder, on the GPU in f32: the
-/// same latents after every step, final latents and image, within the README's tolerances.
+/// Every SD 1.x run the CPU reproduces (one per pipeline on a software renderer: [`runs_for`]),
+/// from the diffusers folder, on the GPU in f32: the same latents after every step, final
+/// latents and image, within the README's tolerances.
 #[test]
 fn every_sd15_run_reproduces_on_wgpu_in_f32() {
-    let device = wgpu();
+    let (device, adapter) = wgpu_and_name();
     let folder = load(
         &reference("sd15/pipeline"),
         &options(&device, Precision::F32, None),
@@ -46,10 +79,11 @@ fn every_sd15_run_reproduces_on_wgpu_in_f32() {
     let inpaint_dir = inpainting_folder();
     let inpaint = load(inpaint_dir.path(), &options(&device, Precision::F32, None)).unwrap();
     let mut reproduced = 0;
-    for (name, run) in runs() {
-        let Ok(config) = SchedulerConfig::from_json(&run["scheduler_config"].to_string()) else {
-            continue;
-        };
+    let readable = runs().into_iter().filter(|(_, run)| {
+        SchedulerConfig::from_json(&run["scheduler_config"].to_string()).is_ok()
+    });
+    for (name, run) in runs_for(&adapter, readable.collect()) {
+        let config = SchedulerConfig::from_json(&run["scheduler_config"].to_string()).unwrap();
         let nine_channels = run["model"]
             .as_str()
             .is_some_and(|m| m.contains("unet_inpaint"));
@@ -62,15 +96,16 @@ fn every_sd15_run_reproduces_on_wgpu_in_f32() {
 
 /// Every SD 2.x (v-prediction) and SDXL run (txt2img, img2img, inpainting, the refiner
 /// alone and the base + refiner ensemble, with a LoRA where the run has one) from the
-/// diffusers folders, on the GPU in f32, within the tolerances the CPU meets.
+/// diffusers folders, on the GPU in f32, within the tolerances the CPU meets (one run per
+/// pipeline on a software renderer: [`runs_for`]).
 #[test]
 fn every_sd2_and_sdxl_run_reproduces_on_wgpu_in_f32() {
-    let device = wgpu();
+    let (device, adapter) = wgpu_and_name();
     let options = options(&device, Precision::F32, None);
     let mut models: std::collections::HashMap<String, inference::model::Model> = Default::default();
     let mut reproduced = Vec::new();
     for dir in ["sd2v/runs", "sdxl/runs"] {
-        for (name, run) in runs_in(dir) {
+        for (name, run) in runs_for(&adapter, runs_in(dir)) {
             let config = SchedulerConfig::from_json(&run["scheduler_config"].to_string()).unwrap();
             let (base, second) = run_models(&run);
             let lora = run["lora_scale"].as_f64().map(|scale| LoraSpec {
@@ -101,31 +136,6 @@ fn every_sd2_and_sdxl_run_reproduces_on_wgpu_in_f32() {
             "no {kind} run was reproduced on wgpu (reproduced: {reproduced:?})"
         );
     }
-}
-
-/// A size whose attention scores are larger than lavapipe's 128 MiB storage-buffer limit
-/// (with the reference tree's tiny SD 1.5, a VAE factor of 2 and 8 heads: 80×80 pixels are
-/// 40×40 latents, 1600 tokens; 1600² f32 scores × 8 heads × the CFG batch of 2 are 164 MB):
-/// it runs only if Burn's flash attention (autotune) runs, and gives the CPU's image.
-#[test]
-fn attention_too_large_to_materialise_runs_on_wgpu() {
-    let device = wgpu();
-    let gpu = load(
-        &reference("sd15/pipeline"),
-        &options(&device, Precision::F32, None),
-    )
-    .unwrap();
-    let cpu = load(
-        &reference("sd15/pipeline"),
-        &options(&Device::flex(), Precision::F32, None),
-    )
-    .unwrap();
-    let mut request = cpu.request("a lighthouse", 7);
-    (request.width, request.height, request.steps) = (80, 80, 1);
-    let a = generate(&cpu, &request, &mut quiet).unwrap();
-    let b = generate(&gpu, &request, &mut quiet).unwrap_or_else(|e| panic!("80x80 on wgpu: {e}"));
-    let (worst, _) = pixel_diff(&a.images[0].pixels, &b.images[0].pixels);
-    assert!(worst <= 2, "wgpu differs from the CPU by {worst} levels");
 }
 
 /// Most levels an f16 image (f32 VAE) may differ from the f32 one on the GPU: on lavapipe
@@ -222,21 +232,33 @@ fn requests_are_checked_against_the_gpus_own_memory() {
     );
 }
 
+/// A GPU short of memory, in a child process of its own (lavapipe compiles every kernel
+/// once per process, minutes of a 2-core machine, so the two checks share one):
+/// `EMBER_GPU_MEMORY` stands for a small card there, and no other test's allocations fall
+/// between the memory counts. [`parked_text_encoders_come_back_and_give_the_same_image`],
+/// then [`a_job_too_large_for_the_gpu_is_refused_and_the_worker_goes_on`].
+#[test]
+fn a_small_gpu_parks_its_text_encoders_and_refuses_a_job_too_large() {
+    const CHILD: &str = "EMBER_TEST_SMALL_GPU";
+    if std::env::var_os(CHILD).is_none() {
+        let name = "gpu::a_small_gpu_parks_its_text_encoders_and_refuses_a_job_too_large";
+        ember_tests::run_test_in_child(name, CHILD, |command| {
+            command.env("EMBER_GPU_MEMORY", "320M");
+        });
+        return;
+    }
+    parked_text_encoders_come_back_and_give_the_same_image();
+    a_job_too_large_for_the_gpu_is_refused_and_the_worker_goes_on();
+}
+
 /// Text encoders parked in the computer's memory (what a GPU short of memory does once the
 /// prompts are encoded) free their GPU memory, come back for the next prompt and give the
 /// same image bit for bit, in f32 and f16; parking happens only on a GPU with less free
-/// than the working memory. The device's memory is counted before and after parking, so the
-/// test runs in a child process of its own: other tests on the shared device would allocate
-/// in between (CI once saw 157 KB of another test's memory counted against the parking).
-#[test]
+/// than the working memory (320 MiB is more than these runs need). The device's memory is
+/// counted before and after parking, so no other test may run on the device meanwhile (CI
+/// once saw 157 KB of another test's memory counted against the parking).
 fn parked_text_encoders_come_back_and_give_the_same_image() {
     use inference::pipeline::residency::{park_encoders_if_short, parkable_bytes};
-    const CHILD: &str = "EMBER_TEST_PARKING_ALONE";
-    if std::env::var_os(CHILD).is_none() {
-        let name = "gpu::parked_text_encoders_come_back_and_give_the_same_image";
-        ember_tests::run_test_in_child(name, CHILD, |_| {});
-        return;
-    }
     let device = wgpu();
     for precision in [Precision::F32, Precision::F16] {
         let model = load(
@@ -288,22 +310,11 @@ fn parked_text_encoders_come_back_and_give_the_same_image() {
     assert!(!park_encoders_if_short(&[&cpu], 1 << 20, Some(0)));
 }
 
-/// A job too large for the GPU's memory is refused by the worker before it starts, with the
-/// GPU's hints; the model stays loaded and the next job that fits makes its image.
-/// `EMBER_GPU_MEMORY` stands for a small card: it is set in a child run of this one test,
-/// so no other test sees it.
-#[test]
+/// A job too large for the GPU's memory (320 MiB) is refused by the worker before it starts,
+/// with the GPU's hints; the model stays loaded and the next job that fits makes its image.
 fn a_job_too_large_for_the_gpu_is_refused_and_the_worker_goes_on() {
     use inference::api::GenerateRequest;
     use inference::worker::{BurnEngine, CancelToken, Command, Event, JobId, ModelRole};
-    const CHILD: &str = "EMBER_TEST_SMALL_GPU";
-    if std::env::var_os(CHILD).is_none() {
-        let name = "gpu::a_job_too_large_for_the_gpu_is_refused_and_the_worker_goes_on";
-        ember_tests::run_test_in_child(name, CHILD, |command| {
-            command.env("EMBER_GPU_MEMORY", "320M");
-        });
-        return;
-    }
     let worker =
         inference::worker::WorkerHandle::spawn(BurnEngine::new(wgpu(), Precision::F32), || {})
             .unwrap();
@@ -360,20 +371,21 @@ fn a_job_too_large_for_the_gpu_is_refused_and_the_worker_goes_on() {
 
 /// The app's device on Vulkan: the one `window_gpu` opens for the window (with the extensions
 /// Burn's SPIR-V kernels use), registered with Burn as the window's, compiles SPIR-V and
-/// reproduces an SD 1.x run as the default device does.
-#[test]
-#[cfg(target_os = "linux")]
-fn the_window_device_compiles_spirv_and_reproduces_a_run() {
-    use inference::device::{kernel_language, shared_wgpu_device};
-    use inference::window_gpu::open_for_window;
-    let shared = open_for_window(inference::device::wgpu::PowerPreference::HighPerformance)
-        .expect("opening the Vulkan device")
-        .expect("a Vulkan adapter that can run SPIR-V kernels (lavapipe can)");
-    let device = shared_wgpu_device(shared).unwrap();
-    assert_eq!(kernel_language(&device), Some("SPIR-V"));
+/// reproduces an SD 1.x run as the default device does. Checked by the `wgpu_lost` test on
+/// the device it then loses (each device compiles its own kernels: on lavapipe minutes of
+/// a 2-core machine).
+pub(crate) fn window_device_compiles_spirv_and_reproduces_a_run(device: &Device) {
+    use inference::device::kernel_language;
+    if cfg!(target_os = "linux") {
+        assert_eq!(
+            kernel_language(device),
+            Some("SPIR-V"),
+            "Vulkan runs SPIR-V"
+        );
+    }
     let folder = load(
         &reference("sd15/pipeline"),
-        &options(&device, Precision::F32, None),
+        &options(device, Precision::F32, None),
     )
     .unwrap();
     let (name, run, config) = runs()

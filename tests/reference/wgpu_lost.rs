@@ -1,8 +1,9 @@
 //! The real engine losing its wgpu device mid-job, as a driver reset or a GPU taken away
 //! does: the test destroys the device the engine shares (as the window shares its own) once
 //! a job has begun, and the worker must move to the CPU, say what to load again, and make
-//! the CPU's image with the next job. Before that, the device makes the CPU's image too. On
-//! lavapipe in CI, on the GPU where there is one.
+//! the CPU's image with the next job. Before that, the device compiles SPIR-V and reproduces
+//! an SD 1.x reference run (`gpu::window_device_compiles_spirv_and_reproduces_a_run`) and
+//! makes the CPU's image through the worker. On lavapipe in CI, on the GPU where there is one.
 
 use inference::device::{Precision, shared_wgpu_device, wgpu};
 use inference::worker::{BurnEngine, Event, JobId, WorkerHandle};
@@ -28,6 +29,7 @@ fn a_wgpu_device_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_
         .expect("the wgpu tests need a Vulkan adapter (lavapipe: mesa-vulkan-drivers)");
     let handle = shared.device.clone();
     let device = shared_wgpu_device(shared).unwrap();
+    crate::gpu::window_device_compiles_spirv_and_reproduces_a_run(&device);
     // f32, as the wgpu reference runs before it: their kernels are compiled already.
     let engine = BurnEngine::new(device, Precision::F32);
     let worker = WorkerHandle::spawn(engine, || {}).unwrap();
