@@ -87,7 +87,7 @@ fn cli_warns_about_missing_lora_tags_and_refuses_other_families() {
 /// `ember bench lora --model` merges the benchmark LoRA into a checkpoint loaded as
 /// `ember generate` loads it: every linear layer matches, and the figures come out.
 #[test]
-fn bench_lora_runs_on_a_loaded_checkpoint() {
+fn bench_lora_runs_on_a_loaded_checkpoint_and_unet_refuses_one() {
     let dir = tempfile::tempdir().unwrap();
     let model = arg(&reference("sd15/checkpoint.safetensors"));
     let out = ember(
@@ -114,4 +114,12 @@ fn bench_lora_runs_on_a_loaded_checkpoint() {
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert!(!missing.status.success());
     assert!(stderr.contains("nowhere.safetensors"), "{stderr}");
+    // The benchmarks of random weights say that they take none.
+    let unet = ember(
+        dir.path(),
+        &["bench", "unet", "--model", &model, "--size", "64"],
+    );
+    let stderr = String::from_utf8_lossy(&unet.stderr);
+    assert!(!unet.status.success());
+    assert!(stderr.contains("--model is read by"), "{stderr}");
 }

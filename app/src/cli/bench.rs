@@ -47,6 +47,7 @@ fn run_target(args: &BenchArgs, logs: Option<&BenchLogs>) -> Result<(), String> 
         device: opened.device.clone(),
         precision: Precision::parse(&args.precision).map_err(err)?,
         vae_tiling: inference::api::VaeTiling::parse(&args.vae_tiling).map_err(err)?,
+        checkpoint: args.model.clone(),
     };
     let result = bench::run(&config).map_err(err)?;
     if config.target == Target::ControlNet {
@@ -93,10 +94,11 @@ fn run_target(args: &BenchArgs, logs: Option<&BenchLogs>) -> Result<(), String> 
     let attention: Vec<String> = (result.attention.iter().cloned())
         .chain(tuned.iter().map(ToString::to_string))
         .collect();
+    let arch = model_or_arch(args);
     if args.json {
         let json = serde_json::json!({
             "implementation": "ember",
-            "target": args.target, "arch": args.arch, "size": args.size, "batch": args.batch,
+            "target": args.target, "arch": arch, "size": args.size, "batch": args.batch,
             "device": args.device, "adapter": opened.description, "precision": args.precision,
             "median_s": median, "min_s": min, "runs": args.runs,
             "gflop": result.flops / 1e9, "gflops_per_s": result.gflops_per_second(),
@@ -120,7 +122,7 @@ fn run_target(args: &BenchArgs, logs: Option<&BenchLogs>) -> Result<(), String> 
         println!(
             "{} {} {}x{} batch {} ({}, {}): median {} (min {}, {} runs), {:.1} GFLOP, {:.1} GFLOP/s, peak RSS {}{}{}{}",
             args.target,
-            args.arch,
+            arch,
             args.size,
             args.size,
             args.batch,
@@ -153,6 +155,14 @@ pub(super) fn seconds(s: f64) -> String {
     }
 }
 
+/// What was timed: the checkpoint given with `--model`, or `--arch`.
+fn model_or_arch(args: &BenchArgs) -> String {
+    match &args.model {
+        Some(path) => path.display().to_string(),
+        None => args.arch.clone(),
+    }
+}
+
 /// `ember bench lora`.
 fn lora(args: &BenchArgs) -> Result<(), String> {
     let err = |e: inference::Error| e.to_string();
@@ -170,10 +180,7 @@ fn lora(args: &BenchArgs) -> Result<(), String> {
             .and_then(|family| bench::lora::run(family, args.rank, args.runs, &options)),
     }
     .map_err(err)?;
-    let arch = match &args.model {
-        Some(path) => path.display().to_string(),
-        None => args.arch.clone(),
-    };
+    let arch = model_or_arch(args);
     let s = |d: std::time::Duration| d.as_secs_f64();
     if args.json {
         let json = serde_json::json!({

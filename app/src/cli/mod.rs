@@ -87,8 +87,8 @@ pub struct BenchArgs {
     /// `lora`: the LoRA's rank.
     #[arg(long, default_value_t = 32)]
     pub rank: usize,
-    /// `lora`: merge into this checkpoint (loaded as `ember generate` loads it) instead of
-    /// random weights of `--arch`.
+    /// `lora`: merge into this checkpoint, `text-encoder`: time its text encoders (loaded as
+    /// `ember generate` loads it), instead of random weights of `--arch`.
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// `vae-decode`: auto (tiles when the whole image would not fit in free memory), on

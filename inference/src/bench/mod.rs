@@ -16,7 +16,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use crate::device::{CastParams, Precision, tensor_from_vec};
 use crate::error::{Error, Result};
 use crate::family::{Family, TimeIds};
-use crate::models::clip::ClipConfig;
+use crate::models::clip::{ClipConfig, ClipTextModel};
 use crate::models::unet::{AddedConditioning, UNetConfig};
 use crate::models::vae::VaeConfig;
 
@@ -77,6 +77,9 @@ pub struct BenchConfig {
     pub precision: Precision,
     /// `vae-decode`: whole image or tiles, decided as a generation decides it.
     pub vae_tiling: crate::api::VaeTiling,
+    /// `text-encoder`: time this checkpoint's text encoders (loaded as a generation loads
+    /// them) instead of random weights of the family's architecture.
+    pub checkpoint: Option<std::path::PathBuf>,
 }
 
 /// Timings of one benchmark.
@@ -119,6 +122,12 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
     }
     if config.batch == 0 || config.batch > 16 || config.runs == 0 || config.runs > 100 {
         return Err(Error::settings("batch must be 1..=16 and runs 1..=100"));
+    }
+    if config.checkpoint.is_some() && config.target != Target::TextEncoder {
+        return Err(Error::settings(
+            "--model is read by `bench text-encoder` and `bench lora`; the other benchmarks \
+             time random weights of --arch",
+        ));
     }
     let d = &config.device;
     let dtype = config.precision.dtype();
@@ -188,14 +197,10 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
             )
         }
         Target::TextEncoder => {
-            let configs: Vec<ClipConfig> = spec.encoders.iter().map(|e| (e.preset)()).collect();
-            let encoders: Vec<_> = configs
-                .iter()
-                .map(|cfg| cfg.init(d).map(&mut CastParams(dtype)))
-                .collect();
+            let encoders = text_encoders(config)?;
             let ids =
                 Tensor::<2, Int>::from_data(TensorData::new(vec![320i64; b * 77], [b, 77]), d);
-            let flops = configs.iter().map(|cfg| clip_flops(cfg, b)).sum();
+            let flops = encoders.iter().map(|clip| clip_flops_of(clip, b)).sum();
             (
                 Box::new(move || {
                     for clip in &encoders {
@@ -279,6 +284,19 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
         peak_device_bytes,
         attention,
     })
+}
+
+/// The text encoders to time: the checkpoint's, or random ones of the family's architecture.
+fn text_encoders(config: &BenchConfig) -> Result<Vec<ClipTextModel>> {
+    let d = &config.device;
+    if let Some(path) = &config.checkpoint {
+        let options = crate::weights::LoadOptions::new(d.clone(), config.precision);
+        let model = crate::weights::load(path, &options)?;
+        return Ok(model.encoders.iter().map(|e| e.network_on(d)).collect());
+    }
+    let cast = &mut CastParams(config.precision.dtype());
+    let presets = config.family.spec().encoders.iter().map(|e| (e.preset)());
+    Ok(presets.map(|cfg| cfg.init(d).map(cast)).collect())
 }
 
 /// Waits until the device has finished all queued work (GPU backends run asynchronously).
@@ -415,10 +433,25 @@ pub fn vae_decode_flops(cfg: &VaeConfig, batch: usize, h: usize, w: usize) -> f6
 /// One text-encoder call on `[batch, 77]` ids.
 pub fn clip_flops(cfg: &ClipConfig, batch: usize) -> f64 {
     let (n, c, i) = (
-        cfg.max_position_embeddings as f64,
-        cfg.hidden_size as f64,
-        cfg.intermediate_size as f64,
+        cfg.max_position_embeddings,
+        cfg.hidden_size,
+        cfg.intermediate_size,
     );
-    let layer = 2.0 * 4.0 * c * c * n + 4.0 * n * n * c + 2.0 * 2.0 * c * i * n;
-    layer * cfg.num_hidden_layers as f64 * batch as f64
+    clip_layer_flops(n, c, i) * cfg.num_hidden_layers as f64 * batch as f64
+}
+
+/// [`clip_flops`] of a network, read from its weights' shapes.
+fn clip_flops_of(clip: &ClipTextModel, batch: usize) -> f64 {
+    let text = &clip.text_model;
+    let n = text.embeddings.position_embedding.weight.dims()[0];
+    let layers = &text.encoder.layers;
+    // Burn's linear weights are [in, out].
+    let i = layers.first().map_or(0, |l| l.mlp.fc1.weight.dims()[1]);
+    clip_layer_flops(n, clip.hidden_size(), i) * layers.len() as f64 * batch as f64
+}
+
+/// One transformer layer on `n` tokens of width `c` with an MLP of width `i`.
+fn clip_layer_flops(n: usize, c: usize, i: usize) -> f64 {
+    let (n, c, i) = (n as f64, c as f64, i as f64);
+    2.0 * 4.0 * c * c * n + 4.0 * n * n * c + 2.0 * 2.0 * c * i * n
 }
