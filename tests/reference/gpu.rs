@@ -147,6 +147,7 @@ const F16_PIXEL_TOL: i64 = 4;
 /// A txt2img, an img2img and an inpainting run in f16 on the GPU (the VAE in f32, as
 /// `--precision auto` loads it) against the same runs in f32 there; the observed worst
 /// channel difference of each is printed.
+/// `test.sh` leaves it out on a software renderer (README, "Left out on a software renderer").
 #[test]
 fn f16_on_wgpu_stays_close_to_f32() {
     let device = wgpu();
@@ -237,6 +238,7 @@ fn requests_are_checked_against_the_gpus_own_memory() {
 /// `EMBER_GPU_MEMORY` stands for a small card there, and no other test's allocations fall
 /// between the memory counts. [`parked_text_encoders_come_back_and_give_the_same_image`],
 /// then [`a_job_too_large_for_the_gpu_is_refused_and_the_worker_goes_on`].
+/// `test.sh` leaves it out on a software renderer (README, "Left out on a software renderer").
 #[test]
 fn a_small_gpu_parks_its_text_encoders_and_refuses_a_job_too_large() {
     const CHILD: &str = "EMBER_TEST_SMALL_GPU";
