@@ -3,7 +3,8 @@
 //! a job has begun, and the worker must move to the CPU, say what to load again, and make
 //! the CPU's image with the next job. Before that, the device compiles SPIR-V and reproduces
 //! an SD 1.x reference run (`gpu::window_device_compiles_spirv_and_reproduces_a_run`) and
-//! makes the CPU's image through the worker. On lavapipe in CI, on the GPU where there is one.
+//! makes the CPU's image through the worker. On the GPU where there is one; `test.sh` leaves
+//! it out on a software renderer (README, "Left out on a software renderer").
 
 use inference::device::{Precision, shared_wgpu_device, wgpu};
 use inference::worker::{BurnEngine, Event, JobId, WorkerHandle};
