@@ -85,7 +85,9 @@ fn folded(x: Tensor<4>, conv: &Conv2d) -> Tensor<4> {
 
 /// `x` padded by one pixel on every side, convolved with `kernel` at stride 1: on wgpu
 /// without matrix units as a matrix product ([`crate::conv_gemm`], which reads the padding
-/// as zeros), elsewhere Burn's convolution of the padded input.
+/// as zeros), elsewhere Burn's convolution with that padding. Burn is given the padding
+/// rather than a padded copy so that it runs the very problem `conv_gemm` probed its
+/// implicit GEMM with (and no copy is made).
 fn convolve_padded(x: Tensor<4>, kernel: Tensor<4>, bias: Option<Tensor<1>>) -> Tensor<4> {
     #[cfg(feature = "wgpu")]
     {
@@ -105,9 +107,8 @@ fn convolve_padded(x: Tensor<4>, kernel: Tensor<4>, bias: Option<Tensor<1>>) -> 
             return y;
         }
     }
-    let padded = x.pad((1, 1, 1, 1), burn::tensor::ops::PadMode::Constant(0.0));
-    let options = burn::tensor::ops::ConvOptions::new([1, 1], [0, 0], [1, 1], 1);
-    burn::tensor::module::conv2d(padded, kernel, bias, options)
+    let options = burn::tensor::ops::ConvOptions::new([1, 1], [1, 1], [1, 1], 1);
+    burn::tensor::module::conv2d(x, kernel, bias, options)
 }
 
 #[cfg(test)]
