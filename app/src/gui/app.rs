@@ -8,8 +8,10 @@ mod canvas_flow;
 mod control_flow;
 mod device_flow;
 mod download_flow;
+mod events;
 mod extras_flow;
 mod generate;
+mod input;
 mod open_folder;
 mod quit_flow;
 mod replies;
@@ -18,12 +20,12 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use egui::{ColorImage, TextureOptions};
+use egui::ColorImage;
 use inference::imaging::ImageRgb8;
 use inference::rng::random_seed;
-use inference::worker::{CancelToken, Engine, JobId, ModelRole, ResultImage, WorkerHandle};
+use inference::worker::{CancelToken, Engine, JobId, ModelRole, WorkerHandle};
 
-use super::action::{Action, CanvasAction, ControlAction, ExtrasAction, View};
+use super::action::{Action, View};
 use super::canvas::CanvasState;
 use super::device_choice::DeviceChoice;
 use super::dialogs::{Dialogs, PathPrompt};
@@ -256,161 +258,6 @@ impl EmberApp {
         if let Some(command) = self.session.next_command() {
             self.worker.send(command);
         }
-    }
-
-    /// Takes in worker events, the newest preview and file replies, for at most
-    /// [`DRAIN_BUDGET`]; what is left waits for the next frame (which is requested).
-    fn drain(&mut self) {
-        let start = Instant::now();
-        while start.elapsed() < DRAIN_BUDGET {
-            let Some(event) = self.worker.try_event() else {
-                break;
-            };
-            // Only a model that loaded joins Recent and is loaded at the next start.
-            if let inference::worker::Event::ModelLoaded {
-                summary,
-                role: ModelRole::Main,
-                ..
-            } = &event
-            {
-                self.settings.remember_model(&summary.path);
-            }
-            if let inference::worker::Event::GpuLost { error, .. } = &event {
-                self.device = DeviceNote::after_gpu_lost(error);
-            }
-            if let Some(finished) = self.session.apply(event, Instant::now()) {
-                self.show_results(finished.id, finished.images);
-                self.look_up_model_hashes();
-            }
-        }
-        if start.elapsed() >= DRAIN_BUDGET {
-            self.ctx.request_repaint();
-        }
-        if let Some(preview) = self.worker.take_preview()
-            && self
-                .session
-                .running
-                .as_ref()
-                .is_some_and(|r| r.id == preview.job)
-        {
-            self.display.preview_step = preview.step;
-            let image = color_image(&preview.image);
-            match &mut self.display.preview {
-                Some(texture) => texture.set(image, TextureOptions::LINEAR),
-                None => {
-                    self.display.preview = Some(self.ctx.load_texture(
-                        "preview",
-                        image,
-                        TextureOptions::LINEAR,
-                    ));
-                }
-            }
-        }
-        while let Some(reply) = self.files.try_recv() {
-            self.on_file_reply(reply);
-        }
-        while let Some(reply) = self.models_service.try_recv() {
-            self.on_models_reply(reply);
-        }
-        self.gallery.drain(&self.ctx);
-        self.drain_downloads();
-        for picked in self.dialogs.drain() {
-            self.perform(picked);
-        }
-    }
-
-    fn show_results(&mut self, id: JobId, mut images: Vec<ResultImage>) {
-        if let Some(job) = self.canvas_jobs.remove(&id) {
-            self.finish_canvas(&job, &mut images);
-        }
-        self.display.preview = None;
-        self.display.results.clear();
-        self.display.results_job = Some(id);
-        for (i, result) in images.into_iter().enumerate() {
-            let texture = self.ctx.load_texture(
-                format!("result-{i}"),
-                color_image(&result.image),
-                TextureOptions::LINEAR,
-            );
-            self.display.results.push((texture, None));
-            self.files.send(gallery::store::Request::Save {
-                job: id,
-                index: i,
-                dir: self.output_dir(),
-                fallback_dir: self.paths.fallback_output.clone(),
-                image: result.image,
-                parameters: result.parameters,
-                extras: result.extras,
-                seed: result.seed,
-            });
-        }
-    }
-
-    /// Dropped files, Ctrl+Enter and Esc.
-    fn handle_input(&mut self, ctx: &egui::Context) -> Vec<Action> {
-        let mut actions = Vec::new();
-        // Esc answers the quit question (as "Don't quit"), not the running image.
-        let asked = self.quitting.asked;
-        let (dropped, pointer, generate, cancel) = ctx.input_mut(|i| {
-            let dropped: Vec<PathBuf> = i
-                .raw
-                .dropped_files
-                .iter()
-                .map(|f| f.path().to_path_buf())
-                .collect();
-            let generate = i.consume_key(egui::Modifiers::COMMAND, egui::Key::Enter);
-            let cancel = !asked && i.consume_key(egui::Modifiers::NONE, egui::Key::Escape);
-            // Where the pointer is now, not where it last was: during an OS drag some
-            // platforms report no pointer, and the drop then goes where files usually go.
-            (dropped, i.pointer.hover_pos(), generate, cancel)
-        });
-        // An image dropped on a ControlNet unit is its control image.
-        let control_unit = pointer.and_then(|p| self.controls.unit_at(p));
-        actions.extend(self.open_paths(dropped, control_unit));
-        if generate {
-            actions.push(Action::Generate);
-        }
-        if cancel {
-            actions.push(Action::Cancel);
-        }
-        actions
-    }
-
-    /// Files given on the command line (`ember model.safetensors`, `ember image.png`, what a
-    /// desktop entry's `%F` passes): opened as if dropped on the window.
-    pub fn open_files(&mut self, paths: Vec<PathBuf>) {
-        for action in self.open_paths(paths, None) {
-            self.perform(action);
-        }
-    }
-
-    /// What dropping `paths` does: models load, images restore their settings (or go to the
-    /// canvas, the Extras view, or the ControlNet unit they were dropped on).
-    fn open_paths(&mut self, paths: Vec<PathBuf>, control_unit: Option<usize>) -> Vec<Action> {
-        let mut actions = Vec::new();
-        for path in paths {
-            if let Some(unit) = control_unit.filter(|_| gallery::is_image_path(&path)) {
-                actions.push(Action::Control(ControlAction::OpenImage { unit, path }));
-            } else if models::is_model_path(&path) {
-                actions.push(Action::LoadModel(path));
-            } else if gallery::is_image_path(&path) && self.view == View::Canvas {
-                actions.push(Action::Canvas(CanvasAction::OpenImage(path)));
-            } else if gallery::is_image_path(&path) && self.view == View::Extras {
-                actions.push(Action::Extras(ExtrasAction::OpenImage(path)));
-            } else if gallery::is_image_path(&path) {
-                self.restoring.push(path.clone());
-                self.files.send(gallery::store::Request::Open { path });
-            } else {
-                self.session.notify(
-                    Level::Warning,
-                    format!(
-                        "{} is neither a model (.safetensors, .ckpt, diffusers folder) nor an image",
-                        path.display()
-                    ),
-                );
-            }
-        }
-        actions
     }
 
     /// Does what an action asks.

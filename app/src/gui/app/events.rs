@@ -1,0 +1,102 @@
+//! The app taking in what the worker and its services sent since the last frame, within
+//! [`DRAIN_BUDGET`]: job events, the newest preview, file, model and download replies.
+
+use std::time::Instant;
+
+use egui::TextureOptions;
+use inference::worker::{JobId, ModelRole, ResultImage};
+
+use super::{DRAIN_BUDGET, EmberApp, color_image};
+use crate::gui::gallery;
+use crate::gui::shared_device::DeviceNote;
+
+impl EmberApp {
+    /// Takes in worker events, the newest preview and file replies, for at most
+    /// [`DRAIN_BUDGET`]; what is left waits for the next frame (which is requested).
+    pub(super) fn drain(&mut self) {
+        let start = Instant::now();
+        while start.elapsed() < DRAIN_BUDGET {
+            let Some(event) = self.worker.try_event() else {
+                break;
+            };
+            // Only a model that loaded joins Recent and is loaded at the next start.
+            if let inference::worker::Event::ModelLoaded {
+                summary,
+                role: ModelRole::Main,
+                ..
+            } = &event
+            {
+                self.settings.remember_model(&summary.path);
+            }
+            if let inference::worker::Event::GpuLost { error, .. } = &event {
+                self.device = DeviceNote::after_gpu_lost(error);
+            }
+            if let Some(finished) = self.session.apply(event, Instant::now()) {
+                self.show_results(finished.id, finished.images);
+                self.look_up_model_hashes();
+            }
+        }
+        if start.elapsed() >= DRAIN_BUDGET {
+            self.ctx.request_repaint();
+        }
+        if let Some(preview) = self.worker.take_preview()
+            && self
+                .session
+                .running
+                .as_ref()
+                .is_some_and(|r| r.id == preview.job)
+        {
+            self.display.preview_step = preview.step;
+            let image = color_image(&preview.image);
+            match &mut self.display.preview {
+                Some(texture) => texture.set(image, TextureOptions::LINEAR),
+                None => {
+                    self.display.preview = Some(self.ctx.load_texture(
+                        "preview",
+                        image,
+                        TextureOptions::LINEAR,
+                    ));
+                }
+            }
+        }
+        while let Some(reply) = self.files.try_recv() {
+            self.on_file_reply(reply);
+        }
+        while let Some(reply) = self.models_service.try_recv() {
+            self.on_models_reply(reply);
+        }
+        self.gallery.drain(&self.ctx);
+        self.drain_downloads();
+        for picked in self.dialogs.drain() {
+            self.perform(picked);
+        }
+    }
+
+    /// Shows a finished job's images and sends each to be saved at once.
+    fn show_results(&mut self, id: JobId, mut images: Vec<ResultImage>) {
+        if let Some(job) = self.canvas_jobs.remove(&id) {
+            self.finish_canvas(&job, &mut images);
+        }
+        self.display.preview = None;
+        self.display.results.clear();
+        self.display.results_job = Some(id);
+        for (i, result) in images.into_iter().enumerate() {
+            let texture = self.ctx.load_texture(
+                format!("result-{i}"),
+                color_image(&result.image),
+                TextureOptions::LINEAR,
+            );
+            self.display.results.push((texture, None));
+            self.files.send(gallery::store::Request::Save {
+                job: id,
+                index: i,
+                dir: self.output_dir(),
+                fallback_dir: self.paths.fallback_output.clone(),
+                image: result.image,
+                parameters: result.parameters,
+                extras: result.extras,
+                seed: result.seed,
+            });
+        }
+    }
+}
