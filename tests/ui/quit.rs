@@ -7,14 +7,47 @@ use egui_kittest::kittest::Queryable;
 use ember_app::gui::paths::Paths;
 use ember_tests::fake_engine::FakeEngine;
 
-use crate::{Window, app, busy, click, open};
+use crate::{Window, app, busy, open};
 
-/// The window's close button (or the OS) asks the window to close.
-fn ask_to_close(w: &mut Window) {
+/// The window's close button (or the OS) asks the window to close; returns the commands the
+/// app sent its window meanwhile.
+fn ask_to_close(w: &mut Window) -> Vec<egui::ViewportCommand> {
     let root = w.input_mut().viewports.entry(egui::ViewportId::ROOT);
     root.or_default().events.push(egui::ViewportEvent::Close);
+    (0..2).flat_map(|_| step(w)).collect()
+}
+
+/// Clicks the button labelled `label`; returns the commands the app sent its window meanwhile.
+fn click(w: &mut Window, label: &str) -> Vec<egui::ViewportCommand> {
+    fn node<'a>(w: &'a Window, label: &'a str) -> egui_kittest::Node<'a> {
+        w.get_all_by_label(label).next().expect("the button shows")
+    }
+    node(w, label).hover();
+    let mut sent = step(w);
+    node(w, label).click();
+    sent.extend((0..2).flat_map(|_| step(w)));
+    sent
+}
+
+/// One frame, and the commands the app sent its window in it (eframe carries them out: a
+/// close asked for goes through unless `CancelClose` is among them).
+fn step(w: &mut Window) -> Vec<egui::ViewportCommand> {
     w.step();
-    w.step();
+    let output = &w.output().viewport_output;
+    output
+        .get(&egui::ViewportId::ROOT)
+        .map(|root| root.commands.clone())
+        .unwrap_or_default()
+}
+
+fn keeps_the_window_open(sent: &[egui::ViewportCommand]) -> bool {
+    sent.iter()
+        .any(|c| matches!(c, egui::ViewportCommand::CancelClose))
+}
+
+fn closes_the_window(sent: &[egui::ViewportCommand]) -> bool {
+    sent.iter()
+        .any(|c| matches!(c, egui::ViewportCommand::Close))
 }
 
 #[test]
@@ -22,7 +55,8 @@ fn closing_with_nothing_to_make_does_not_ask() {
     let home = tempfile::tempdir().unwrap();
     let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
     w.step();
-    ask_to_close(&mut w);
+    let sent = ask_to_close(&mut w);
+    assert!(!keeps_the_window_open(&sent), "the close goes through");
     assert!(!app(&w).quitting.asked);
     assert!(w.query_by_label("Quit Ember?").is_none());
 }
@@ -31,17 +65,23 @@ fn closing_with_nothing_to_make_does_not_ask() {
 fn closing_with_jobs_asks_and_can_keep_them_for_the_next_start() {
     let home = tempfile::tempdir().unwrap();
     let mut w = busy(home.path(), 2);
-    ask_to_close(&mut w);
+    let sent = ask_to_close(&mut w);
+    assert!(
+        keeps_the_window_open(&sent),
+        "the close waits for the answer"
+    );
     assert!(app(&w).quitting.asked);
     w.get_by_label("Quit Ember?");
     w.get_by_label("An image is being made and 1 more job(s) are waiting.");
-    click(&mut w, "Don't quit");
+    let sent = click(&mut w, "Don't quit");
+    assert!(!closes_the_window(&sent));
     assert!(!app(&w).quitting.asked && !app(&w).closing());
     assert!(w.query_by_label("Quit Ember?").is_none());
     assert!(app(&w).jobs_to_make() > 0, "the jobs go on");
 
-    ask_to_close(&mut w);
-    click(&mut w, "Keep them and quit");
+    assert!(keeps_the_window_open(&ask_to_close(&mut w)));
+    let sent = click(&mut w, "Keep them and quit");
+    assert!(closes_the_window(&sent));
     assert!(app(&w).closing());
     let kept = Paths::under(home.path()).config_dir.join("queue.json");
     assert!(kept.exists(), "the queue is kept for the next start");
@@ -51,9 +91,10 @@ fn closing_with_jobs_asks_and_can_keep_them_for_the_next_start() {
 fn quitting_without_the_jobs_keeps_nothing() {
     let home = tempfile::tempdir().unwrap();
     let mut w = busy(home.path(), 1);
-    ask_to_close(&mut w);
+    assert!(keeps_the_window_open(&ask_to_close(&mut w)));
     w.get_by_label("An image is being made.");
-    click(&mut w, "Quit without them");
+    let sent = click(&mut w, "Quit without them");
+    assert!(closes_the_window(&sent));
     assert!(app(&w).closing());
     assert!(
         !Paths::under(home.path())
@@ -68,10 +109,17 @@ fn quitting_without_the_jobs_keeps_nothing() {
 fn the_window_closes_once_the_jobs_asked_about_are_done() {
     let home = tempfile::tempdir().unwrap();
     let mut w = busy(home.path(), 1);
-    ask_to_close(&mut w);
+    assert!(keeps_the_window_open(&ask_to_close(&mut w)));
     assert!(app(&w).quitting.asked);
-    crate::step_until(&mut w, "the job to end and the window to close", |a| {
-        a.closing()
-    });
+    let start = std::time::Instant::now();
+    let mut sent = Vec::new();
+    while !closes_the_window(&sent) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the window did not close after its job ended"
+        );
+        sent = step(&mut w);
+    }
+    assert!(app(&w).closing());
     assert!(!app(&w).quitting.asked);
 }
