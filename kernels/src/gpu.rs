@@ -189,8 +189,10 @@ fn cube_sum(partial: &mut Shared<[f32]>, value: f32) -> f32 {
 }
 
 /// GroupNorm over `groups` groups of `x`'s channels with per-channel `gamma` and `beta`,
-/// then SiLU when `silu`, on the wgpu backend; `None` when `x` is not a contiguous f32 or
-/// f16 tensor there (the caller runs the reference).
+/// then SiLU when `silu`, on the wgpu backend; `None` when `x` is not an f32 or f16 tensor
+/// there (the caller runs the reference). A strided `x` is copied in rows first: Burn's own
+/// convolutions return an NCHW view of NHWC memory, and one copy is cheaper than the
+/// reference's ten or so passes.
 ///
 /// # Shapes
 /// - `x`: `[batch, channels, h, w]`, `gamma`, `beta`: `[channels]` -> `[batch, channels, h, w]`
@@ -214,12 +216,10 @@ pub fn group_norm_silu(
     if !fits || batch * channels * h * w == 0 {
         return None;
     }
-    let input = x.clone().try_into_primitive::<Wgpu>().ok()?;
-    let gamma = gamma.clone().try_into_primitive::<Wgpu>().ok()?;
-    let beta = beta.clone().try_into_primitive::<Wgpu>().ok()?;
-    if !(input.is_contiguous() && gamma.is_contiguous() && beta.is_contiguous()) {
-        return None;
-    }
+    let rows = |t: burn_cubecl::tensor::CubeTensor| burn_cubecl::kernel::into_contiguous(t);
+    let input = rows(x.clone().try_into_primitive::<Wgpu>().ok()?);
+    let gamma = rows(gamma.clone().try_into_primitive::<Wgpu>().ok()?);
+    let beta = rows(beta.clone().try_into_primitive::<Wgpu>().ok()?);
     if channels / groups * h * w > group_norm_wide::SLICE {
         let output = group_norm_wide::group_norm_silu(input, gamma, beta, groups, epsilon, silu)?;
         return Some(BurnTensor::from_primitive::<Wgpu>(output));
@@ -277,8 +277,8 @@ fn geglu_kernel<F: Float>(
 }
 
 /// GEGLU, `hidden * gelu(gate)` where `[hidden, gate]` are the halves of `x`'s last
-/// dimension, on the wgpu backend; `None` when `x` is not a contiguous f32 or f16 tensor
-/// there (the caller runs the reference).
+/// dimension, on the wgpu backend; `None` when `x` is not an f32 or f16 tensor there (the
+/// caller runs the reference). A strided `x` is copied in rows first.
 ///
 /// # Shapes
 /// - `x`: `[batch, tokens, 2 * inner]` -> `[batch, tokens, inner]`
@@ -289,10 +289,7 @@ pub fn geglu(x: &BurnTensor<3>) -> Option<BurnTensor<3>> {
     if !matches!(dtype, DType::F32 | DType::F16) || width % 2 != 0 || batch * tokens * inner == 0 {
         return None;
     }
-    let input = x.clone().try_into_primitive::<Wgpu>().ok()?;
-    if !input.is_contiguous() {
-        return None;
-    }
+    let input = burn_cubecl::kernel::into_contiguous(x.clone().try_into_primitive::<Wgpu>().ok()?);
     let count = u32::try_from(batch * tokens * inner).ok()?;
     let client = input.client.clone();
     let output = empty_device_dtype(

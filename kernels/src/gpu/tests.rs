@@ -123,18 +123,28 @@ fn group_norm_silu_matches_the_reference_in_f32_and_f16() {
     }
 }
 
+/// An NCHW view of NHWC memory, as Burn's convolutions return, is read in its logical
+/// order; the CPU device and channels that do not split into the groups are left to the
+/// reference.
 #[test]
-fn tensors_it_does_not_take_are_left_to_the_reference() {
+fn views_are_read_in_order_and_other_tensors_left_to_the_reference() {
     let gpu = wgpu();
     let module = norm(4, 8, 1, &gpu);
-    let (gamma, beta) = (module.gamma.unwrap().val(), module.beta.unwrap().val());
     let x = Tensor::<4>::from_data(
         TensorData::new(values(8 * 6, 1, 0.0, 1.0), [1, 8, 2, 3]),
         &gpu,
     );
-    // A strided view, the CPU device, and channels that do not split into the groups.
-    let strided = x.clone().swap_dims(2, 3);
-    assert!(super::group_norm_silu(&strided, &gamma, &beta, 4, 1e-5, true).is_none());
+    let nhwc = Tensor::<4>::from_data(
+        TensorData::new(values(8 * 6, 2, 1.0, 2.0), [1, 2, 3, 8]),
+        &gpu,
+    );
+    let view = nhwc.permute([0, 3, 1, 2]);
+    let reference = reference::group_norm_silu(view.clone(), &module, true);
+    let (gamma, beta) = (module.gamma.unwrap().val(), module.beta.unwrap().val());
+    let ours = super::group_norm_silu(&view, &gamma, &beta, 4, 1e-5, true)
+        .expect("the kernel takes a view on wgpu");
+    let error = relative_error(ours, reference);
+    assert!(error <= 1e-5, "a view: error {error}");
     let cpu = x.clone().to_device(&Device::flex());
     let (g, b) = (
         gamma.clone().to_device(&Device::flex()),
@@ -151,6 +161,7 @@ fn tensors_it_does_not_take_are_left_to_the_reference() {
 fn geglu_matches_the_reference_in_f32_and_f16() {
     let gpu = wgpu();
     let cpu = Device::flex();
+    let as4 = |t: Tensor<3>| t.unsqueeze_dim::<4>(0);
     for (i, [b, n, inner]) in [[2, 64, 1280], [1, 7, 33], [3, 1, 8]]
         .into_iter()
         .enumerate()
@@ -160,7 +171,6 @@ fn geglu_matches_the_reference_in_f32_and_f16() {
             [b, n, 2 * inner],
         );
         let x = Tensor::<3>::from_data(data, &gpu);
-        let as4 = |t: Tensor<3>| t.unsqueeze_dim::<4>(0);
         let ours = super::geglu(&x).expect("the kernel takes a contiguous f32 tensor on wgpu");
         assert_eq!(ours.dims(), [b, n, inner]);
         let error = relative_error(as4(ours), as4(reference::geglu(x.clone())));
@@ -174,9 +184,12 @@ fn geglu_matches_the_reference_in_f32_and_f16() {
         let error = relative_error(as4(ours.to_device(&cpu)), as4(exact));
         assert!(error <= 2e-3, "case {i}: f16 error {error}");
     }
-    // A strided view and the CPU device are left to the reference.
-    let x = Tensor::<3>::from_data(TensorData::new(values(24, 9, 0.0, 1.0), [1, 4, 6]), &gpu);
-    assert!(super::geglu(&x.clone().swap_dims(1, 2)).is_none());
+    // A view is read in its logical order; the CPU device is left to the reference.
+    let x = Tensor::<3>::from_data(TensorData::new(values(24, 9, 0.0, 1.0), [1, 6, 4]), &gpu);
+    let view = x.clone().swap_dims(1, 2);
+    let ours = super::geglu(&view).expect("the kernel takes a view on wgpu");
+    let error = relative_error(as4(ours), as4(reference::geglu(view)));
+    assert!(error <= 1e-5, "a view: error {error}");
     assert!(super::geglu(&x.to_device(&cpu)).is_none());
 }
 
