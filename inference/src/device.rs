@@ -1,6 +1,6 @@
 //! Compute devices (which exist, opening one) and the small conversions between host vectors
-//! and tensors; the networks' float format is in [`precision`], Burn's GPU runtime settings in
-//! [`gpu_runtime`].
+//! and tensors; the networks' float format is in `device/precision.rs`, Burn's GPU runtime
+//! settings in `device/gpu_runtime.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
