@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::family::Family;
-use crate::lora::merge::{LoraSpec, kohya_linear_targets, set};
+use crate::lora::merge::{LoraSpec, set};
+use crate::lora::targets::kohya_linear_targets;
 use crate::weights::LoadOptions;
 
 /// What `ember bench lora` measured.

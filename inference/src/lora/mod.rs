@@ -8,6 +8,7 @@ pub mod merge;
 mod refill;
 pub mod swap;
 pub mod tags;
+pub mod targets;
 mod unmerge;
 
 pub use file::Network;
