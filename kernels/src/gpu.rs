@@ -18,6 +18,7 @@
 use burn::backend::Wgpu;
 use burn::backend::cubecl::dtype_to_storage_type;
 use burn::tensor::{DType, Tensor as BurnTensor};
+use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use cubecl::prelude::*;
 
@@ -216,10 +217,9 @@ pub fn group_norm_silu(
     if !fits || batch * channels * h * w == 0 {
         return None;
     }
-    let rows = |t: burn_cubecl::tensor::CubeTensor| burn_cubecl::kernel::into_contiguous(t);
-    let input = rows(x.clone().try_into_primitive::<Wgpu>().ok()?);
-    let gamma = rows(gamma.clone().try_into_primitive::<Wgpu>().ok()?);
-    let beta = rows(beta.clone().try_into_primitive::<Wgpu>().ok()?);
+    let input = into_contiguous(x.clone().try_into_primitive::<Wgpu>().ok()?);
+    let gamma = into_contiguous(gamma.clone().try_into_primitive::<Wgpu>().ok()?);
+    let beta = into_contiguous(beta.clone().try_into_primitive::<Wgpu>().ok()?);
     if channels / groups * h * w > group_norm_wide::SLICE {
         let output = group_norm_wide::group_norm_silu(input, gamma, beta, groups, epsilon, silu)?;
         return Some(BurnTensor::from_primitive::<Wgpu>(output));
@@ -289,7 +289,7 @@ pub fn geglu(x: &BurnTensor<3>) -> Option<BurnTensor<3>> {
     if !matches!(dtype, DType::F32 | DType::F16) || width % 2 != 0 || batch * tokens * inner == 0 {
         return None;
     }
-    let input = burn_cubecl::kernel::into_contiguous(x.clone().try_into_primitive::<Wgpu>().ok()?);
+    let input = into_contiguous(x.clone().try_into_primitive::<Wgpu>().ok()?);
     let count = u32::try_from(batch * tokens * inner).ok()?;
     let client = input.client.clone();
     let output = empty_device_dtype(
