@@ -201,7 +201,7 @@ fn bad_hires_and_upscale_settings_fail_with_one_line_and_no_file() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let lora = arg(&reference("sd15/lora/lora_kohya.safetensors"));
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--hires-scale", "0"], "between 1 and 4"),
         (&["--hires-scale", "100"], "between 1 and 4"),
         (
@@ -211,6 +211,8 @@ fn bad_hires_and_upscale_settings_fail_with_one_line_and_no_file() {
         (&["--hires-upscaler", &lora], "not an ESRGAN upscaler"),
         (&["--hires-strength", "0"], "strength"),
         (&["--hires-size", "big"], "WxH"),
+        // The second pass's size is checked against the model before the first pass runs.
+        (&["--hires-size", "8x8"], "second pass"),
     ];
     for (flags, expected) in cases {
         let output = generate(d, "bad.png", "4", flags);
@@ -256,4 +258,45 @@ fn a_tiny_hires_strength_is_refused_before_the_first_pass() {
         "{stderr}"
     );
     assert!(!dir.path().join("bad.png").exists());
+}
+
+/// SDXL with its refiner and the refiner's aesthetic scores, then a hires pass: the scores
+/// condition the refiner of the first pass, and the second pass (the base model alone)
+/// runs without them instead of failing after the first pass.
+#[test]
+fn a_refined_sdxl_image_takes_a_hires_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, refiner) = (
+        arg(&reference("sdxl/pipeline")),
+        arg(&reference("sdxl/refiner")),
+    );
+    let output = ember(
+        dir.path(),
+        &[
+            "generate",
+            "--model",
+            &model,
+            "--refiner",
+            &refiner,
+            "--aesthetic-score",
+            "7",
+            "--prompt",
+            "a lighthouse",
+            "--steps",
+            "2",
+            "--width",
+            "64",
+            "--height",
+            "64",
+            "--hires-scale",
+            "1.5",
+            "--hires-upscaler",
+            "latent",
+            "--out",
+            "hires.png",
+        ],
+    );
+    ok(&output, "refiner, aesthetic score and hires fix");
+    let (w, h, _) = read_png_rgb(&dir.path().join("hires.png"));
+    assert_eq!((w, h), (96, 96), "the second pass's size");
 }

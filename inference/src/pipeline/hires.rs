@@ -6,11 +6,12 @@
 //! makes for the enlarged image: seed `seed + i` (A1111 reuses the first pass's seeds),
 //! batch 1, the hires steps run exactly (A1111's hires pass: the last `steps` of a
 //! `steps / strength` schedule), the hires strength; it runs on the base model without
-//! ControlNets (a refiner, if any, refines the first pass only).
+//! ControlNets (a refiner, if any, refines the first pass only, and the refiner's aesthetic
+//! scores go with it).
 
 use std::ops::ControlFlow;
 
-use super::generate::{Observer, generate_refined};
+use super::generate::{Observer, generate_refined, plan_for};
 use crate::api::{
     GenerateRequest, Generation, HiresFix, HiresPlan, HiresUpscaler, InitLatents, MAX_SIDE,
 };
@@ -32,13 +33,35 @@ pub fn hires_plan(request: &GenerateRequest, model: &Model) -> Result<Option<Hir
     }
     let f = model.vae_factor() as u32;
     let plan = fix.plan((request.width, request.height), f, MAX_SIDE)?;
-    // The second pass's own checks (its exact steps' schedule), before the first pass runs.
+    // The second pass's own checks against the model (its size, its exact steps' schedule),
+    // before the first pass runs: failing after it would throw the first pass's images away.
+    let caps = model.capabilities();
     let mut second = second_pass_request(request, fix, &plan, 0);
-    second.init_latents = Some(InitLatents {
-        shape: [0; 4],
-        values: Vec::new(),
-    });
-    second.validate_settings()?;
+    let (width, height) = (plan.size.0 as usize, plan.size.1 as usize);
+    if fix.upscaler.is_latent() {
+        let f = f as usize;
+        let shape = [1, caps.family.spec().latent_channels, height / f, width / f];
+        second.init_latents = Some(InitLatents {
+            shape,
+            values: vec![0.0; shape.iter().product()],
+        });
+    } else {
+        second.init_image = Some(ImageRgb8 {
+            width: plan.size.0,
+            height: plan.size.1,
+            pixels: vec![0; width * height * 3],
+        });
+    }
+    let checked = second.validate(&caps);
+    let checked = checked.and_then(|()| second.validate_refiner(&caps, None));
+    checked
+        .and_then(|()| plan_for(&second, &caps).map(drop))
+        .map_err(|e| match e {
+            Error::InvalidSettings(why) => Error::settings(format!(
+                "the hires fix's second pass ({width}x{height}): {why}"
+            )),
+            other => other,
+        })?;
     Ok(Some(plan))
 }
 
@@ -115,6 +138,9 @@ pub fn second_pass_request(
         batch: 1,
         hires: None,
         refiner_switch: None,
+        // They condition the refiner only, and the second pass has none.
+        aesthetic_score: None,
+        negative_aesthetic_score: None,
         controlnets: Vec::new(),
         init_image: None,
         init_latents: None,
