@@ -168,6 +168,22 @@ fn every_bad_input_is_a_one_line_error() {
         other_dir,
         "not a diffusers model folder",
     );
+    // SD 2's depth model: a UNet taking a depth map besides the latents (5 channels in).
+    let depth = dir.join("depth.safetensors");
+    let widen = |name: &str, t: &mut ember_tests::Fixture| {
+        if name == CONV_IN {
+            let element = t.bytes.len() / t.shape.iter().product::<usize>();
+            t.shape[1] = 5;
+            t.bytes = vec![0; t.shape.iter().product::<usize>() * element];
+        }
+        true
+    };
+    write_edited_checkpoint(&depth, widen, Vec::new());
+    cases.push(Case {
+        what: "a UNet of 5 input channels (a depth model)",
+        args: model_args(&depth, false),
+        expect: "5 channels in",
+    });
 
     let garbage = file(dir, "garbage.png", b"definitely not an image");
     let png = std::fs::read(reference("sd15/runs/input_init_image.png")).unwrap();
@@ -252,6 +268,12 @@ fn every_bad_input_is_a_one_line_error() {
             "not supported",
         ),
         ("batch 0", vec!["--batch", "0"], "batch"),
+        // Refused before a name is made for each image (4 billion paths would not fit).
+        (
+            "a huge batch",
+            vec!["--batch", "4000000000"],
+            "batch must be between",
+        ),
         (
             "unknown device",
             vec!["--device", "abacus"],

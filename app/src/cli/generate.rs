@@ -190,11 +190,8 @@ fn write_images(
     (canvas, outputs): (&Canvas, &[std::path::PathBuf]),
 ) -> Result<(), String> {
     let err = |e: inference::Error| e.to_string();
-    let hash = hash_of(model).map_err(err)?;
-    let refiner_hash = match refiner {
-        Some(r) => hash_of(r).map_err(err)?,
-        None => None,
-    };
+    let hash = hash_or_warn(model);
+    let refiner_hash = refiner.and_then(hash_or_warn);
     let refiner_ref = refiner.map(|r| ModelRef {
         info: &r.info,
         hash: refiner_hash.as_deref(),
@@ -268,6 +265,15 @@ fn check_memory(
 }
 
 /// A single file's A1111 hash (folders have none).
+/// [`hash_of`], or none with a warning: a checkpoint moved or unreadable since it loaded
+/// costs the images their `Model hash` field, not the images themselves.
+fn hash_or_warn(model: &Model) -> Option<String> {
+    hash_of(model).unwrap_or_else(|e| {
+        eprintln!("warning: the images are written without the model's hash: {e}");
+        None
+    })
+}
+
 fn hash_of(model: &Model) -> inference::Result<Option<String>> {
     match model.info.layout {
         Layout::SingleFile(_) => {

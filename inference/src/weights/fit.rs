@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::detect::Detected;
 use super::folder::read_index;
-use super::loader::{Configs, LoadOptions};
+use super::loader::{Configs, LoadOptions, check_unet_channels};
 use super::source::TensorFile;
 use crate::error::{Error, Result};
 
@@ -30,6 +30,8 @@ pub(super) fn resolve(
     options: &LoadOptions,
 ) -> Result<Resolved> {
     let preset = || Configs::preset(detected.family, detected.unet_in_channels);
+    // The file's own UNet input decides, whatever architecture describes the rest.
+    check_unet_channels(&preset(), path)?;
     if let Some(dir) = &options.config_dir {
         return Ok(Resolved {
             configs: Configs::from_dir(dir, detected.family, Some(preset()))?,

@@ -280,6 +280,32 @@ pub(super) struct Sources<'a> {
     pub rereadable: bool,
 }
 
+/// Refuses a UNet whose inputs Ember does not make, before any weight is read: it runs the
+/// family's `c` latent channels in and out, or `2c + 1` in for inpainting (the latents, the
+/// masked image's latents and the mask). SD 2's depth model (5 in) and InstructPix2Pix (8)
+/// load otherwise, and would fail at the first step.
+pub(super) fn check_unet_channels(configs: &Configs, path: &Path) -> Result<()> {
+    let c = configs.family.spec().latent_channels;
+    let (inputs, outputs) = (configs.unet.in_channels, configs.unet.out_channels);
+    if outputs == c && (inputs == c || inputs == 2 * c + 1) {
+        return Ok(());
+    }
+    let which = match (inputs, c) {
+        (5, 4) => " (as SD 2's depth model, which also takes a depth map)",
+        (8, 4) => " (as InstructPix2Pix, which also takes the input image's latents)",
+        _ => "",
+    };
+    Err(Error::unsupported_model(
+        path,
+        format!(
+            "its UNet takes {inputs} channels in and gives {outputs}{which}; Ember runs {} \
+             UNets of {c} channels in and out, or {} in for inpainting",
+            configs.family,
+            2 * c + 1
+        ),
+    ))
+}
+
 /// A report name for encoder `i` of a family (`text encoder`, `text encoder 2`).
 pub(super) fn encoder_name(family: Family, i: usize) -> String {
     family.spec().encoders[i].folder.replace('_', " ")
@@ -298,6 +324,7 @@ impl Networks {
         options: &LoadOptions,
         stages: &mut Stages<'_>,
     ) -> Result<Self> {
+        check_unet_channels(configs, sources.unet.1)?;
         let from_preset = sources.from_preset;
         let file_names = sources.file_names;
         let namer = |i: usize| file_names.map(|f| move |name: &str| f(i, name));

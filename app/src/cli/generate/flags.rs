@@ -144,6 +144,13 @@ pub(super) fn output_paths(out: &Path, batch: u32) -> Result<Vec<PathBuf>, Strin
     if batch <= 1 {
         return Ok(vec![out.to_path_buf()]);
     }
+    // Before the names are made: the request's own check comes later.
+    if batch > inference::api::MAX_BATCH {
+        return Err(format!(
+            "batch must be between 1 and {}, got {batch}",
+            inference::api::MAX_BATCH
+        ));
+    }
     let stem = out
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
