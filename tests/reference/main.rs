@@ -22,6 +22,7 @@ mod gpu_lost;
 mod kdiffusion;
 mod kill;
 mod lora;
+mod lora_misshaped;
 mod lora_restore;
 mod pipelines;
 mod prompt;

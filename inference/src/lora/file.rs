@@ -102,7 +102,19 @@ impl Adapter {
 pub struct LoraFile {
     pub path: PathBuf,
     pub adapters: Vec<Adapter>,
+    /// Keys of no LoRA format Ember reads (reported when the LoRA is merged).
+    pub unread: Vec<String>,
 }
+
+/// LyCORIS parts that change what the module does but that Ember does not merge (trained
+/// norms, bias changes, LoKr's Tucker core): a file with them is refused, since leaving them
+/// out would quietly give another picture than A1111's.
+const UNMERGED_PARTS: [(&str, &str); 4] = [
+    (".w_norm", "a trained norm"),
+    (".b_norm", "a trained norm"),
+    (".diff_b", "a bias change"),
+    (".lokr_t2", "a LoKr Tucker core"),
+];
 
 /// Tensor roles by key suffix, in every format A1111 reads (longer suffixes first).
 const PARTS: [(&str, &str); 21] = [
@@ -184,7 +196,10 @@ fn factors(key: &str, mut parts: Parts) -> std::result::Result<Factors, String> 
             return Err(format!("`{key}`: up {u:?} and down {d:?} do not multiply"));
         }
         let mid = take("mid");
-        let inner = mid.as_ref().map_or(d[0], |m| m.shape.as_slice()[0]);
+        let inner = mid
+            .as_ref()
+            .map_or(Some(d[0]), |m| m.shape.as_slice().first().copied());
+        let inner = inner.unwrap_or(0);
         if u[1] != inner {
             return Err(format!(
                 "`{key}`: up {u:?} and down {d:?} have different ranks"
@@ -225,6 +240,14 @@ impl LoraFile {
     pub fn open(path: &Path) -> Result<Self> {
         let bad = |message: String| Error::invalid_model(path, format!("LoRA: {message}"));
         let file = TensorFile::open(path)?;
+        for t in &file.tensors {
+            if let Some((_, what)) = UNMERGED_PARTS.iter().find(|(s, _)| t.name.ends_with(s)) {
+                return Err(bad(format!(
+                    "`{}` is {what}, which Ember does not merge yet",
+                    t.name
+                )));
+            }
+        }
         if let Some(t) = file
             .tensors
             .iter()
@@ -272,6 +295,7 @@ impl LoraFile {
         for ((network, module, key), (mut parts, alpha)) in modules {
             let dora_scale = parts.remove("dora");
             let factors = factors(&key, parts).map_err(bad)?;
+            super::shapes::check(&factors).map_err(|e| bad(format!("`{key}`: {e}")))?;
             adapters.push(Adapter {
                 network,
                 module,
@@ -302,6 +326,7 @@ impl LoraFile {
         Ok(Self {
             path: path.to_path_buf(),
             adapters,
+            unread: unknown,
         })
     }
 }

@@ -200,7 +200,16 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
             let (out, cols) = target_size(adapter);
             let fits =
                 shape.len() >= 2 && shape[0] == out && shape[1..].iter().product::<usize>() == cols;
-            if !fits {
+            if fits {
+                let weight = (out, shape[1], shape[2..].iter().product());
+                super::shapes::check_against(&adapter.factors, adapter.dora_scale.as_ref(), weight)
+                    .map_err(|e| {
+                        Error::invalid_model(
+                            &file.path,
+                            format!("LoRA `{}`: {e}: the file is damaged", adapter.key),
+                        )
+                    })?;
+            } else {
                 return Err(Error::invalid_model(
                     &file.path,
                     format!(
@@ -228,6 +237,14 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
                      model family",
                     unmatched.first().map_or("", String::as_str)
                 ),
+            ));
+        }
+        if !file.unread.is_empty() {
+            let first: Vec<&str> = file.unread.iter().take(3).map(String::as_str).collect();
+            report.push(format!(
+                "LoRA {name}: {} tensors of no LoRA format Ember reads were left out: {}",
+                file.unread.len(),
+                first.join(", ")
             ));
         }
         if !unmatched.is_empty() {

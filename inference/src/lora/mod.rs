@@ -6,6 +6,7 @@ pub mod delta;
 pub mod file;
 pub mod merge;
 mod refill;
+mod shapes;
 pub mod swap;
 pub mod tags;
 pub mod targets;
