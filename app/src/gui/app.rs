@@ -104,7 +104,7 @@ impl EmberApp {
             let ctx = ctx.clone();
             move || ctx.request_repaint()
         };
-        let settings_file = SettingsFile::in_dir(&paths.config_dir);
+        let mut settings_file = SettingsFile::in_dir(&paths.config_dir);
         let loaded = settings_file.load();
         let mut session = Session::default();
         if let Some(problem) = loaded.problem {

@@ -128,9 +128,9 @@ pub fn restore(p: &Parameters, s: &mut HiresSettings, r: &mut Restored) {
     s.enabled = true;
     r.applied.push("hires fix");
     if let Some(text) = p.get("Hires upscale") {
-        match text.trim().parse() {
-            Ok(v) => s.scale = v,
-            Err(_) => r
+        match text.trim().parse::<f32>() {
+            Ok(v) if v.is_finite() => s.scale = v,
+            _ => r
                 .skipped
                 .push(format!("hires upscale {text:?} is not a number")),
         }
@@ -143,7 +143,8 @@ pub fn restore(p: &Parameters, s: &mut HiresSettings, r: &mut Restored) {
     }
     if let Some(strength) = p
         .get("Denoising strength")
-        .and_then(|t| t.trim().parse().ok())
+        .and_then(|t| t.trim().parse::<f32>().ok())
+        .filter(|v| v.is_finite())
     {
         s.strength = strength;
     }

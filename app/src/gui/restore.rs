@@ -355,6 +355,14 @@ fn set_number<T: std::str::FromStr>(
     r: &mut Restored,
 ) -> bool {
     let Some(text) = value else { return false };
+    // `f32::from_str` takes "NaN" and "inf", which no setting can hold: the settings file
+    // (JSON has no such numbers) would not read back, and every setting would be lost.
+    let lower = text.trim().to_ascii_lowercase();
+    if lower.contains("nan") || lower.contains("inf") {
+        r.skipped
+            .push(format!("{name} {text:?} is not a finite number"));
+        return false;
+    }
     match text.trim().parse() {
         Ok(v) => {
             *field = v;
@@ -538,5 +546,30 @@ mod tests {
         let generator = Parameters::parse(&text(", SDE noise: generator"));
         apply(&ImageMetadata::A1111(generator), &mut s, false);
         assert!(!s.sde_brownian);
+    }
+
+    /// "nan" and "inf" parse as `f32` but cannot be saved (JSON has no such numbers): restored,
+    /// they would make the settings file unreadable at the next start and every setting lost.
+    #[test]
+    fn non_finite_numbers_are_skipped_and_the_settings_still_save() {
+        let text = "a fox\nSteps: 20, CFG scale: inf, Seed: 3, Size: 512x512, \
+                    Refiner: r, Refiner switch at: NaN, Aesthetic score: nan, \
+                    CFG Rescale φ: -inf, Denoising strength: nan, Hires upscale: inf";
+        let mut s = Settings::default();
+        let r = apply(&ImageMetadata::A1111(Parameters::parse(text)), &mut s, true);
+        for name in ["CFG scale", "CFG rescale"] {
+            assert!(
+                r.skipped.iter().any(|why| why.starts_with(name)),
+                "{name} is reported skipped: {:?}",
+                r.skipped
+            );
+        }
+        assert_eq!(s.steps, 20, "the finite ones are applied");
+        let dir = tempfile::tempdir().unwrap();
+        let mut file = crate::gui::settings::SettingsFile::in_dir(dir.path());
+        file.save(&s).unwrap();
+        let loaded = file.load();
+        assert!(loaded.problem.is_none(), "{:?}", loaded.problem);
+        assert_eq!(loaded.settings.steps, 20);
     }
 }

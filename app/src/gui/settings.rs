@@ -358,6 +358,9 @@ pub(super) mod by_name {
 #[derive(Clone, Debug)]
 pub struct SettingsFile {
     path: PathBuf,
+    /// Why the file is not written this session: it exists but could not be read, nor
+    /// moved aside, so the defaults in use must not replace it.
+    kept_from: Option<String>,
 }
 
 /// What loading the settings found.
@@ -373,6 +376,7 @@ impl SettingsFile {
     pub fn in_dir(dir: &Path) -> Self {
         Self {
             path: dir.join("settings.json"),
+            kept_from: None,
         }
     }
 
@@ -381,8 +385,9 @@ impl SettingsFile {
     }
 
     /// The saved settings, or the defaults (no file yet, or an unreadable one, which is
-    /// kept beside it as `settings.json.bad`).
-    pub fn load(&self) -> Loaded {
+    /// kept beside it as `settings.json.bad`; one that cannot be read or moved aside is not
+    /// written over this session).
+    pub fn load(&mut self) -> Loaded {
         let text = match std::fs::read(&self.path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -392,12 +397,15 @@ impl SettingsFile {
                 };
             }
             Err(e) => {
+                let problem = format!(
+                    "could not read {}: {e}; using default settings, and the file is not \
+                     written over this session",
+                    self.path.display()
+                );
+                self.kept_from = Some(problem.clone());
                 return Loaded {
                     settings: Settings::default(),
-                    problem: Some(format!(
-                        "could not read {}: {e}; using default settings",
-                        self.path.display()
-                    )),
+                    problem: Some(problem),
                 };
             }
         };
@@ -410,14 +418,21 @@ impl SettingsFile {
                 let backup = self.path.with_extension("json.bad");
                 let kept = match std::fs::rename(&self.path, &backup) {
                     Ok(()) => format!("the old file is kept as {}", backup.display()),
-                    Err(err) => format!("it could not be moved aside ({err})"),
+                    Err(err) => format!(
+                        "it could not be moved aside ({err}), so it is not written over this \
+                         session"
+                    ),
                 };
+                let problem = format!(
+                    "the settings file {} is damaged ({e}); {kept}; using default settings",
+                    self.path.display()
+                );
+                if self.path.exists() {
+                    self.kept_from = Some(problem.clone());
+                }
                 Loaded {
                     settings: Settings::default(),
-                    problem: Some(format!(
-                        "the settings file {} is damaged ({e}); {kept}; using default settings",
-                        self.path.display()
-                    )),
+                    problem: Some(problem),
                 }
             }
         }
@@ -434,6 +449,9 @@ impl SettingsFile {
 
     /// Writes the settings atomically, creating the folder if needed.
     pub fn save(&self, settings: &Settings) -> Result<(), String> {
+        if let Some(why) = &self.kept_from {
+            return Err(format!("settings are not saved: {why}"));
+        }
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
@@ -450,7 +468,7 @@ mod tests {
     #[test]
     fn settings_round_trip_through_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let file = SettingsFile::in_dir(&dir.path().join("nested"));
+        let mut file = SettingsFile::in_dir(&dir.path().join("nested"));
         let mut settings = Settings {
             prompt: "a red fox, \"quoted\"\nsecond line".into(),
             seed: u64::MAX,
@@ -504,7 +522,7 @@ mod tests {
     #[test]
     fn a_missing_file_gives_defaults_quietly() {
         let dir = tempfile::tempdir().unwrap();
-        let loaded = SettingsFile::in_dir(dir.path()).load();
+        let loaded = SettingsFile::in_dir(dir.path()).clone().load();
         assert_eq!(loaded.settings, Settings::default());
         assert!(loaded.problem.is_none());
     }
@@ -512,7 +530,7 @@ mod tests {
     #[test]
     fn a_corrupt_file_gives_defaults_and_is_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let file = SettingsFile::in_dir(dir.path());
+        let mut file = SettingsFile::in_dir(dir.path());
         std::fs::write(file.path(), b"{\"steps\": 12, \"prompt\": trunc").unwrap();
         let loaded = file.load();
         assert_eq!(loaded.settings, Settings::default());
@@ -526,10 +544,26 @@ mod tests {
         assert!(!file.path().exists());
     }
 
+    /// A file that exists but cannot be read (here a folder in its place; permissions or a
+    /// failing disk alike) is not replaced by the defaults in use.
+    #[test]
+    fn an_unreadable_file_is_not_written_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut file = SettingsFile::in_dir(dir.path());
+        std::fs::create_dir(file.path()).unwrap();
+        let loaded = file.load();
+        assert_eq!(loaded.settings, Settings::default());
+        let problem = loaded.problem.expect("an unreadable file is reported");
+        assert!(problem.contains("not written over"), "{problem}");
+        let refused = file.save(&loaded.settings).unwrap_err();
+        assert!(refused.contains("not saved"), "{refused}");
+        assert!(file.path().is_dir(), "left as it was");
+    }
+
     #[test]
     fn partial_files_keep_the_fields_they_have() {
         let dir = tempfile::tempdir().unwrap();
-        let file = SettingsFile::in_dir(dir.path());
+        let mut file = SettingsFile::in_dir(dir.path());
         std::fs::write(file.path(), br#"{"steps": 31, "unknown_future_field": 1}"#).unwrap();
         let loaded = file.load();
         assert_eq!(loaded.settings.steps, 31);

@@ -1,7 +1,7 @@
 //! Turning the form into jobs: the request the settings describe (with the model's
 //! capabilities and the refiner in play), and queuing a batch of them.
 
-use inference::api::{GenerateRequest, SamplerChoice, SdeNoise};
+use inference::api::{GenerateRequest, MAX_BATCH, SamplerChoice, SdeNoise};
 use inference::rng::random_seed;
 
 use super::EmberApp;
@@ -41,7 +41,9 @@ impl EmberApp {
         if canvas_job.is_some() {
             self.canvas.hint = None;
         }
-        for i in 0..self.settings.batch_count.max(1) {
+        // Clamped here too: the form's field clamps only when it is drawn, and a settings
+        // file may say anything.
+        for i in 0..self.settings.batch_count.clamp(1, MAX_BATCH) {
             let mut job = request.clone();
             job.seed = self.settings.seed.wrapping_add(u64::from(i));
             let id = self.session.enqueue(job);
