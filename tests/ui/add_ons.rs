@@ -64,9 +64,9 @@ fn a_controlnet_unit_makes_the_command_lines_image_and_is_restored() {
 
     click(&mut w, "Generate");
     step_until(&mut w, "the image to be saved", |a| {
-        !a.display.results.is_empty() && a.display.results.iter().all(|(_, p)| p.is_some())
+        !a.display.results.is_empty() && a.display.results.iter().all(|s| s.path.is_some())
     });
-    let from_window = app(&w).display.results[0].1.clone().unwrap();
+    let from_window = app(&w).display.results[0].path.clone().unwrap();
 
     let cli_png = home.path().join("cli.png");
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_ember"))
@@ -178,9 +178,9 @@ fn a_lora_tag_makes_the_command_lines_image() {
     }
     click(&mut w, "Generate");
     step_until(&mut w, "the image to be saved", |a| {
-        !a.display.results.is_empty() && a.display.results.iter().all(|(_, p)| p.is_some())
+        !a.display.results.is_empty() && a.display.results.iter().all(|s| s.path.is_some())
     });
-    let from_window = app(&w).display.results[0].1.clone().unwrap();
+    let from_window = app(&w).display.results[0].path.clone().unwrap();
     let text = inference::imaging::read_png_text(&from_window).unwrap();
     let parameters = &text.iter().find(|(k, _)| k == "parameters").unwrap().1;
     assert!(

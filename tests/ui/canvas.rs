@@ -101,9 +101,9 @@ fn paint_undo_invert_then_inpaint_and_find_it_in_the_gallery() {
     }
     click(&mut w, "Generate");
     step_until(&mut w, "the inpainted image to be saved", |a| {
-        !a.display.results.is_empty() && a.display.results.iter().all(|(_, p)| p.is_some())
+        !a.display.results.is_empty() && a.display.results.iter().all(|s| s.path.is_some())
     });
-    let saved = app(&w).display.results[0].1.clone().unwrap();
+    let saved = app(&w).display.results[0].path.clone().unwrap();
     assert!(
         app(&w).canvas.result.is_some(),
         "the canvas shows the result"

@@ -84,9 +84,9 @@ fn sdxl_with_a_refiner_from_the_models_folder_makes_the_clis_image() {
     }
     click(&mut w, "Generate");
     step_until(&mut w, "the image to be saved", |a| {
-        !a.display.results.is_empty() && a.display.results.iter().all(|(_, p)| p.is_some())
+        !a.display.results.is_empty() && a.display.results.iter().all(|s| s.path.is_some())
     });
-    let saved = app(&w).display.results[0].1.clone().unwrap();
+    let saved = app(&w).display.results[0].path.clone().unwrap();
     let text = read_png_text(&saved).unwrap();
     let params = Parameters::parse(&text.iter().find(|(k, _)| k == "parameters").unwrap().1);
     assert_eq!(params.get("Refiner"), Some("xl-refiner"));

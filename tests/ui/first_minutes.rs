@@ -268,7 +268,7 @@ fn a_small_window_hides_the_model_panel_and_keeps_the_result_and_its_button_in_v
     w.state_mut().as_mut().unwrap().settings.steps = 2;
     click(&mut w, "Generate");
     step_until(&mut w, "the image to be saved", |a| {
-        a.display.results.iter().any(|(_, p)| p.is_some())
+        a.display.results.iter().any(|s| s.path.is_some())
     });
     let button = w.get_by_label("Send to canvas").rect();
     assert!(

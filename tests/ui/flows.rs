@@ -63,9 +63,9 @@ fn a_dropped_model_loads_and_generate_shows_progress_then_saves_the_png() {
     w.get_by_label_contains("step ");
     w.get_by_label("seed 4242");
     step_until(&mut w, "the image to be saved", |a| {
-        !a.display.results.is_empty() && a.display.results.iter().all(|(_, p)| p.is_some())
+        !a.display.results.is_empty() && a.display.results.iter().all(|s| s.path.is_some())
     });
-    let saved = app(&w).display.results[0].1.clone().unwrap();
+    let saved = app(&w).display.results[0].path.clone().unwrap();
     assert_eq!(saved.parent(), Some(home.path().join("outputs").as_path()));
     assert_eq!(saved.file_name().unwrap(), "00000-4242.png");
     let png = image::open(&saved).unwrap();
@@ -351,7 +351,7 @@ fn a_gpu_lost_mid_job_moves_to_the_cpu_and_the_model_comes_back() {
     w.get_by_label("Running on the CPU (the GPU stopped working)");
     assert!(has_notice(app(&w), "starts over on the CPU"));
     step_until(&mut w, "the lost job's image to be saved on the CPU", |a| {
-        !a.display.results.is_empty() && a.display.results.iter().all(|(_, p)| p.is_some())
+        !a.display.results.is_empty() && a.display.results.iter().all(|s| s.path.is_some())
     });
     assert!(app(&w).session.model().is_some(), "the model loaded again");
     let said = (app(&w).session.notices.iter())
@@ -364,7 +364,7 @@ fn a_gpu_lost_mid_job_moves_to_the_cpu_and_the_model_comes_back() {
     step_until(&mut w, "the next image to be saved on the CPU", |a| {
         a.display.results_job != first
             && !a.display.results.is_empty()
-            && a.display.results.iter().all(|(_, p)| p.is_some())
+            && a.display.results.iter().all(|s| s.path.is_some())
     });
     assert!(has_notice(app(&w), "Ember goes on on the CPU"), "it stays");
 }

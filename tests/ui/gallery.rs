@@ -37,7 +37,7 @@ fn window_with_two_results(home: &std::path::Path) -> Window {
         a.session.running.is_none()
             && a.session.queue.is_empty()
             && std::fs::read_dir(home.join("outputs")).is_ok_and(|d| d.count() == 2)
-            && a.display.results.iter().all(|(_, p)| p.is_some())
+            && a.display.results.iter().all(|s| s.path.is_some())
     });
     w
 }
@@ -128,4 +128,58 @@ fn a_dropped_png_restores_its_settings_and_a_plain_png_says_it_has_none() {
         "a lighthouse at dusk",
         "nothing changed"
     );
+}
+
+/// A GPU whose largest texture is smaller than the pictures (here 64 pixels a side; egui
+/// panics on a larger texture, wgpu refuses one): the results, the gallery's thumbnails and
+/// its large view are shown scaled down, while the images keep and are saved at their size.
+#[test]
+fn pictures_larger_than_the_gpus_largest_texture_are_shown_scaled_down() {
+    let home = tempfile::tempdir().unwrap();
+    let model = fake_model(home.path());
+    let mut w = open(
+        FakeEngine::new(Duration::from_millis(5)),
+        Paths::under(home.path()),
+    );
+    w.input_mut().max_texture_side = Some(64);
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    {
+        let s = &mut w.state_mut().as_mut().unwrap().settings;
+        (s.width, s.height) = (448, 320);
+    }
+    click(&mut w, "Generate");
+    step_until(&mut w, "the image to be saved", |a| {
+        a.display.results.len() == 1 && a.display.results[0].path.is_some()
+    });
+    let shown = &app(&w).display.results[0];
+    assert_eq!(shown.size, [448, 320], "the image's own size");
+    assert_eq!(shown.texture.size(), [64, 46], "its texture, fitted");
+    let saved = image::open(shown.path.as_ref().unwrap()).unwrap();
+    assert_eq!((saved.width(), saved.height()), (448, 320), "saved whole");
+
+    click(&mut w, "Gallery");
+    step_until(&mut w, "the folder scan", |a| a.gallery.entries.len() == 1);
+    let name = saved_name(&w);
+    click(&mut w, &name);
+    step_until(&mut w, "the large view", |a| {
+        a.gallery
+            .selected
+            .as_ref()
+            .is_some_and(|s| s.texture.is_some())
+    });
+    let selected = app(&w).gallery.selected.as_ref().unwrap();
+    let [tw, th] = selected.texture.as_ref().unwrap().size();
+    assert!(tw <= 64 && th <= 64, "{tw}x{th}");
+}
+
+fn saved_name(w: &Window) -> String {
+    let entry = &app(w).gallery.entries[0];
+    entry
+        .path
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
 }

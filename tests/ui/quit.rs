@@ -1,5 +1,6 @@
 //! Closing the window with images still to be made asks first: "Don't quit" goes on, "Keep
 //! them and quit" writes the queue for the next start; with nothing to make it closes at once.
+//! A finished image that no folder took is kept, offered to "Save again", and asked about too.
 
 use std::time::Duration;
 
@@ -7,7 +8,7 @@ use egui_kittest::kittest::Queryable;
 use ember_app::gui::paths::Paths;
 use ember_tests::fake_engine::FakeEngine;
 
-use crate::{Window, app, busy, open};
+use crate::{Window, app, busy, has_notice, open, pngs_in, step_until};
 
 /// The window's close button (or the OS) asks the window to close; returns the commands the
 /// app sent its window meanwhile.
@@ -122,4 +123,59 @@ fn the_window_closes_once_the_jobs_asked_about_are_done() {
     }
     assert!(app(&w).closing());
     assert!(!app(&w).quitting.asked);
+}
+
+/// The output folder and its fallback both unwritable (a full disk, a folder gone): the
+/// finished image is kept, not lost; closing asks; "Save again" saves it once the folder is
+/// back, and then the window closes at once.
+#[test]
+fn an_image_no_folder_takes_is_kept_until_saved_again() {
+    let home = tempfile::tempdir().unwrap();
+    let paths = Paths::under(home.path());
+    // A file where each folder should be: neither can be made.
+    for blocked in [&paths.default_output, &paths.fallback_output] {
+        std::fs::write(blocked, b"not a folder").unwrap();
+    }
+    let mut w = busy(home.path(), 1);
+    step_until(&mut w, "the save to fail", |a| a.unsaved.len() == 1);
+    assert!(has_notice(app(&w), "kept until it is saved"));
+    assert!(
+        w.query_all_by_label_contains("finished image is not saved")
+            .next()
+            .is_some(),
+        "the window says so"
+    );
+    assert!(app(&w).display.results[0].path.is_none());
+
+    assert!(
+        keeps_the_window_open(&ask_to_close(&mut w)),
+        "no job waits, but an image would be lost"
+    );
+    assert!(
+        w.query_all_by_label_contains("quitting loses them")
+            .next()
+            .is_some()
+    );
+    assert!(
+        w.query_by_label("Keep them and quit").is_none(),
+        "no jobs to keep"
+    );
+    let sent = click(&mut w, "Don't quit");
+    assert!(!closes_the_window(&sent));
+
+    std::fs::remove_file(&paths.default_output).unwrap();
+    click(&mut w, "Save again");
+    step_until(&mut w, "the image to be saved", |a| {
+        a.unsaved.is_empty() && a.display.results[0].path.is_some()
+    });
+    assert_eq!(pngs_in(&paths.default_output), 1);
+    assert!(
+        w.query_all_by_label_contains("finished image is not saved")
+            .next()
+            .is_none()
+    );
+    assert!(
+        !keeps_the_window_open(&ask_to_close(&mut w)),
+        "nothing left to lose"
+    );
 }

@@ -29,9 +29,9 @@ fn the_window_makes_the_same_png_as_the_command_line() {
     }
     click(&mut w, "Generate");
     step_until(&mut w, "the image to be saved", |a| {
-        !a.display.results.is_empty() && a.display.results.iter().all(|(_, p)| p.is_some())
+        !a.display.results.is_empty() && a.display.results.iter().all(|s| s.path.is_some())
     });
-    let from_window = app(&w).display.results[0].1.clone().unwrap();
+    let from_window = app(&w).display.results[0].path.clone().unwrap();
     drop(w);
 
     let cli_png = home.path().join("cli.png");

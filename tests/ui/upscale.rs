@@ -73,9 +73,9 @@ fn the_extras_view_upscales_as_ember_upscale_does_and_keeps_the_parameters() {
     click(&mut w, "Upscale");
     step_until(&mut w, "the upscale to be saved", |a| {
         a.display.results_job == a.extras.job
-            && a.display.results.first().is_some_and(|r| r.1.is_some())
+            && a.display.results.first().is_some_and(|r| r.path.is_some())
     });
-    let saved = app(&w).display.results[0].1.clone().unwrap();
+    let saved = app(&w).display.results[0].path.clone().unwrap();
     drop(w);
 
     let cli = h.join("cli.png");
@@ -143,9 +143,9 @@ fn the_hires_section_makes_the_cli_image_and_restores_from_it() {
     assert!(w.query_by_label_contains("From 32×48 to 64×96").is_some());
     click(&mut w, "Generate");
     step_until(&mut w, "the hires image to be saved", |a| {
-        !a.display.results.is_empty() && a.display.results.iter().all(|(_, p)| p.is_some())
+        !a.display.results.is_empty() && a.display.results.iter().all(|s| s.path.is_some())
     });
-    let from_window = app(&w).display.results[0].1.clone().unwrap();
+    let from_window = app(&w).display.results[0].path.clone().unwrap();
 
     let cli = home.path().join("cli.png");
     let model = reference("sd15/pipeline");

@@ -60,6 +60,8 @@ pub enum Action {
     OpenOutputFolder,
     DeleteSelected,
     DismissNotices,
+    /// Save the finished images kept unsaved, in the output folder as it is now.
+    SaveAgain,
     DismissNotice(u64),
     /// Show every notice (`true`) or the newest few.
     ShowAllNotices(bool),

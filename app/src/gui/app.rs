@@ -74,6 +74,9 @@ pub struct EmberApp {
     extras_incoming: Option<PathBuf>,
     /// The Download window and the download under way.
     pub downloads: crate::gui::downloads::Downloads,
+    /// Finished images that no folder took (see `gallery::store::Reply::SaveFailed`), kept
+    /// until they are saved: "Save again", and a question before quitting.
+    pub unsaved: Vec<gallery::store::ToSave>,
     /// Canvas jobs whose results must be put back onto their source.
     canvas_jobs: HashMap<JobId, inference::canvas::CanvasJob>,
     worker: WorkerHandle,
@@ -135,6 +138,7 @@ impl EmberApp {
             extras_incoming: None,
             downloads: Default::default(),
             canvas_jobs: HashMap::new(),
+            unsaved: Vec::new(),
             worker,
             files,
             models_service,
@@ -250,6 +254,7 @@ impl EmberApp {
                 quit_asked: self.quitting.asked,
                 paths: &self.paths,
                 path_prompt: &mut self.path_prompt,
+                unsaved: self.unsaved.len(),
             },
         ));
         for action in actions {
@@ -388,6 +393,7 @@ impl EmberApp {
                 }
             }
             Action::DismissNotices => self.session.notices.clear(),
+            Action::SaveAgain => self.save_again(),
             Action::DismissNotice(id) => self.session.dismiss(id),
             Action::ShowAllNotices(all) => self.session.all_notices = all,
             Action::RollSeed => self.settings.seed = random_seed(),

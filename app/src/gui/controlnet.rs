@@ -149,7 +149,8 @@ impl ControlUnits {
             let map = control_map(image, &key.map, size).ok()?;
             let colour =
                 egui::ColorImage::from_rgb([map.width as usize, map.height as usize], &map.pixels);
-            let texture = ctx.load_texture(format!("control map {i}"), colour, Default::default());
+            let name = format!("control map {i}");
+            let texture = crate::gui::texture::load(ctx, name, colour, Default::default());
             unit.preview = Some((key, texture));
         }
         unit.preview.as_ref().map(|(_, t)| t.clone())

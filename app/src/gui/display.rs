@@ -13,9 +13,30 @@ pub struct Display {
     pub preview: Option<TextureHandle>,
     pub preview_step: usize,
     /// The last finished images, with their saved paths once known.
-    pub results: Vec<(TextureHandle, Option<PathBuf>)>,
+    pub results: Vec<Shown>,
     /// The job `results` came from.
     pub results_job: Option<JobId>,
+}
+
+/// A finished image as shown.
+pub struct Shown {
+    /// Fitted within the GPU's largest texture ([`crate::gui::texture`]).
+    pub texture: TextureHandle,
+    /// The image's own width and height (its texture may be smaller).
+    pub size: [usize; 2],
+    /// Where it was saved, once known.
+    pub path: Option<PathBuf>,
+}
+
+impl Shown {
+    /// A result not saved yet.
+    pub fn new(texture: TextureHandle, size: [usize; 2]) -> Self {
+        Self {
+            texture,
+            size,
+            path: None,
+        }
+    }
 }
 
 impl Display {
@@ -26,8 +47,8 @@ impl Display {
             return false;
         }
         match self.results.get_mut(index) {
-            Some(slot) => {
-                slot.1 = Some(path.to_path_buf());
+            Some(shown) => {
+                shown.path = Some(path.to_path_buf());
                 true
             }
             None => false,
@@ -39,11 +60,12 @@ impl Display {
 mod tests {
     use super::*;
 
-    fn texture(ctx: &egui::Context, name: &str) -> TextureHandle {
-        ctx.load_texture(
-            name,
-            egui::ColorImage::example(),
-            egui::TextureOptions::LINEAR,
+    fn shown(ctx: &egui::Context, name: &str) -> Shown {
+        let image = egui::ColorImage::example();
+        let size = image.size;
+        Shown::new(
+            ctx.load_texture(name, image, egui::TextureOptions::LINEAR),
+            size,
         )
     }
 
@@ -51,17 +73,17 @@ mod tests {
     fn a_save_reply_labels_its_own_jobs_image_only() {
         let ctx = egui::Context::default();
         let mut display = Display {
-            results: vec![(texture(&ctx, "a"), None), (texture(&ctx, "b"), None)],
+            results: vec![shown(&ctx, "a"), shown(&ctx, "b")],
             results_job: Some(JobId(2)),
             ..Display::default()
         };
         // A late reply for the previous job labels nothing.
         assert!(!display.saved(JobId(1), 0, Path::new("old.png")));
-        assert!(display.results.iter().all(|(_, p)| p.is_none()));
+        assert!(display.results.iter().all(|s| s.path.is_none()));
         // Replies may come in any order; each labels its own index.
         assert!(display.saved(JobId(2), 1, Path::new("second.png")));
         assert!(display.saved(JobId(2), 0, Path::new("first.png")));
-        let paths: Vec<_> = display.results.iter().map(|(_, p)| p.clone()).collect();
+        let paths: Vec<_> = display.results.iter().map(|s| s.path.clone()).collect();
         assert_eq!(
             paths,
             [

@@ -26,6 +26,7 @@ pub mod session;
 pub mod settings;
 pub mod shared_device;
 pub mod start_again;
+pub mod texture;
 pub mod window_gpu_lost;
 
 use std::process::ExitCode;

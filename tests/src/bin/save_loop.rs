@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use ember_app::gui::gallery::store::{Reply, Request, serve};
+use ember_app::gui::gallery::store::{Reply, Request, ToSave, serve};
 use ember_app::gui::settings::{Settings, SettingsFile};
 use inference::imaging::ImageRgb8;
 
@@ -23,14 +23,16 @@ fn main() {
         };
         serve(
             Request::Save {
-                job: inference::worker::JobId(i),
-                index: 0,
                 dir: dir.join("outputs"),
                 fallback_dir: dir.join("fallback"),
-                image,
-                parameters: format!("image {i}\nSteps: 20, Seed: {i}"),
-                extras: None,
-                seed: i,
+                item: Box::new(ToSave {
+                    job: inference::worker::JobId(i),
+                    index: 0,
+                    image,
+                    parameters: format!("image {i}\nSteps: 20, Seed: {i}"),
+                    extras: None,
+                    seed: i,
+                }),
             },
             &|reply| {
                 if let Reply::SaveFailed { error, .. } = reply {

@@ -7,8 +7,10 @@ use egui::TextureOptions;
 use inference::worker::{JobId, ModelRole, ResultImage};
 
 use super::{DRAIN_BUDGET, EmberApp, color_image};
-use crate::gui::gallery;
+use crate::gui::display::Shown;
+use crate::gui::gallery::{self, store::ToSave};
 use crate::gui::shared_device::DeviceNote;
+use crate::gui::texture;
 
 impl EmberApp {
     /// Takes in worker events, the newest preview and file replies, for at most
@@ -31,6 +33,12 @@ impl EmberApp {
             if let inference::worker::Event::GpuLost { error, .. } = &event {
                 self.device = DeviceNote::after_gpu_lost(error);
             }
+            // A new job shows its own preview, never the last one's (a job started again on
+            // the CPU after a lost GPU, or the next after a cancelled or failed one).
+            if let inference::worker::Event::JobStarted { .. } = &event {
+                self.display.preview = None;
+                self.display.preview_step = 0;
+            }
             if let Some(finished) = self.session.apply(event, Instant::now()) {
                 self.show_results(finished.id, finished.images);
                 self.look_up_model_hashes();
@@ -49,9 +57,10 @@ impl EmberApp {
             self.display.preview_step = preview.step;
             let image = color_image(&preview.image);
             match &mut self.display.preview {
-                Some(texture) => texture.set(image, TextureOptions::LINEAR),
+                Some(shown) => texture::set(shown, &self.ctx, image, TextureOptions::LINEAR),
                 None => {
-                    self.display.preview = Some(self.ctx.load_texture(
+                    self.display.preview = Some(texture::load(
+                        &self.ctx,
                         "preview",
                         image,
                         TextureOptions::LINEAR,
@@ -81,22 +90,40 @@ impl EmberApp {
         self.display.results.clear();
         self.display.results_job = Some(id);
         for (i, result) in images.into_iter().enumerate() {
-            let texture = self.ctx.load_texture(
+            let shown = texture::load(
+                &self.ctx,
                 format!("result-{i}"),
                 color_image(&result.image),
                 TextureOptions::LINEAR,
             );
-            self.display.results.push((texture, None));
-            self.files.send(gallery::store::Request::Save {
+            let size = [result.image.width, result.image.height].map(|v| v as usize);
+            self.display.results.push(Shown::new(shown, size));
+            self.save(ToSave {
                 job: id,
                 index: i,
-                dir: self.output_dir(),
-                fallback_dir: self.paths.fallback_output.clone(),
                 image: result.image,
                 parameters: result.parameters,
                 extras: result.extras,
                 seed: result.seed,
             });
+        }
+    }
+
+    /// Sends an image to be saved in the output folder (its fallback when that cannot be
+    /// written); one that neither takes comes back and is kept ([`EmberApp::unsaved`]).
+    pub(super) fn save(&mut self, item: ToSave) {
+        self.files.send(gallery::store::Request::Save {
+            dir: self.output_dir(),
+            fallback_dir: self.paths.fallback_output.clone(),
+            item: Box::new(item),
+        });
+    }
+
+    /// Sends every image kept unsaved to be saved again (the output folder may have changed,
+    /// or space been freed).
+    pub(super) fn save_again(&mut self) {
+        for item in std::mem::take(&mut self.unsaved) {
+            self.save(item);
         }
     }
 }

@@ -49,7 +49,8 @@ impl EmberApp {
         match image {
             Ok(rgba) => {
                 let image = super::canvas_flow::to_rgb(rgba);
-                self.extras.texture = Some(self.ctx.load_texture(
+                self.extras.texture = Some(crate::gui::texture::load(
+                    &self.ctx,
                     "extras-source",
                     color_image(&image),
                     TextureOptions::LINEAR,

@@ -26,13 +26,17 @@ impl EmberApp {
                 self.display.saved(job, index, &path);
                 self.gallery.added(&path);
             }
-            Reply::SaveFailed { job, index, error } => {
-                let which = if self.display.results_job == Some(job) {
-                    format!("image {}: ", index + 1)
+            Reply::SaveFailed { error, unsaved } => {
+                let which = if self.display.results_job == Some(unsaved.job) {
+                    format!("image {}: ", unsaved.index + 1)
                 } else {
                     String::new()
                 };
-                self.session.notify(Level::Error, format!("{which}{error}"));
+                self.session.notify(
+                    Level::Error,
+                    format!("{which}{error}; it is kept until it is saved (Save again)"),
+                );
+                self.unsaved.push(*unsaved);
             }
             Reply::Scanned { dir, entries } => self.gallery.listed(&dir, entries),
             Reply::Opened {

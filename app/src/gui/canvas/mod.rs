@@ -8,6 +8,7 @@ use egui::{Color32, ColorImage, TextureHandle, TextureOptions};
 use inference::canvas::{self as ops, Extension};
 use inference::imaging::{ImageGray8, ImageRgb8};
 
+use super::texture;
 use brush::Brush;
 
 /// Strokes that can be undone, at most...
@@ -207,6 +208,13 @@ impl CanvasState {
         self.overlay_dirty = true;
     }
 
+    /// The source image's own width and height, in the pixels the mask is painted in (its
+    /// texture may be smaller: [`texture`]).
+    pub fn source_size(&self) -> Option<egui::Vec2> {
+        let source = self.source.as_ref()?;
+        Some(egui::vec2(source.width as f32, source.height as f32))
+    }
+
     /// The source and mask textures, made or refreshed for this frame.
     pub fn textures(
         &mut self,
@@ -215,7 +223,8 @@ impl CanvasState {
     ) -> Option<(TextureHandle, TextureHandle)> {
         let source = self.source.as_ref()?;
         if self.source_texture.is_none() {
-            self.source_texture = Some(ctx.load_texture(
+            self.source_texture = Some(texture::load(
+                ctx,
                 "canvas-source",
                 super::app::color_image(source),
                 TextureOptions::LINEAR,
@@ -225,10 +234,11 @@ impl CanvasState {
             let mask = self.mask.as_ref()?;
             let overlay = overlay_image(mask, opacity);
             match &mut self.overlay_texture {
-                Some(t) => t.set(overlay, TextureOptions::NEAREST),
+                Some(t) => texture::set(t, ctx, overlay, TextureOptions::NEAREST),
                 None => {
-                    self.overlay_texture =
-                        Some(ctx.load_texture("canvas-mask", overlay, TextureOptions::NEAREST));
+                    let overlay =
+                        texture::load(ctx, "canvas-mask", overlay, TextureOptions::NEAREST);
+                    self.overlay_texture = Some(overlay);
                 }
             }
             self.overlay_dirty = false;

@@ -10,6 +10,7 @@ use egui::{ColorImage, TextureHandle, TextureOptions};
 use inference::metadata::ImageMetadata;
 
 use super::service::{Order, Service};
+use super::texture;
 use store::{Entry, Rgba, Thumb, ThumbRequest};
 
 /// Thumbnail side in pixels.
@@ -148,8 +149,13 @@ impl Gallery {
         };
         match image {
             Ok(rgba) => {
-                selected.texture =
-                    Some(ctx.load_texture("selected", color_image(&rgba), TextureOptions::LINEAR));
+                let image = color_image(&rgba);
+                selected.texture = Some(texture::load(
+                    ctx,
+                    "selected",
+                    image,
+                    TextureOptions::LINEAR,
+                ));
             }
             Err(e) => selected.error = Some(e),
         }
@@ -160,7 +166,8 @@ impl Gallery {
     pub fn drain(&mut self, ctx: &egui::Context) {
         while let Some(thumb) = self.thumb_service.try_recv() {
             let state = match thumb.image {
-                Ok(rgba) => ThumbState::Ready(ctx.load_texture(
+                Ok(rgba) => ThumbState::Ready(texture::load(
+                    ctx,
                     thumb.path.to_string_lossy(),
                     color_image(&rgba),
                     TextureOptions::LINEAR,

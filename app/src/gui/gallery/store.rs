@@ -27,21 +27,28 @@ pub struct Entry {
     pub modified: SystemTime,
 }
 
+/// A finished image and what its file says of it: sent to be saved, and handed back whole
+/// when it could not be, so that it is never lost (the app keeps it to save again).
+#[derive(Clone, Debug)]
+pub struct ToSave {
+    /// Image `index` of job `job`: the reply names them, so it labels that image only.
+    pub job: JobId,
+    pub index: usize,
+    pub image: ImageRgb8,
+    pub parameters: String,
+    /// A1111's `extras` text (an upscale's).
+    pub extras: Option<String>,
+    pub seed: u64,
+}
+
 /// File work the UI asks for (served in order).
 #[derive(Debug)]
 pub enum Request {
-    /// Save one result; falls back to `fallback_dir` when `dir` cannot be written. `job`
-    /// and `index` come back in the reply, so it labels that job's image and no other.
+    /// Save one result; falls back to `fallback_dir` when `dir` cannot be written.
     Save {
-        job: JobId,
-        index: usize,
         dir: PathBuf,
         fallback_dir: PathBuf,
-        image: ImageRgb8,
-        parameters: String,
-        /// A1111's `extras` text (an upscale's).
-        extras: Option<String>,
-        seed: u64,
+        item: Box<ToSave>,
     },
     /// List the images in a folder, newest first.
     Scan { dir: PathBuf },
@@ -61,10 +68,10 @@ pub enum Reply {
         /// Set when the output folder failed and the fallback was used.
         problem: Option<String>,
     },
+    /// Neither folder could be written: the image comes back, to be kept until saved.
     SaveFailed {
-        job: JobId,
-        index: usize,
         error: String,
+        unsaved: Box<ToSave>,
     },
     Scanned {
         dir: PathBuf,
@@ -85,44 +92,37 @@ pub enum Reply {
 pub fn serve(request: Request, reply: &dyn Fn(Reply)) {
     reply(match request {
         Request::Save {
-            job,
-            index,
             dir,
             fallback_dir,
-            image,
-            parameters,
-            extras,
-            seed,
-        } => match save_numbered(&dir, &image, (&parameters, extras.as_deref()), seed) {
-            Ok(path) => Reply::Saved {
-                job,
-                index,
-                path,
-                problem: None,
-            },
-            Err(first) => match save_numbered(
-                &fallback_dir,
-                &image,
-                (&parameters, extras.as_deref()),
-                seed,
-            ) {
+            item,
+        } => {
+            let (job, index) = (item.job, item.index);
+            let text = (item.parameters.as_str(), item.extras.as_deref());
+            match save_numbered(&dir, &item.image, text, item.seed) {
                 Ok(path) => Reply::Saved {
                     job,
                     index,
-                    problem: Some(format!(
-                        "could not save in {} ({first}); saved in {} instead",
-                        dir.display(),
-                        fallback_dir.display()
-                    )),
                     path,
+                    problem: None,
                 },
-                Err(second) => Reply::SaveFailed {
-                    job,
-                    index,
-                    error: format!("could not save the image: {first}; {second}"),
+                Err(first) => match save_numbered(&fallback_dir, &item.image, text, item.seed) {
+                    Ok(path) => Reply::Saved {
+                        job,
+                        index,
+                        problem: Some(format!(
+                            "could not save in {} ({first}); saved in {} instead",
+                            dir.display(),
+                            fallback_dir.display()
+                        )),
+                        path,
+                    },
+                    Err(second) => Reply::SaveFailed {
+                        error: format!("could not save the image: {first}; {second}"),
+                        unsaved: item,
+                    },
                 },
-            },
-        },
+            }
+        }
         Request::Scan { dir } => Reply::Scanned {
             entries: scan(&dir),
             dir,
@@ -295,14 +295,9 @@ mod tests {
         let (tx, rx) = crossbeam_channel::unbounded();
         serve(
             Request::Save {
-                job: JobId(7),
-                index: 1,
                 dir: not_a_dir.join("out"),
                 fallback_dir: dir.path().join("fallback"),
-                image: tiny(),
-                parameters: "p".into(),
-                extras: None,
-                seed: 5,
+                item: Box::new(to_save()),
             },
             &|r| tx.send(r).unwrap(),
         );
@@ -320,6 +315,45 @@ mod tests {
                 );
                 assert!(path.starts_with(dir.path().join("fallback")));
                 assert!(problem.unwrap().contains("could not save in"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn to_save() -> ToSave {
+        ToSave {
+            job: JobId(7),
+            index: 1,
+            image: tiny(),
+            parameters: "p".into(),
+            extras: None,
+            seed: 5,
+        }
+    }
+
+    #[test]
+    fn an_image_neither_folder_takes_comes_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let not_a_dir = dir.path().join("file");
+        std::fs::write(&not_a_dir, b"x").unwrap();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        serve(
+            Request::Save {
+                dir: not_a_dir.join("out"),
+                fallback_dir: not_a_dir.join("fallback"),
+                item: Box::new(to_save()),
+            },
+            &|r| tx.send(r).unwrap(),
+        );
+        match rx.try_recv().unwrap() {
+            Reply::SaveFailed { error, unsaved } => {
+                assert!(error.contains("could not save the image"), "{error}");
+                let sent = to_save();
+                assert_eq!(
+                    (unsaved.job, unsaved.index, &unsaved.image, unsaved.seed),
+                    (sent.job, sent.index, &sent.image, sent.seed)
+                );
+                assert_eq!(unsaved.parameters, sent.parameters);
             }
             other => panic!("{other:?}"),
         }

@@ -227,7 +227,8 @@ fn result(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     if let Some((composite, raw)) = &canvas.result {
         let image = if canvas.show_raw { raw } else { composite };
         let texture = canvas.result_texture.get_or_insert_with(|| {
-            ui.ctx().load_texture(
+            crate::gui::texture::load(
+                ui.ctx(),
                 "canvas-result",
                 crate::gui::app::color_image(image),
                 egui::TextureOptions::LINEAR,
@@ -237,7 +238,7 @@ fn result(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
         // Fit the panel's width (small models' images are scaled up, crisp).
         ui.image((texture.id(), size * (ui.available_width() / size.x)));
     }
-    if let Some(path) = app.display.results.first().and_then(|(_, p)| p.clone())
+    if let Some(path) = app.display.results.first().and_then(|s| s.path.clone())
         && ui.button("Send result to canvas").clicked()
     {
         actions.push(Action::Canvas(CanvasAction::SendTo(path)));
@@ -257,7 +258,11 @@ fn painter(ui: &mut egui::Ui, app: &mut Parts<'_>) {
     let (response, painter) = ui.allocate_painter(ui.available_size(), Sense::click_and_drag());
     response.widget_info(|| WidgetInfo::labeled(Role::Canvas, true, "Canvas"));
     let canvas = &mut app.canvas;
-    let image_size = source.size_vec2();
+    // The image's own size, not its texture's (fitted within the GPU's largest side): the
+    // brush paints the mask in the image's pixels.
+    let Some(image_size) = canvas.source_size() else {
+        return;
+    };
     let fit = (response.rect.width() / image_size.x).min(response.rect.height() / image_size.y);
     let scale = fit * canvas.zoom.max(0.05);
     let rect = Rect::from_center_size(response.rect.center() + canvas.pan, image_size * scale);

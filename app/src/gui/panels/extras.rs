@@ -23,15 +23,15 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
             .job
             .filter(|job| app.display.results_job == Some(*job))
             .and_then(|_| app.display.results.first());
-        if let Some((texture, path)) = finished {
-            if let Some(path) = path {
+        if let Some(shown) = finished {
+            if let Some(path) = &shown.path {
                 let saved = RichText::new(format!("saved {}", path.display())).weak();
                 ui.add(egui::Label::new(saved).truncate())
                     .on_hover_text(path.display().to_string());
             }
-            let [w, h] = texture.size();
+            let [w, h] = shown.size;
             ui.label(format!("upscaled: {w}×{h}"));
-            fit_image(ui, texture);
+            fit_image(ui, &shown.texture);
         } else if let (Some(source), Some(texture)) = (&app.extras.source, &app.extras.texture) {
             ui.label(format!(
                 "{} · {}×{}",

@@ -63,6 +63,29 @@ pub struct Parts<'a> {
     pub paths: &'a Paths,
     /// A path being typed, drawn as a small window.
     pub path_prompt: &'a mut Option<PathPrompt>,
+    /// Finished images no folder took, kept until saved.
+    pub unsaved: usize,
+}
+
+/// Finished images that neither the output folder nor the fallback took (a full disk, a
+/// folder gone): kept in memory, and said so until they are saved.
+fn unsaved(ui: &mut egui::Ui, count: usize, actions: &mut Vec<Action>) {
+    ui.horizontal_wrapped(|ui| {
+        let what = match count {
+            1 => "A finished image is not saved".to_string(),
+            n => format!("{n} finished images are not saved"),
+        };
+        ui.colored_label(
+            ui.visuals().warn_fg_color,
+            format!(
+                "{what}: Ember keeps them until they are. Free some space or choose another \
+                 output folder, then"
+            ),
+        );
+        if ui.button("Save again").clicked() {
+            actions.push(Action::SaveAgain);
+        }
+    });
 }
 
 /// Draws the whole window.
@@ -73,6 +96,11 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>) -> Vec<Action> {
         egui::Panel::bottom("notices")
             .resizable(false)
             .show(ui, |ui| notices(ui, app, &mut actions));
+    }
+    if app.unsaved > 0 {
+        egui::Panel::bottom("unsaved")
+            .resizable(false)
+            .show(ui, |ui| unsaved(ui, app.unsaved, &mut actions));
     }
     match app.view {
         View::Generate => {

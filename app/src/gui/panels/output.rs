@@ -21,8 +21,8 @@ pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     let image = if app.session.running.is_some() {
         app.display.preview.as_ref()
     } else {
-        for (_, path) in &app.display.results {
-            if let Some(path) = path {
+        for shown in &app.display.results {
+            if let Some(path) = &shown.path {
                 // The button first: a long path is cut short, never the button.
                 ui.horizontal(|ui| {
                     if ui.small_button("Send to canvas").clicked() {
@@ -37,7 +37,7 @@ pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
                 });
             }
         }
-        app.display.results.first().map(|(t, _)| t)
+        app.display.results.first().map(|s| &s.texture)
     };
     if let Some(texture) = image {
         fit_image(ui, texture);

@@ -1,5 +1,6 @@
-//! The question shown when the window is closed with images still to be made: keep them for
-//! the next start, quit without them, or stay.
+//! The question shown when the window is closed with images still to be made (keep them for
+//! the next start, quit without them, or stay) or finished images not saved (lose them, or
+//! stay).
 
 use super::Parts;
 use crate::gui::action::{Action, QuitAction};
@@ -9,24 +10,44 @@ pub(super) fn question(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Act
     let under_way = session.running.iter().filter(|job| !job.cancelling).count();
     let waiting = session.queue.len();
     let what = match (under_way, waiting) {
-        (0, n) => format!("{n} job(s) are waiting to be made."),
-        (_, 0) => "An image is being made.".to_string(),
-        (_, n) => format!("An image is being made and {n} more job(s) are waiting."),
+        (0, 0) => None,
+        (0, n) => Some(format!("{n} job(s) are waiting to be made.")),
+        (_, 0) => Some("An image is being made.".to_string()),
+        (_, n) => Some(format!(
+            "An image is being made and {n} more job(s) are waiting."
+        )),
     };
     let answer = egui::Modal::new(egui::Id::unique("quit question")).show(ui.ctx(), |ui| {
         ui.heading("Quit Ember?");
-        ui.label(what);
-        ui.label(
-            "Kept jobs are queued again the next time Ember starts (an image being made \
-             starts over).",
-        );
+        if app.unsaved > 0 {
+            ui.colored_label(
+                ui.visuals().warn_fg_color,
+                format!(
+                    "{} finished image(s) could not be saved; quitting loses them. Don't quit, \
+                     free some space or choose another output folder, then Save again.",
+                    app.unsaved
+                ),
+            );
+        }
+        if let Some(what) = &what {
+            ui.label(what);
+            ui.label(
+                "Kept jobs are queued again the next time Ember starts (an image being made \
+                 starts over).",
+            );
+        }
         ui.add_space(6.0);
         let mut answer = None;
         ui.horizontal(|ui| {
-            if ui.button("Keep them and quit").clicked() {
+            if what.is_some() && ui.button("Keep them and quit").clicked() {
                 answer = Some(QuitAction::KeepQueue);
             }
-            if ui.button("Quit without them").clicked() {
+            let quit = if what.is_some() {
+                "Quit without them"
+            } else {
+                "Quit and lose them"
+            };
+            if ui.button(quit).clicked() {
                 answer = Some(QuitAction::DropQueue);
             }
             if ui.button("Don't quit").clicked() {
