@@ -130,8 +130,8 @@ fn a_dropped_png_restores_its_settings_and_a_plain_png_says_it_has_none() {
     );
 }
 
-/// A GPU whose largest texture is smaller than the pictures (here 64 pixels a side; egui
-/// panics on a larger texture, wgpu refuses one): the results, the gallery's thumbnails and
+/// A GPU whose largest texture is smaller than the pictures (here 1024 pixels a side, the
+/// least egui's font atlas takes; egui panics on a larger texture, wgpu refuses one): the results, the gallery's thumbnails and
 /// its large view are shown scaled down, while the images keep and are saved at their size.
 #[test]
 fn pictures_larger_than_the_gpus_largest_texture_are_shown_scaled_down() {
@@ -141,23 +141,23 @@ fn pictures_larger_than_the_gpus_largest_texture_are_shown_scaled_down() {
         FakeEngine::new(Duration::from_millis(5)),
         Paths::under(home.path()),
     );
-    w.input_mut().max_texture_side = Some(64);
+    w.input_mut().max_texture_side = Some(1024);
     w.step();
     drop_files(&mut w, &[&model]);
     step_until(&mut w, "the model to load", |a| a.session.model().is_some());
     {
         let s = &mut w.state_mut().as_mut().unwrap().settings;
-        (s.width, s.height) = (448, 320);
+        (s.width, s.height) = (2048, 1536);
     }
     click(&mut w, "Generate");
     step_until(&mut w, "the image to be saved", |a| {
         a.display.results.len() == 1 && a.display.results[0].path.is_some()
     });
     let shown = &app(&w).display.results[0];
-    assert_eq!(shown.size, [448, 320], "the image's own size");
-    assert_eq!(shown.texture.size(), [64, 46], "its texture, fitted");
+    assert_eq!(shown.size, [2048, 1536], "the image's own size");
+    assert_eq!(shown.texture.size(), [1024, 768], "its texture, fitted");
     let saved = image::open(shown.path.as_ref().unwrap()).unwrap();
-    assert_eq!((saved.width(), saved.height()), (448, 320), "saved whole");
+    assert_eq!((saved.width(), saved.height()), (2048, 1536), "saved whole");
 
     click(&mut w, "Gallery");
     step_until(&mut w, "the folder scan", |a| a.gallery.entries.len() == 1);
@@ -171,7 +171,7 @@ fn pictures_larger_than_the_gpus_largest_texture_are_shown_scaled_down() {
     });
     let selected = app(&w).gallery.selected.as_ref().unwrap();
     let [tw, th] = selected.texture.as_ref().unwrap().size();
-    assert!(tw <= 64 && th <= 64, "{tw}x{th}");
+    assert_eq!([tw, th], [1024, 768], "the large view, fitted");
 }
 
 fn saved_name(w: &Window) -> String {

@@ -79,7 +79,6 @@ pub fn detect(shapes: &HashMap<String, Vec<usize>>) -> Result<Detected, NotDetec
     let Some(conv_in) = shapes.get(UNET_CONV_IN) else {
         return Err(not_a_checkpoint(shapes));
     };
-    let unet_in_channels = conv_in.get(1).copied().unwrap_or(0);
     let family = if has_prefix(SDXL_TEXT_G) || has_prefix(SDXL_TEXT_L) {
         Family::Sdxl
     } else if has_prefix(REFINER_TEXT_G) {
@@ -92,6 +91,12 @@ pub fn detect(shapes: &HashMap<String, Vec<usize>>) -> Result<Detected, NotDetec
         return Err(NotDetected::Known(
             "a UNet without its text encoders (no cond_stage_model / conditioner keys)",
         ));
+    };
+    // A first convolution that is not 4-D says nothing of the inputs: the family's latent
+    // channels, and the strict load names its shape.
+    let unet_in_channels = match conv_in.as_slice() {
+        [_, inputs, _, _] => *inputs,
+        _ => family.spec().latent_channels,
     };
     let mut detected = Detected::plain(family, unet_in_channels);
     if shapes.contains_key(V_PRED_KEY) {
