@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use ember_tests::{json, read_png_rgb, reference};
+use ember_tests::{read_png_rgb, reference};
 use inference::metadata::Parameters;
 
 use crate::{arg, ember};
@@ -201,13 +201,7 @@ fn bad_hires_and_upscale_settings_fail_with_one_line_and_no_file() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let lora = arg(&reference("sd15/lora/lora_kohya.safetensors"));
-    // The VAE's factor: the smallest side a hires size may have. A UNet of two levels or
-    // more needs more, which only the second pass's own check against the model says.
-    let levels = json("sd15/pipeline/vae/config.json")["block_out_channels"]
-        .as_array()
-        .map_or(1, Vec::len);
-    let smallest = format!("{0}x{0}", 1 << (levels - 1));
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--hires-scale", "0"], "between 1 and 4"),
         (&["--hires-scale", "100"], "between 1 and 4"),
         (
@@ -217,8 +211,6 @@ fn bad_hires_and_upscale_settings_fail_with_one_line_and_no_file() {
         (&["--hires-upscaler", &lora], "not an ESRGAN upscaler"),
         (&["--hires-strength", "0"], "strength"),
         (&["--hires-size", "big"], "WxH"),
-        // The second pass's size is checked against the model before the first pass runs.
-        (&["--hires-size", &smallest], "second pass"),
     ];
     for (flags, expected) in cases {
         let output = generate(d, "bad.png", "4", flags);
@@ -252,6 +244,47 @@ fn bad_hires_and_upscale_settings_fail_with_one_line_and_no_file() {
         );
         assert!(!d.join("bad.png").exists());
     }
+}
+
+/// The second pass's own checks against the model (`hires_plan`, which runs before the first
+/// pass) refuse a second pass the first pass's checks let through: here an exact schedule
+/// (`steps / strength` steps) longer than the model's scheduler allows.
+#[test]
+fn a_second_pass_the_scheduler_refuses_fails_before_the_first_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let scheduler = reference("sd15/pipeline/scheduler/scheduler_config.json");
+    let trained =
+        ember_tests::json("sd15/pipeline/scheduler/scheduler_config.json")["num_train_timesteps"]
+            .as_u64()
+            .expect("the scheduler's training steps");
+    // Four steps at a strength that asks for twice the training steps.
+    let strength = format!("{}", 4.0 / (2.0 * trained as f64));
+    let output = ember(
+        dir.path(),
+        &[
+            "generate",
+            "--model",
+            &arg(&reference("sd15/pipeline")),
+            "--prompt",
+            "a fox",
+            "--steps",
+            "4",
+            "--scheduler-config",
+            &arg(&scheduler),
+            "--hires-scale",
+            "1.5",
+            "--hires-strength",
+            &strength,
+            "--out",
+            "bad.png",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("second pass") && stderr.contains("steps"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("bad.png").exists());
 }
 
 #[test]

@@ -54,7 +54,7 @@ pub fn from_args(args: &GenerateArgs) -> Result<Option<HiresFix>, String> {
         strength: args.hires_strength.unwrap_or(DEFAULT_HIRES_STRENGTH),
     };
     // The size is checked against the first pass once it is known; the rest now.
-    fix.plan((512, 512), 8, u32::MAX)
+    fix.plan((512, 512), 8, inference::api::MAX_SIDE)
         .map_err(|e| e.to_string())?;
     Ok(Some(fix))
 }
