@@ -191,20 +191,8 @@ type Parts = BTreeMap<&'static str, PackTensor>;
 fn factors(key: &str, mut parts: Parts) -> std::result::Result<Factors, String> {
     let mut take = |name: &str| parts.remove(name);
     if let (Some(up), Some(down)) = (take("up"), take("down")) {
-        let (u, d) = (up.shape.as_slice(), down.shape.as_slice());
-        if u.len() < 2 || d.len() < 2 || u.len() != d.len() {
-            return Err(format!("`{key}`: up {u:?} and down {d:?} do not multiply"));
-        }
+        // Whether they multiply out is checked with every kind's factors (`shapes::check`).
         let mid = take("mid");
-        let inner = mid
-            .as_ref()
-            .map_or(Some(d[0]), |m| m.shape.as_slice().first().copied());
-        let inner = inner.unwrap_or(0);
-        if u[1] != inner {
-            return Err(format!(
-                "`{key}`: up {u:?} and down {d:?} have different ranks"
-            ));
-        }
         return Ok(Factors::LoRa { up, down, mid });
     }
     let hada = ["hada_w1_a", "hada_w1_b", "hada_w2_a", "hada_w2_b"].map(&mut take);
