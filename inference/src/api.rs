@@ -427,4 +427,39 @@ mod tests {
         r.init_image = None;
         assert_eq!((r.schedule_steps(), r.effective_steps()), (20, 20));
     }
+
+    /// Exact steps past the training table's length would repeat `simple`'s entries (a
+    /// step of zero size: NaN in DPM++); other schedules compute their sigmas and take them.
+    #[test]
+    fn the_simple_schedule_takes_no_more_steps_than_the_training_table() {
+        let image = crate::imaging::ImageRgb8 {
+            width: 8,
+            height: 8,
+            pixels: vec![0; 8 * 8 * 3],
+        };
+        let request = |schedule, strength| GenerateRequest {
+            init_image: Some(image.clone()),
+            width: 8,
+            height: 8,
+            steps: 20,
+            strength,
+            exact_steps: true,
+            sampler: SamplerChoice::Named {
+                sampler: SamplerName::DpmPp2M,
+                schedule,
+            },
+            ..GenerateRequest::default()
+        };
+        let e = request(ScheduleName::Simple, 0.01)
+            .validate_settings()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Simple schedule") && e.contains("2000"), "{e}");
+        request(ScheduleName::Simple, 0.5)
+            .validate_settings()
+            .unwrap();
+        request(ScheduleName::Karras, 0.01)
+            .validate_settings()
+            .unwrap();
+    }
 }

@@ -243,16 +243,65 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         std::process::id()
     ));
     let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
+        write_synced(&tmp, bytes)?;
         std::fs::rename(&tmp, path)
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
         return Err(Error::io(path, e));
     }
+    sync_dir(dir);
     Ok(())
+}
+
+/// [`write_atomic`] for a file that must not replace another: `Ok(false)`, and nothing
+/// written, when `path` exists, even when another process (a second Ember, another tool)
+/// made it since the caller looked. The finished file is linked in place, which fails if
+/// the name is taken; where the filesystem has no links (FAT) it is renamed after a check.
+pub fn write_new(path: &Path, bytes: &[u8]) -> Result<bool> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::settings(format!("{} is not a file path", path.display())))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.new.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        write_synced(&tmp, bytes)?;
+        match std::fs::hard_link(&tmp, path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(_) if path.exists() => Ok(false),
+            Err(_) => std::fs::rename(&tmp, path).map(|()| true),
+        }
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    let written = result.map_err(|e| Error::io(path, e))?;
+    if written {
+        sync_dir(dir);
+    }
+    Ok(written)
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = std::fs::File::create(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// Makes a new name in `dir` durable (a power cut right after a save keeps the file), where
+/// the system allows it; a folder that cannot be synced loses nothing already written.
+fn sync_dir(dir: &Path) {
+    if cfg!(unix)
+        && let Ok(folder) = std::fs::File::open(dir)
+    {
+        let _ = folder.sync_all();
+    }
 }
 
 /// The text chunks of a PNG file (`tEXt`, `zTXt`, `iTXt`), in file order.
@@ -280,4 +329,23 @@ pub fn read_png_text(path: &Path) -> Result<Vec<(String, String)>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_file_never_replaces_one_made_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00001-7.png");
+        assert!(write_new(&path, b"first").unwrap());
+        // Another writer took the name: nothing is written, and it says so.
+        assert!(!write_new(&path, b"second").unwrap());
+        assert_eq!(std::fs::read(&path).unwrap(), b"first");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(left.len(), 1, "no temporary file is left");
+        let e = write_new(&dir.path().join("missing/x.png"), b"x").unwrap_err();
+        assert!(e.to_string().contains("missing"), "{e}");
+    }
 }

@@ -4,7 +4,7 @@
 use std::ops::ControlFlow;
 
 use burn::tensor::Device;
-use ember_tests::{Fixture, pixel_diff, reference, write_edited_checkpoint};
+use ember_tests::{Fixture, Fixtures, pixel_diff, reference, write_edited_checkpoint};
 use inference::api::{GenerateRequest, Progress, SamplerChoice, SdeNoise, Stage};
 use inference::device::Precision;
 use inference::metadata::{self, ImageMetadata, Parameters};
@@ -253,6 +253,50 @@ fn load_report_names_unused_and_ignored_tensors() {
         report.components.iter().map(|c| c.applied).sum::<usize>(),
         m.info.tensor_count - report.ignored.len() - 1
     );
+}
+
+/// Two file keys that name one weight (CLIP's with and without `text_model.`, as older
+/// checkpoints and merges may hold both): the first by name loads, the other is reported.
+#[test]
+fn a_weight_stored_twice_loads_once_and_the_copy_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("twice.safetensors");
+    let key = "cond_stage_model.transformer.text_model.final_layer_norm.weight";
+    let copy = key.replace("text_model.", "");
+    let original = Fixtures::load("sd15/checkpoint.safetensors").tensors[key].clone();
+    let changed: Vec<f32> = original.f32().iter().map(|v| v + 1.0).collect();
+    let extra = vec![(
+        copy.clone(),
+        Fixture::from_f32(original.shape.clone(), &changed),
+    )];
+    write_edited_checkpoint(&path, |_, _| true, extra);
+    let options = single_file_options();
+    let model = load(&path, &options).unwrap();
+    let copies: Vec<&String> = model
+        .info
+        .report
+        .components
+        .iter()
+        .flat_map(|c| &c.unused)
+        .filter(|k| k.contains("a second copy"))
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    assert!(
+        copies[0].contains(key) && copies[0].contains(&copy),
+        "{}",
+        copies[0]
+    );
+    let loaded = "text_model.final_layer_norm.weight";
+    let weight =
+        inference::lora::read_weight(&model, inference::lora::Network::TextEncoder(0), loaded)
+            .unwrap();
+    // The first by name: `…transformer.final_layer_norm…` before `…transformer.text_model…`.
+    let first = if copy.as_str() < key {
+        &changed
+    } else {
+        &original.f32()
+    };
+    assert_eq!(&weight, first, "the first copy by name");
 }
 
 #[test]

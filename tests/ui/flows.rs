@@ -29,6 +29,30 @@ fn a_fresh_window_asks_for_a_checkpoint_and_generate_says_why_it_cannot_run() {
     assert!(app(&w).session.running.is_none() && app(&w).session.queue.is_empty());
 }
 
+/// While a model loads, Generate says to wait: the job is built from the model's
+/// capabilities (an SDXL model's second prompts, the refiner, the LoRA folders beside it),
+/// which are not known yet.
+#[test]
+fn generate_waits_for_the_model_being_loaded() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    w.state_mut().as_mut().unwrap().session.model = ModelState::Loading {
+        path: home.path().join("big-model.safetensors"),
+        step: 1,
+        total: 4,
+        cancel: inference::worker::CancelToken::new(),
+    };
+    w.step();
+    click(&mut w, "Generate");
+    assert!(
+        has_notice(app(&w), "big-model.safetensors is still loading"),
+        "{:?}",
+        app(&w).session.notices
+    );
+    assert!(app(&w).session.running.is_none() && app(&w).session.queue.is_empty());
+}
+
 #[test]
 fn a_dropped_model_loads_and_generate_shows_progress_then_saves_the_png() {
     let home = tempfile::tempdir().unwrap();

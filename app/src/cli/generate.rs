@@ -234,21 +234,33 @@ fn check_memory(
     }
     let native = (plan.unet.sample_size * plan.vae.factor()) as u32;
     let size = generation_size(args, (native, native))?;
-    let guided = request.cfg_scale > 1.0;
-    let rows = request.batch as usize * if guided { 2 } else { 1 };
+    let rows = inference::pipeline::residency::rows(request);
     let bytes = options.precision.dtype().size() as u64;
     let tiling = VaeTiling::parse(&args.vae_tiling).map_err(err)?;
-    let estimate = inference::memory::estimate(
-        parameters,
-        bytes,
-        &plan.unet,
-        &plan.vae,
-        size,
-        rows,
-        // Attention never holds whole score matrices: tiles on the CPU, Burn's flash
-        // kernels (autotune) on a GPU.
-        (false, tiling),
-    );
+    let estimate_at = |size, rows| {
+        inference::memory::estimate(
+            parameters,
+            bytes,
+            &plan.unet,
+            &plan.vae,
+            size,
+            rows,
+            // Attention never holds whole score matrices: tiles on the CPU, Burn's flash
+            // kernels (autotune) on a GPU.
+            (false, tiling),
+        )
+    };
+    let mut estimate = estimate_at(size, rows);
+    // A hires fix's second pass, one image at a time at its larger size, may need more.
+    if let Some(fix) = &request.hires {
+        let factor = plan.vae.factor() as u32;
+        let second = fix
+            .plan(size, factor, inference::api::MAX_SIDE)
+            .map_err(err)?;
+        let per_image = rows / request.batch.max(1) as usize;
+        let hires = estimate_at(second.size, per_image);
+        estimate.working = estimate.working.max(hires.working);
+    }
     if args.verbose {
         eprintln!(
             "memory estimate: {} of weights, {} of working memory",
@@ -264,7 +276,6 @@ fn check_memory(
     }
 }
 
-/// A single file's A1111 hash (folders have none).
 /// [`hash_of`], or none with a warning: a checkpoint moved or unreadable since it loaded
 /// costs the images their `Model hash` field, not the images themselves.
 fn hash_or_warn(model: &Model) -> Option<String> {
@@ -274,6 +285,7 @@ fn hash_or_warn(model: &Model) -> Option<String> {
     })
 }
 
+/// A single file's A1111 hash (folders have none).
 fn hash_of(model: &Model) -> inference::Result<Option<String>> {
     match model.info.layout {
         Layout::SingleFile(_) => {

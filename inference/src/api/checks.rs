@@ -53,6 +53,22 @@ impl GenerateRequest {
                 self.schedule_steps()
             ));
         }
+        // `simple` takes evenly strided entries of the model's 1000 training steps: more
+        // steps than that repeat entries, and a step of zero size makes DPM++ and the SDE
+        // samplers divide by zero (NaN, reported only after the whole job ran).
+        let named_steps = crate::schedule::named::TRAINING_STEPS;
+        if let SamplerChoice::Named {
+            schedule: ScheduleName::Simple,
+            ..
+        } = &self.sampler
+            && self.schedule_steps() as usize > named_steps
+        {
+            return bad(format!(
+                "the Simple schedule picks from the model's {named_steps} training steps, and this \
+                 needs {}; raise the (hires) strength, lower the steps, or choose another schedule",
+                self.schedule_steps()
+            ));
+        }
         if !self.cfg_scale.is_finite() || self.cfg_scale < 0.0 || self.cfg_scale > MAX_CFG {
             return bad(format!(
                 "CFG scale must be a number between 0 and {MAX_CFG}, got {}",

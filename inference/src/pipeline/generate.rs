@@ -71,8 +71,11 @@ pub fn plan_for(request: &GenerateRequest, model: &ModelCapabilities) -> Result<
     let mut plan = match &request.sampler {
         SamplerChoice::Diffusers(config) => config.plan(steps, request.eta.unwrap_or(0.0))?,
         SamplerChoice::Named { sampler, schedule } => {
-            let mut table =
-                DiscreteSchedule::new(BetaSchedule::SD, 1000, TableArithmetic::ComfyF64)?;
+            let mut table = DiscreteSchedule::new(
+                BetaSchedule::SD,
+                named::TRAINING_STEPS,
+                TableArithmetic::ComfyF64,
+            )?;
             if model.zero_terminal_snr {
                 table = table.rescaled_to_zero_terminal_snr(TableArithmetic::ComfyF64);
             }
@@ -147,12 +150,8 @@ pub fn generate_refined(
     let mut plan = plan_for(request, &caps)?;
     // CFG++ samplers read the unconditional prediction, so they need it even at scale 1;
     // so does composing AND subprompts.
-    let (prompt, _) = crate::lora::tags::extract(&request.prompt)?;
-    // A1111 always runs the negative rows; Ember does below CFG 1 unless the prompt
-    // composes: several AND parts, or one with a weight of its own (`a cat :0.5`).
-    let parts = crate::text::schedule::split_and(&prompt);
-    let composed = parts.len() > 1 || parts.first().is_some_and(|(_, w)| *w != 1.0);
-    let guided = request.cfg_scale > 1.0 || plan.algorithm.needs_uncond() || composed;
+    let subprompts = super::residency::subprompts(request)?;
+    let guided = request.cfg_scale > 1.0 || plan.algorithm.needs_uncond() || subprompts.composed;
     let steps = scheduled::schedule_steps(request, plan.algorithm.schedule_multiplier());
     let mut stages: Vec<(&Model, ScheduledConditioning)> = vec![(
         model,

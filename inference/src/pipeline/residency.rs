@@ -31,11 +31,33 @@ pub fn working_bytes(model: &Model, request: &GenerateRequest) -> Result<u64> {
     Ok(estimate.working)
 }
 
-/// UNet rows per call: the batch, doubled by classifier-free guidance (the pipeline's rule,
-/// less the CFG++ samplers' unguided-but-doubled case, which this underestimates).
+/// A prompt's AND subprompts, as the denoiser runs them.
+pub struct Subprompts {
+    /// How many (one row of the UNet call each).
+    pub count: usize,
+    /// Several, or one with a weight of its own (`a cat :0.5`): A1111 always runs the
+    /// negative rows; Ember does below CFG 1 only for a prompt that composes.
+    pub composed: bool,
+}
+
+/// The subprompts of `request`'s prompt once its LoRA tags are taken out (an error for a
+/// malformed tag).
+pub fn subprompts(request: &GenerateRequest) -> Result<Subprompts> {
+    let (prompt, _) = crate::lora::tags::extract(&request.prompt)?;
+    let parts = crate::text::schedule::split_and(&prompt);
+    Ok(Subprompts {
+        count: parts.len().max(1),
+        composed: parts.len() > 1 || parts.first().is_some_and(|(_, w)| *w != 1.0),
+    })
+}
+
+/// UNet rows per call: the batch times one row per AND subprompt, and one more for the
+/// negative prompt when it runs (the denoiser's rule, less the CFG++ samplers' need for it
+/// at scale 1, which this underestimates).
 pub fn rows(request: &GenerateRequest) -> usize {
-    let guided = request.cfg_scale > 1.0;
-    request.batch as usize * if guided { 2 } else { 1 }
+    let (count, composed) = subprompts(request).map_or((1, false), |s| (s.count, s.composed));
+    let negative = request.cfg_scale > 1.0 || composed;
+    request.batch as usize * (count + usize::from(negative))
 }
 
 /// The bytes of GPU memory parking `model`'s text encoders would free (0 on the CPU, where
@@ -67,4 +89,37 @@ pub fn park_encoders_if_short(models: &[&Model], working: u64, available: Option
         encoder.park();
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_and_subprompt_is_a_row_of_the_unet_call() {
+        let request = |prompt: &str, cfg_scale, batch| GenerateRequest {
+            prompt: prompt.into(),
+            cfg_scale,
+            batch,
+            ..GenerateRequest::default()
+        };
+        assert_eq!(
+            rows(&request("a boat", 7.0, 2)),
+            4,
+            "guided: and the negative"
+        );
+        assert_eq!(rows(&request("a boat", 1.0, 2)), 2, "unguided");
+        let three = "a boat AND a lighthouse :0.5 AND fog";
+        assert_eq!(rows(&request(three, 7.0, 2)), 8);
+        assert_eq!(
+            rows(&request(three, 1.0, 1)),
+            4,
+            "a composed prompt runs the negative"
+        );
+        assert_eq!(
+            rows(&request("a boat :0.5", 1.0, 1)),
+            2,
+            "one weighted part composes"
+        );
+    }
 }

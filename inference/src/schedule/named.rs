@@ -242,6 +242,9 @@ pub fn exponential(steps: usize, sigma_min: f64, sigma_max: f64) -> Vec<f32> {
     sigmas
 }
 
+/// The training steps of the table the named schedules read (every SD family's).
+pub const TRAINING_STEPS: usize = 1000;
+
 /// ComfyUI `simple_scheduler`: evenly strided entries of the training table.
 fn simple(table: &DiscreteSchedule, steps: usize) -> Vec<f32> {
     let stride = table.len() as f64 / steps as f64;

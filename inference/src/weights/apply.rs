@@ -53,7 +53,16 @@ pub fn apply_strict<M: Module>(
     let mut origin: HashMap<String, String> = HashMap::new();
     let mut stored_dtypes: HashMap<String, usize> = HashMap::new();
     let mut pack = Vec::with_capacity(tensors.len());
+    // Two file keys naming one weight (a CLIP key with and without `text_model.`): the first
+    // by name loads, and the other is reported unused, never swapped in silently.
+    let mut tensors = tensors;
+    tensors.sort_by(|a, b| a.file_key.cmp(&b.file_key));
+    let mut copies = Vec::new();
     for NamedTensor { tensor, file_key } in tensors {
+        if let Some(first) = origin.get(&tensor.name) {
+            copies.push(format!("{file_key} (a second copy of `{first}`)"));
+            continue;
+        }
         if tensor.dtype != dtype && tensor.dtype.is_float() {
             *stored_dtypes
                 .entry(format!("{:?}", tensor.dtype))
@@ -139,6 +148,7 @@ pub fn apply_strict<M: Module>(
     }
     let module = crate::weight_layout::unpadded(module);
     let mut unused: Vec<String> = result.unused.iter().map(|p| file_key(p)).collect();
+    unused.extend(copies);
     unused.sort();
     let mut converted_from: Vec<(String, usize)> = stored_dtypes.into_iter().collect();
     converted_from.sort();

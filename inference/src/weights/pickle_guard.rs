@@ -63,55 +63,17 @@ fn allowed(global: &str) -> bool {
     }
 }
 
-/// Largest pickle Ember will read: state-dict pickles of real checkpoints are a few MiB.
+/// Most pickle bytes Ember will read from one file, all its pickles together: state-dict
+/// pickles of real checkpoints are a few MiB.
 const MAX_PICKLE_BYTES: u64 = 100 << 20;
 
 /// Checks every pickle in a PyTorch file (zip archive or legacy format), reading only the
-/// pickles, never the tensor data.
+/// pickles, never the tensor data. Each is checked as it is read, and at most
+/// [`MAX_PICKLE_BYTES`] are read in all (an archive of many large pickles would otherwise be
+/// held in memory whole).
 pub fn check_pickle_file(path: &Path) -> Result<()> {
     let refuse = |message: String| Error::invalid_model(path, message);
-    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut magic = [0u8; 4];
-    let is_zip = file.read_exact(&mut magic).is_ok() && &magic == b"PK\x03\x04";
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let pickles: Vec<Vec<u8>> = if is_zip {
-        let mut archive = zip::ZipArchive::new(file)
-            .map_err(|e| refuse(format!("not a readable PyTorch archive ({e})")))?;
-        let mut found = Vec::new();
-        for i in 0..archive.len() {
-            let entry = archive
-                .by_index(i)
-                .map_err(|e| refuse(format!("corrupt PyTorch archive ({e})")))?;
-            if entry.name().is_ok_and(|n| n.ends_with(".pkl")) {
-                if entry.size() > MAX_PICKLE_BYTES {
-                    return Err(refuse(
-                        "its pickle is larger than 100 MiB, which no weight file needs".into(),
-                    ));
-                }
-                let mut data = Vec::new();
-                entry
-                    .take(MAX_PICKLE_BYTES)
-                    .read_to_end(&mut data)
-                    .map_err(|e| refuse(format!("corrupt PyTorch archive ({e})")))?;
-                found.push(data);
-            }
-        }
-        if found.is_empty() {
-            return Err(refuse(
-                "a zip archive without a pickle: not a PyTorch checkpoint".into(),
-            ));
-        }
-        found
-    } else {
-        // Legacy format: five pickles (magic, protocol, system info, the object, storage
-        // keys) come first, the raw storages after them.
-        let mut data = Vec::new();
-        file.take(MAX_PICKLE_BYTES)
-            .read_to_end(&mut data)
-            .map_err(|e| Error::io(path, e))?;
-        vec![data]
-    };
-    for pickle in &pickles {
+    let check = |pickle: &[u8]| -> Result<()> {
         for global in imported_globals(pickle, 5).map_err(refuse)? {
             if !allowed(&global) {
                 return Err(refuse(format!(
@@ -120,9 +82,70 @@ pub fn check_pickle_file(path: &Path) -> Result<()> {
                 )));
             }
         }
+        Ok(())
+    };
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut head = Vec::new();
+    (&mut file)
+        .take(TAR_MAGIC_END as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| Error::io(path, e))?;
+    if head.get(TAR_MAGIC_END - 5..) == Some(b"ustar".as_slice()) {
+        return Err(refuse(
+            "a PyTorch file in the old TAR layout, which Ember does not read; use a .safetensors \
+             version of this model"
+                .into(),
+        ));
+    }
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    if !head.starts_with(b"PK\x03\x04") {
+        // Legacy format: five pickles (magic, protocol, system info, the object, storage
+        // keys) come first, the raw storages after them.
+        let mut data = Vec::new();
+        file.take(MAX_PICKLE_BYTES)
+            .read_to_end(&mut data)
+            .map_err(|e| Error::io(path, e))?;
+        return check(&data);
+    }
+    let mut archive = zip::ZipArchive::new(file)
+        .map_err(|e| refuse(format!("not a readable PyTorch archive ({e})")))?;
+    let too_large =
+        || refuse("its pickles are larger than 100 MiB, which no weight file needs".into());
+    let (mut read, mut pickles) = (0u64, 0);
+    for i in 0..archive.len() {
+        let entry = archive
+            .by_index(i)
+            .map_err(|e| refuse(format!("corrupt PyTorch archive ({e})")))?;
+        if !entry.name().is_ok_and(|n| n.ends_with(".pkl")) {
+            continue;
+        }
+        let left = MAX_PICKLE_BYTES - read;
+        if entry.size() > left {
+            return Err(too_large());
+        }
+        let mut data = Vec::new();
+        // The entry's stated size may be a lie: read no more than what is left.
+        entry
+            .take(left + 1)
+            .read_to_end(&mut data)
+            .map_err(|e| refuse(format!("corrupt PyTorch archive ({e})")))?;
+        if data.len() as u64 > left {
+            return Err(too_large());
+        }
+        read += data.len() as u64;
+        check(&data)?;
+        pickles += 1;
+    }
+    if pickles == 0 {
+        return Err(refuse(
+            "a zip archive without a pickle: not a PyTorch checkpoint".into(),
+        ));
     }
     Ok(())
 }
+
+/// Where a TAR header's `ustar` magic ends (it starts at byte 257).
+const TAR_MAGIC_END: usize = 262;
 
 /// The `module.name` of every global the first `max_pickles` pickles in `data` import.
 /// Walks the opcode stream without building any object.
@@ -272,5 +295,60 @@ impl OpReader<'_> {
             | 0x81 | 0x92 | 0x8f | 0x90 | 0x91 | 0x97 | 0x98 => Ok(()),
             other => Err(format!("corrupt pickle: unknown opcode 0x{other:02x}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    /// A pickle stream of five empty pickles (five STOPs), then `padding` bytes the check
+    /// never reaches: harmless, and as large as wanted.
+    fn harmless(out: &mut impl Write, padding: usize) {
+        out.write_all(b".....").unwrap();
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..padding / zeros.len() {
+            out.write_all(&zeros).unwrap();
+        }
+    }
+
+    fn archive(path: &Path, pickles: usize, each: usize) {
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        for i in 0..pickles {
+            zip.start_file(format!("archive/{i}/data.pkl"), options)
+                .unwrap();
+            harmless(&mut zip, each);
+        }
+        zip.finish().unwrap();
+    }
+
+    #[test]
+    fn pickles_are_read_up_to_a_total_not_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let fits = dir.path().join("fits.ckpt");
+        archive(&fits, 2, 30 << 20);
+        check_pickle_file(&fits).unwrap();
+        // Each under the limit, together over it (compressed, the file is a few hundred KB).
+        let many = dir.path().join("many.ckpt");
+        archive(&many, 4, 30 << 20);
+        let e = check_pickle_file(&many).unwrap_err().to_string();
+        assert!(e.contains("larger than 100 MiB"), "{e}");
+    }
+
+    #[test]
+    fn a_tar_layout_is_refused_whatever_its_first_name_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.ckpt");
+        // A TAR header whose file name reads as harmless pickles.
+        let mut header = vec![0u8; 512];
+        header[..5].copy_from_slice(b".....");
+        header[257..262].copy_from_slice(b"ustar");
+        std::fs::write(&path, &header).unwrap();
+        let e = check_pickle_file(&path).unwrap_err().to_string();
+        assert!(e.contains("TAR layout"), "{e}");
     }
 }

@@ -100,11 +100,15 @@ fn open_pickle(path: &Path) -> Result<Vec<PackTensor>> {
         None => PytorchReader::new(path),
     }
     .map_err(|e| bad(&e))?;
-    Ok(reader
+    let mut tensors: Vec<PackTensor> = reader
         .into_tensors()
         .into_values()
         .map(bridge::from_pytorch)
-        .collect())
+        .collect();
+    // The reader's map has no order; by name, every load of a file is the same (which of
+    // two keys naming one weight loads, for one).
+    tensors.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(tensors)
 }
 
 #[cfg(test)]

@@ -18,6 +18,17 @@ impl EmberApp {
             );
             return;
         }
+        if let ModelState::Loading { path, .. } = &self.session.model {
+            // The request is built from the model's capabilities (an SDXL model's second
+            // prompts and size conditioning, the refiner, the LoRA folders beside it): a
+            // job queued now would silently go without them.
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            self.session.notify(
+                Level::Warning,
+                format!("{name} is still loading: Generate once it is ready"),
+            );
+            return;
+        }
         let planned = self.request().and_then(|request| match self.view {
             View::Canvas => self
                 .canvas_request(request)

@@ -206,8 +206,8 @@ pub fn save_numbered(
     let mut index = next_index(dir);
     loop {
         let path = dir.join(format!("{index:05}-{seed}.png"));
-        if !path.exists() {
-            imaging::write_atomic(&path, &png).map_err(|e| e.to_string())?;
+        // Never over an existing image, even one another process saved meanwhile.
+        if !path.exists() && imaging::write_new(&path, &png).map_err(|e| e.to_string())? {
             return Ok(path);
         }
         index += 1;
