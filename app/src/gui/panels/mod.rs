@@ -72,15 +72,12 @@ pub struct Parts<'a> {
 fn unsaved(ui: &mut egui::Ui, count: usize, actions: &mut Vec<Action>) {
     ui.horizontal_wrapped(|ui| {
         let what = match count {
-            1 => "A finished image is not saved".to_string(),
-            n => format!("{n} finished images are not saved"),
+            1 => "A finished image is not saved: Ember keeps it until it is".to_string(),
+            n => format!("{n} finished images are not saved: Ember keeps them until they are"),
         };
         ui.colored_label(
             ui.visuals().warn_fg_color,
-            format!(
-                "{what}: Ember keeps them until they are. Free some space or choose another \
-                 output folder, then"
-            ),
+            format!("{what}. Free some space or choose another output folder, then"),
         );
         if ui.button("Save again").clicked() {
             actions.push(Action::SaveAgain);
