@@ -130,3 +130,51 @@ fn auto_tiles_when_memory_is_short_and_says_so() {
     let one_tile = VaePlan::decide(&model, &request(small, VaeTiling::On), Some(1024));
     assert_eq!(one_tile.tiles, None);
 }
+
+/// Cancelling while the VAE decodes in tiles stops it before the next tile: the job ends
+/// cancelled, not finished minutes later (a large decode on the CPU).
+#[test]
+fn a_cancel_during_a_tiled_decode_stops_it_between_tiles() {
+    use std::cell::Cell;
+    use std::ops::ControlFlow;
+
+    use inference::api::{Progress, Stage, VaeTiling};
+    use inference::pipeline::{Observer, generate};
+
+    /// Says to stop at the decode's second tile: its first question comes before the
+    /// image, its second before the first tile.
+    struct CancelAtSecondTile {
+        decoding: bool,
+        asked: Cell<usize>,
+    }
+    impl Observer for CancelAtSecondTile {
+        fn progress(&mut self, progress: Progress) -> ControlFlow<()> {
+            self.decoding |= progress.stage == Stage::Decoding;
+            ControlFlow::Continue(())
+        }
+        fn interrupted(&self) -> bool {
+            if !self.decoding {
+                return false;
+            }
+            self.asked.set(self.asked.get() + 1);
+            self.asked.get() >= 3
+        }
+    }
+    let options = LoadOptions::new(Device::flex(), Precision::F32);
+    let model = load(&ember_tests::reference("sd15/pipeline"), &options).unwrap();
+    let big = (VaeTiles::of(&model.vae_config).sample * 2) as u32;
+    let mut request = model.request("a lighthouse", 5);
+    (request.width, request.height, request.steps) = (big, big, 1);
+    request.vae_tiling = VaeTiling::On;
+    let mut observer = CancelAtSecondTile {
+        decoding: false,
+        asked: Cell::new(0),
+    };
+    let result = generate(&model, &request, &mut observer);
+    assert!(
+        matches!(result, Err(inference::Error::Cancelled)),
+        "{:?}",
+        result.map(|g| g.images.len())
+    );
+    assert_eq!(observer.asked.get(), 3, "stopped at the second tile");
+}

@@ -101,12 +101,24 @@ impl Vae {
     /// # Shapes
     /// - `latents`: `[batch, latent_channels, h, w]` -> `[batch, 3, h * f, w * f]`
     pub fn decode_tiled(&self, latents: Tensor<4>, tiles: VaeTiles) -> Tensor<4> {
+        self.decode_tiled_until(latents, tiles, &|| false)
+            .expect("never stopped")
+    }
+
+    /// [`Vae::decode_tiled`], asking `stop` before each tile: `None` once it says to (a
+    /// cancelled job; a large decode on the CPU takes minutes).
+    pub fn decode_tiled_until(
+        &self,
+        latents: Tensor<4>,
+        tiles: VaeTiles,
+        stop: &dyn Fn() -> bool,
+    ) -> Option<Tensor<4>> {
         let [_, _, h, w] = latents.dims();
         if !tiles.split_decode([h, w]) {
-            return self.decode(latents);
+            return Some(self.decode(latents));
         }
         let grid = Grid::new(tiles.latent, tiles.sample);
-        tiled(latents, grid, |tile| self.decode(tile))
+        tiled(latents, grid, |tile| self.decode(tile), stop)
     }
 
     /// [`Vae::encode`] in tiles (the whole image when it fits in one).
@@ -119,15 +131,20 @@ impl Vae {
             return self.encode(image);
         }
         let grid = Grid::new(tiles.sample, tiles.latent);
-        let moments = tiled(image, grid, |tile| self.moments(tile));
-        Posterior::from_moments(moments)
+        let moments = tiled(image, grid, |tile| self.moments(tile), &|| false);
+        Posterior::from_moments(moments.expect("never stopped"))
     }
 }
 
 /// Runs `f` on overlapping tiles of `x` and joins the results, in diffusers' order: each
 /// result is blended with the (already blended) one above it, then with the one to its
-/// left, then cut to `keep` rows and columns.
-fn tiled(x: Tensor<4>, grid: Grid, f: impl Fn(Tensor<4>) -> Tensor<4>) -> Tensor<4> {
+/// left, then cut to `keep` rows and columns. `None` when `stop` says so before a tile.
+fn tiled(
+    x: Tensor<4>,
+    grid: Grid,
+    f: impl Fn(Tensor<4>) -> Tensor<4>,
+    stop: &dyn Fn() -> bool,
+) -> Option<Tensor<4>> {
     let [_, _, h, w] = x.dims();
     let starts = |n: usize| (0..n).step_by(grid.step).collect::<Vec<_>>();
     let (rows, cols) = (starts(h), starts(w));
@@ -137,6 +154,9 @@ fn tiled(x: Tensor<4>, grid: Grid, f: impl Fn(Tensor<4>) -> Tensor<4>) -> Tensor
         let mut row: Vec<Tensor<4>> = Vec::with_capacity(cols.len());
         let mut kept = Vec::with_capacity(cols.len());
         for (j, &x0) in cols.iter().enumerate() {
+            if stop() {
+                return None;
+            }
             let tile =
                 x.clone()
                     .narrow(2, y, grid.tile.min(h - y))
@@ -159,7 +179,7 @@ fn tiled(x: Tensor<4>, grid: Grid, f: impl Fn(Tensor<4>) -> Tensor<4>) -> Tensor
         joined_rows.push(Tensor::cat(kept, 3));
         done.push(row);
     }
-    Tensor::cat(joined_rows, 2)
+    Some(Tensor::cat(joined_rows, 2))
 }
 
 /// diffusers' `blend_v` (`dim` 2) / `blend_h` (`dim` 3): the first `extent` rows (columns)

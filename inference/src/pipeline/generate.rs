@@ -332,13 +332,18 @@ pub fn generate_refined(
     report(observer, Stage::Decoding, total, total)?;
 
     let mut images = Vec::with_capacity(batch);
+    // A cancel asked during the decode stops it between images and between tiles.
+    let stop = || observer.interrupted();
     for b in 0..batch {
+        if stop() {
+            return Err(Error::Cancelled);
+        }
         let one = latents
             .clone()
             .narrow(0, b, 1)
             .div_scalar(decoder.vae_config.scaling_factor);
-        let decoded =
-            super::vae_run::decode(decoder, one, vae_plan.decode_tiles(&decoder.vae_config));
+        let tiles = vae_plan.decode_tiles(&decoder.vae_config);
+        let decoded = super::vae_run::decode(decoder, one, tiles, &stop).ok_or(Error::Cancelled)?;
         check_finite(&decoded, "VAE decoder")?;
         images.push(imaging::from_planar_signed(
             &tensor_to_vec(decoded),

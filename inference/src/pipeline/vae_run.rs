@@ -54,20 +54,27 @@ fn with_fallback<T>(
     f(f32_vae(model), input)
 }
 
-/// Decodes latents (already divided by the scaling factor), in `tiles` when given.
+/// Decodes latents (already divided by the scaling factor), in `tiles` when given; `None`
+/// when `stop` says so before a tile.
 ///
 /// # Shapes
 /// - `latents`: `[1, latent_channels, h, w]` (f32) -> `[1, 3, h * f, w * f]` (f32)
-pub fn decode(model: &Model, latents: Tensor<4>, tiles: Option<VaeTiles>) -> Tensor<4> {
+pub fn decode(
+    model: &Model,
+    latents: Tensor<4>,
+    tiles: Option<VaeTiles>,
+    stop: &dyn Fn() -> bool,
+) -> Option<Tensor<4>> {
     with_fallback(
         model,
         latents,
         |vae, z| match tiles {
-            Some(tiles) => vae.decode_tiled(z, tiles),
-            None => vae.decode(z),
+            Some(tiles) => vae.decode_tiled_until(z, tiles, stop),
+            None => Some(vae.decode(z)),
         },
-        |t| t.cast(DType::F32),
-        finite,
+        |t| t.map(|t| t.cast(DType::F32)),
+        // Stopped: nothing to fall back for.
+        |t| t.as_ref().is_none_or(finite),
     )
 }
 
