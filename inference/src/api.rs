@@ -390,13 +390,17 @@ pub struct Generation {
 mod tests {
     use super::*;
 
-    #[test]
-    fn img2img_steps_follow_the_strength_as_written() {
-        let image = crate::imaging::ImageRgb8 {
+    fn black_8x8() -> crate::imaging::ImageRgb8 {
+        crate::imaging::ImageRgb8 {
             width: 8,
             height: 8,
             pixels: vec![0; 8 * 8 * 3],
-        };
+        }
+    }
+
+    #[test]
+    fn img2img_steps_follow_the_strength_as_written() {
+        let image = black_8x8();
         let mut r = GenerateRequest {
             init_image: Some(image),
             steps: 10,
@@ -432,11 +436,7 @@ mod tests {
     /// step of zero size: NaN in DPM++); other schedules compute their sigmas and take them.
     #[test]
     fn the_simple_schedule_takes_no_more_steps_than_the_training_table() {
-        let image = crate::imaging::ImageRgb8 {
-            width: 8,
-            height: 8,
-            pixels: vec![0; 8 * 8 * 3],
-        };
+        let image = black_8x8();
         let request = |schedule, strength| GenerateRequest {
             init_image: Some(image.clone()),
             width: 8,

@@ -2,7 +2,7 @@
 //! uses, masks, and PNG files with text metadata written atomically.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use image::ImageReader;
 use image::imageops::FilterType;
@@ -230,18 +230,7 @@ pub fn encode_png(img: &ImageRgb8, text: &[(&str, &str)]) -> Result<Vec<u8>> {
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder, flushed, then
 /// renamed over the target. A crash never leaves a half-written file at `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::settings(format!("{} is not a file path", path.display())))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let (dir, tmp) = temporary_beside(path, "tmp")?;
     let result = (|| {
         write_synced(&tmp, bytes)?;
         std::fs::rename(&tmp, path)
@@ -259,18 +248,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// made it since the caller looked. The finished file is linked in place, which fails if
 /// the name is taken; where the filesystem has no links (FAT) it is renamed after a check.
 pub fn write_new(path: &Path, bytes: &[u8]) -> Result<bool> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::settings(format!("{} is not a file path", path.display())))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.new.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let (dir, tmp) = temporary_beside(path, "new.tmp")?;
     let result = (|| {
         write_synced(&tmp, bytes)?;
         match std::fs::hard_link(&tmp, path) {
@@ -286,6 +264,24 @@ pub fn write_new(path: &Path, bytes: &[u8]) -> Result<bool> {
         sync_dir(dir);
     }
     Ok(written)
+}
+
+/// The folder of `path` and a hidden temporary name in it (`.NAME.PID.SUFFIX`): a rename
+/// within one folder is atomic, across filesystems it is not.
+fn temporary_beside<'a>(path: &'a Path, suffix: &str) -> Result<(&'a Path, PathBuf)> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::settings(format!("{} is not a file path", path.display())))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.{suffix}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    Ok((dir, tmp))
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

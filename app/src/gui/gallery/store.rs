@@ -287,21 +287,27 @@ mod tests {
         assert_eq!(text, [("parameters".into(), "a cat\nSteps: 20".into())]);
     }
 
+    /// The reply to saving [`to_save`] into `dir` (falling back to `fallback`).
+    fn save_reply(dir: PathBuf, fallback_dir: PathBuf) -> Reply {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let item = Box::new(to_save());
+        serve(
+            Request::Save {
+                dir,
+                fallback_dir,
+                item,
+            },
+            &|r| tx.send(r).unwrap(),
+        );
+        rx.try_recv().unwrap()
+    }
+
     #[test]
     fn an_unwritable_folder_falls_back_and_says_so() {
         let dir = tempfile::tempdir().unwrap();
         let not_a_dir = dir.path().join("file");
         std::fs::write(&not_a_dir, b"x").unwrap();
-        let (tx, rx) = crossbeam_channel::unbounded();
-        serve(
-            Request::Save {
-                dir: not_a_dir.join("out"),
-                fallback_dir: dir.path().join("fallback"),
-                item: Box::new(to_save()),
-            },
-            &|r| tx.send(r).unwrap(),
-        );
-        match rx.try_recv().unwrap() {
+        match save_reply(not_a_dir.join("out"), dir.path().join("fallback")) {
             Reply::Saved {
                 job,
                 index,
@@ -336,16 +342,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let not_a_dir = dir.path().join("file");
         std::fs::write(&not_a_dir, b"x").unwrap();
-        let (tx, rx) = crossbeam_channel::unbounded();
-        serve(
-            Request::Save {
-                dir: not_a_dir.join("out"),
-                fallback_dir: not_a_dir.join("fallback"),
-                item: Box::new(to_save()),
-            },
-            &|r| tx.send(r).unwrap(),
-        );
-        match rx.try_recv().unwrap() {
+        match save_reply(not_a_dir.join("out"), not_a_dir.join("fallback")) {
             Reply::SaveFailed { error, unsaved } => {
                 assert!(error.contains("could not save the image"), "{error}");
                 let sent = to_save();
