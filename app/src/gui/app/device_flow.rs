@@ -47,9 +47,19 @@ impl EmberApp {
     }
 
     /// Saves the settings (the choice among them) and the queue, and closes the window to
-    /// start again; Ember stays open when either cannot be saved, as it would be lost.
+    /// start again; Ember stays open when either cannot be saved, or while finished images
+    /// wait unsaved, as they would be lost.
     fn start_again_now(&mut self) {
         self.device_choice.when_idle = false;
+        // Finished images no folder took live only in this process.
+        if !self.unsaved.is_empty() {
+            self.session.notify(
+                Level::Error,
+                "Ember did not start again: finished images are not saved yet (Save again \
+                 first)",
+            );
+            return;
+        }
         let saved = self.settings_file.save(&self.settings);
         if let Err(e) = saved.and_then(|()| self.keep_queue().map(drop)) {
             self.session
