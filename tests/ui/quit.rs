@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use egui_kittest::kittest::Queryable;
+use ember_app::gui::action::{Action, DeviceAction};
 use ember_app::gui::paths::Paths;
 use ember_tests::fake_engine::FakeEngine;
 
@@ -162,6 +163,14 @@ fn an_image_no_folder_takes_is_kept_until_saved_again() {
     );
     let sent = click(&mut w, "Don't quit");
     assert!(!closes_the_window(&sent));
+    // Nor does a start-again on another device drop them.
+    let start_again = DeviceAction::StartAgain { when_idle: false };
+    w.state_mut()
+        .as_mut()
+        .unwrap()
+        .perform(Action::Device(start_again));
+    assert!(!app(&w).starts_again());
+    assert!(has_notice(app(&w), "did not start again"));
 
     std::fs::remove_file(&paths.default_output).unwrap();
     click(&mut w, "Save again");
