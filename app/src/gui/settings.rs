@@ -248,6 +248,39 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// A copy holding only the paths JSON can (UTF-8), and the paths left out: one such path
+    /// (a folder named in Latin-1) must not stop every other setting from being saved.
+    pub fn with_storable_paths(&self) -> (Settings, Vec<PathBuf>) {
+        let mut s = self.clone();
+        let mut dropped = Vec::new();
+        let mut storable = |p: &PathBuf| {
+            let ok = p.to_str().is_some();
+            if !ok {
+                dropped.push(p.clone());
+            }
+            ok
+        };
+        let units = s.controlnet.iter_mut();
+        let options = [
+            &mut s.output_dir,
+            &mut s.models_dir,
+            &mut s.last_model,
+            &mut s.refiner.model,
+            &mut s.extras.upscaler,
+        ]
+        .into_iter()
+        .chain(units.flat_map(|u| [&mut u.model, &mut u.image]));
+        for option in options {
+            if option.as_ref().is_some_and(|p| !storable(p)) {
+                *option = None;
+            }
+        }
+        s.recent_models.retain(|p| storable(p));
+        s.config_dirs
+            .retain(|model, config| storable(model) && storable(config));
+        (s, dropped)
+    }
+
     /// Puts `path` first in the recent-models list.
     pub fn remember_model(&mut self, path: &Path) {
         self.recent_models.retain(|p| p != path);
@@ -456,7 +489,14 @@ impl SettingsFile {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
         }
-        let json = serde_json::to_vec_pretty(settings).map_err(|e| e.to_string())?;
+        let (settings, dropped) = settings.with_storable_paths();
+        for path in dropped {
+            eprintln!(
+                "settings: {} is left out of settings.json, which holds only UTF-8 paths",
+                path.display()
+            );
+        }
+        let json = serde_json::to_vec_pretty(&settings).map_err(|e| e.to_string())?;
         write_atomic(&self.path, &json).map_err(|e| e.to_string())
     }
 }
@@ -558,6 +598,34 @@ mod tests {
         let refused = file.save(&loaded.settings).unwrap_err();
         assert!(refused.contains("not saved"), "{refused}");
         assert!(file.path().is_dir(), "left as it was");
+    }
+
+    /// A path that is not UTF-8 (a folder named in Latin-1) is left out, and every other
+    /// setting is still saved.
+    #[cfg(unix)]
+    #[test]
+    fn a_path_json_cannot_hold_does_not_stop_the_others_saving() {
+        use std::os::unix::ffi::OsStrExt;
+        let latin1 = PathBuf::from(std::ffi::OsStr::from_bytes(b"/m/caf\xe9.safetensors"));
+        let dir = tempfile::tempdir().unwrap();
+        let mut file = SettingsFile::in_dir(dir.path());
+        let mut settings = Settings {
+            steps: 33,
+            last_model: Some(latin1.clone()),
+            ..Settings::default()
+        };
+        settings.remember_model(Path::new("/m/plain.safetensors"));
+        settings.remember_model(&latin1);
+        settings.config_dirs.insert(latin1.clone(), "/c".into());
+        file.save(&settings).unwrap();
+        let loaded = file.load().settings;
+        assert_eq!(loaded.steps, 33);
+        assert_eq!(loaded.last_model, None);
+        assert_eq!(
+            loaded.recent_models,
+            [PathBuf::from("/m/plain.safetensors")]
+        );
+        assert!(loaded.config_dirs.is_empty());
     }
 
     #[test]
