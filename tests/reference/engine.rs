@@ -261,7 +261,7 @@ fn load_report_names_unused_and_ignored_tensors() {
 fn a_weight_stored_twice_loads_once_and_the_copy_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("twice.safetensors");
-    let key = "cond_stage_model.transformer.text_model.final_layer_norm.weight";
+    let key = "cond_stage_model.transformer.text_model.encoder.layers.0.self_attn.q_proj.weight";
     let copy = key.replace("text_model.", "");
     let original = Fixtures::load("sd15/checkpoint.safetensors").tensors[key].clone();
     let changed: Vec<f32> = original.f32().iter().map(|v| v + 1.0).collect();
@@ -286,11 +286,11 @@ fn a_weight_stored_twice_loads_once_and_the_copy_is_reported() {
         "{}",
         copies[0]
     );
-    let loaded = "text_model.final_layer_norm.weight";
+    let loaded = "text_model.encoder.layers.0.self_attn.q_proj.weight";
     let weight =
         inference::lora::read_weight(&model, inference::lora::Network::TextEncoder(0), loaded)
             .unwrap();
-    // The first by name: `…transformer.final_layer_norm…` before `…transformer.text_model…`.
+    // The first by name: `…transformer.encoder…` before `…transformer.text_model…`.
     let first = if copy.as_str() < key {
         &changed
     } else {
