@@ -171,6 +171,10 @@ fn an_image_no_folder_takes_is_kept_until_saved_again() {
         .perform(Action::Device(start_again));
     assert!(!app(&w).starts_again());
     assert!(has_notice(app(&w), "did not start again"));
+    // The new notice moves the bar up: let the layout settle before clicking it.
+    for _ in 0..5 {
+        w.step();
+    }
 
     std::fs::remove_file(&paths.default_output).unwrap();
     click(&mut w, "Save again");
