@@ -1,6 +1,7 @@
 //! The VAE in tiles against diffusers' `enable_tiling()` (`tests/extra/vae_tiles`, made by
 //! `tests/extra/make_vae_tiles.py` on the seeded tiny VAE of `tests/extra/models/sd2`):
-//! decode and encode with partial tiles at the right and bottom edges.
+//! decode and encode with partial tiles at the right and bottom edges; a cancel between
+//! tiles.
 
 use std::path::Path;
 
@@ -177,4 +178,59 @@ fn a_cancel_during_a_tiled_decode_stops_it_between_tiles() {
         result.map(|g| g.images.len())
     );
     assert_eq!(observer.asked.get(), 3, "stopped at the second tile");
+}
+
+/// Cancelling while the VAE encodes an img2img init image in tiles stops it before the
+/// next tile, as the decode does.
+#[test]
+fn a_cancel_during_a_tiled_encode_stops_it_between_tiles() {
+    use std::cell::Cell;
+    use std::ops::ControlFlow;
+
+    use inference::api::{Progress, Stage, VaeTiling};
+    use inference::imaging::ImageRgb8;
+    use inference::pipeline::{Observer, generate};
+
+    /// Says to stop at the encode's second tile: its first question comes before the
+    /// first tile.
+    struct CancelAtSecondTile {
+        encoding: bool,
+        asked: Cell<usize>,
+    }
+    impl Observer for CancelAtSecondTile {
+        fn progress(&mut self, progress: Progress) -> ControlFlow<()> {
+            self.encoding = progress.stage == Stage::EncodingImage;
+            ControlFlow::Continue(())
+        }
+        fn interrupted(&self) -> bool {
+            if !self.encoding {
+                return false;
+            }
+            self.asked.set(self.asked.get() + 1);
+            self.asked.get() >= 2
+        }
+    }
+    let options = LoadOptions::new(Device::flex(), Precision::F32);
+    let model = load(&ember_tests::reference("sd15/pipeline"), &options).unwrap();
+    let big = (VaeTiles::of(&model.vae_config).sample * 2) as u32;
+    let mut request = model.request("a lighthouse", 5);
+    (request.width, request.height, request.steps) = (big, big, 2);
+    request.init_image = Some(ImageRgb8 {
+        width: big,
+        height: big,
+        pixels: vec![128; (big * big * 3) as usize],
+    });
+    request.strength = 0.5;
+    request.vae_tiling = VaeTiling::On;
+    let mut observer = CancelAtSecondTile {
+        encoding: false,
+        asked: Cell::new(0),
+    };
+    let result = generate(&model, &request, &mut observer);
+    assert!(
+        matches!(result, Err(inference::Error::Cancelled)),
+        "{:?}",
+        result.map(|g| g.images.len())
+    );
+    assert_eq!(observer.asked.get(), 2, "stopped at the second tile");
 }

@@ -126,13 +126,24 @@ impl Vae {
     /// # Shapes
     /// - `image`: `[batch, 3, h, w]` -> `[batch, latent_channels, h / f, w / f]` each
     pub fn encode_tiled(&self, image: Tensor<4>, tiles: VaeTiles) -> Posterior {
+        self.encode_tiled_until(image, tiles, &|| false)
+            .expect("never stopped")
+    }
+
+    /// [`Vae::encode_tiled`], asking `stop` before each tile: `None` once it says to (a
+    /// cancelled job's large init image).
+    pub fn encode_tiled_until(
+        &self,
+        image: Tensor<4>,
+        tiles: VaeTiles,
+        stop: &dyn Fn() -> bool,
+    ) -> Option<Posterior> {
         let [_, _, h, w] = image.dims();
         if !tiles.split_encode([h, w]) {
-            return self.encode(image);
+            return Some(self.encode(image));
         }
         let grid = Grid::new(tiles.sample, tiles.latent);
-        let moments = tiled(image, grid, |tile| self.moments(tile), &|| false);
-        Posterior::from_moments(moments.expect("never stopped"))
+        tiled(image, grid, |tile| self.moments(tile), stop).map(Posterior::from_moments)
     }
 }
 

@@ -197,7 +197,13 @@ pub fn generate_refined(
         noise,
         image_latents,
         mask,
-    } = Start::prepare(model, request, (&plan, vae_plan.tiles), shape, &mut rng)?;
+    } = Start::prepare(
+        model,
+        request,
+        (&plan, vae_plan.tiles, &|| observer.interrupted()),
+        shape,
+        &mut rng,
+    )?;
     let total = plan.steps();
     let switch = match request.refiner_switch {
         Some(fraction) if refiner.is_some() => plan.steps_before_switch(fraction),

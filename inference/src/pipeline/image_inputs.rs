@@ -4,7 +4,7 @@
 use burn::tensor::Tensor;
 
 use crate::device::tensor_from_vec;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::imaging::{self, ImageGray8, ImageRgb8};
 use crate::model::Model;
 use crate::models::vae_tiles::VaeTiles;
@@ -17,23 +17,24 @@ pub fn image_tensor(model: &Model, img: &ImageRgb8) -> Tensor<4> {
 }
 
 /// diffusers `_encode_vae_image`: a posterior sample (one draw per image) times the
-/// scaling factor; the VAE runs in `tiles` when given.
+/// scaling factor; the VAE runs in `tiles` when given, and [`Error::Cancelled`] comes back
+/// when `stop` says so before a tile.
 ///
 /// # Shapes
 /// - `image`: `[1, 3, h, w]` -> `[batch, 4, h / f, w / f]`
 pub fn encode_image(
     model: &Model,
     image: Tensor<4>,
-    tiles: Option<VaeTiles>,
+    (tiles, stop): (Option<VaeTiles>, &dyn Fn() -> bool),
     rng: &mut BatchRng,
-) -> Tensor<4> {
-    let posterior = super::vae_run::encode(model, image, tiles);
+) -> Result<Tensor<4>> {
+    let posterior = super::vae_run::encode(model, image, tiles, stop).ok_or(Error::Cancelled)?;
     let [_, c, h, w] = posterior.mean.dims();
     let batch = rng.batch();
     let noise = tensor_from_vec(rng.randn(c * h * w), [batch, c, h, w], &model.device);
     let mean = posterior.mean.clone().repeat_dim(0, batch);
     let std = posterior.std().repeat_dim(0, batch);
-    (mean + std * noise).mul_scalar(model.vae_config.scaling_factor)
+    Ok((mean + std * noise).mul_scalar(model.vae_config.scaling_factor))
 }
 
 /// The binarised mask at latent size, `[1, 1, h / f, w / f]` (1 = repaint; nearest resize).
@@ -58,7 +59,7 @@ pub fn mask_inputs(
     model: &Model,
     init: &ImageRgb8,
     mask: &ImageGray8,
-    tiles: Option<VaeTiles>,
+    tiles: (Option<VaeTiles>, &dyn Fn() -> bool),
     rng: &mut BatchRng,
 ) -> Result<MaskInputs> {
     let (w, h) = (mask.width as usize, mask.height as usize);
@@ -72,7 +73,7 @@ pub fn mask_inputs(
         }
     }
     let masked = tensor_from_vec(masked, [1, 3, h, w], &model.device);
-    let masked_image_latents = encode_image(model, masked, tiles, rng);
+    let masked_image_latents = encode_image(model, masked, tiles, rng)?;
     let mask_latent = latent_mask(model, mask);
     Ok(MaskInputs {
         mask_latent,

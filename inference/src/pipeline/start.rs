@@ -69,10 +69,11 @@ pub struct Start {
 }
 
 impl Start {
+    /// `stop` is asked between the VAE's tiles while it encodes the init image.
     pub fn prepare(
         model: &Model,
         request: &GenerateRequest,
-        (plan, vae_tiles): (&Plan, Option<VaeTiles>),
+        (plan, vae_tiles, stop): (&Plan, Option<VaeTiles>, &dyn Fn() -> bool),
         shape: [usize; 4],
         rng: &mut BatchRng,
     ) -> Result<Self> {
@@ -84,7 +85,12 @@ impl Start {
         let image_latents = match (&request.init_image, &request.init_latents) {
             (Some(init), _) if !model.is_inpainting() || !from_noise => {
                 let image = image_inputs::image_tensor(model, init);
-                Some(image_inputs::encode_image(model, image, vae_tiles, rng))
+                Some(image_inputs::encode_image(
+                    model,
+                    image,
+                    (vae_tiles, stop),
+                    rng,
+                )?)
             }
             // Given latents draw nothing: no posterior sample.
             (None, Some(latents)) => Some(
@@ -113,9 +119,13 @@ impl Start {
             _ => noise.clone().mul_scalar(plan.initial_noise_scale),
         };
         let mask = match (&request.init_image, &request.mask) {
-            (Some(init), Some(m)) => {
-                Some(image_inputs::mask_inputs(model, init, m, vae_tiles, rng)?)
-            }
+            (Some(init), Some(m)) => Some(image_inputs::mask_inputs(
+                model,
+                init,
+                m,
+                (vae_tiles, stop),
+                rng,
+            )?),
             _ => None,
         };
         Ok(Self {

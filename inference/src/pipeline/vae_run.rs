@@ -78,22 +78,34 @@ pub fn decode(
     )
 }
 
-/// Encodes an image in [-1, 1] to the posterior, in `tiles` when given.
+/// Encodes an image in [-1, 1] to the posterior, in `tiles` when given; `None` when
+/// `stop` says so before a tile.
 ///
 /// # Shapes
 /// - `image`: `[1, 3, h, w]` (f32) -> mean, logvar `[1, latent_channels, h / f, w / f]` (f32)
-pub fn encode(model: &Model, image: Tensor<4>, tiles: Option<VaeTiles>) -> Posterior {
+pub fn encode(
+    model: &Model,
+    image: Tensor<4>,
+    tiles: Option<VaeTiles>,
+    stop: &dyn Fn() -> bool,
+) -> Option<Posterior> {
     with_fallback(
         model,
         image,
         |vae, x| match tiles {
-            Some(tiles) => vae.encode_tiled(x, tiles),
-            None => vae.encode(x),
+            Some(tiles) => vae.encode_tiled_until(x, tiles, stop),
+            None => Some(vae.encode(x)),
         },
-        |p| Posterior {
-            mean: p.mean.cast(DType::F32),
-            logvar: p.logvar.cast(DType::F32),
+        |p| {
+            p.map(|p| Posterior {
+                mean: p.mean.cast(DType::F32),
+                logvar: p.logvar.cast(DType::F32),
+            })
         },
-        |p| finite(&p.mean) && finite(&p.logvar),
+        // Stopped: nothing to fall back for.
+        |p| {
+            p.as_ref()
+                .is_none_or(|p| finite(&p.mean) && finite(&p.logvar))
+        },
     )
 }
