@@ -154,10 +154,12 @@ pub struct GenerateRequest {
     pub emphasis: crate::text::emphasis::Emphasis,
     /// Folders of textual-inversion embeddings: a prompt word equal to a file's stem becomes
     /// its vectors (the first folder wins for a repeated name).
+    #[serde(with = "crate::path_json::many")]
     pub embedding_dirs: Vec<PathBuf>,
     /// LoRAs to merge besides the prompt's `<lora:name:w>` tags.
     pub loras: Vec<crate::lora::LoraSpec>,
     /// Folders the prompt's LoRA tags are looked up in, by file stem.
+    #[serde(with = "crate::path_json::many")]
     pub lora_dirs: Vec<PathBuf>,
     /// ControlNets guiding the generation, each with its control map.
     pub controlnets: Vec<ControlRequest>,

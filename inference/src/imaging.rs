@@ -14,8 +14,12 @@ pub const MAX_INPUT_SIDE: u32 = 16_384;
 /// Largest decoding allocation for an input image.
 const MAX_DECODE_BYTES: u64 = 1 << 30;
 
-/// An 8-bit RGB image (plain data, row-major, 3 bytes per pixel).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+mod json;
+
+/// An 8-bit RGB image (plain data, row-major, 3 bytes per pixel). In JSON its pixels are a
+/// base64 PNG.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "json::Stored")]
 pub struct ImageRgb8 {
     pub width: u32,
     pub height: u32,
@@ -23,7 +27,8 @@ pub struct ImageRgb8 {
 }
 
 /// An 8-bit single-channel image (a mask: white = repaint).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "json::Stored")]
 pub struct ImageGray8 {
     pub width: u32,
     pub height: u32,

@@ -21,6 +21,7 @@ pub mod memory;
 pub mod metadata;
 pub mod model;
 pub mod models;
+pub mod path_json;
 pub mod pipeline;
 pub mod preview;
 pub mod rng;

@@ -23,7 +23,7 @@ pub enum HiresUpscaler {
     /// The decoded image, nearest neighbour (A1111's `Nearest`).
     Nearest,
     /// An ESRGAN / Real-ESRGAN model file; the decoded image goes through it.
-    Model(PathBuf),
+    Model(#[serde(with = "crate::path_json")] PathBuf),
 }
 
 /// A1111's latent upscaler names and their `interpolate` modes (`shared.latent_upscale_modes`).

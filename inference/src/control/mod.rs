@@ -18,6 +18,7 @@ use crate::imaging::ImageRgb8;
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ControlRequest {
     /// A ControlNet single file or diffusers folder.
+    #[serde(with = "crate::path_json")]
     pub model: PathBuf,
     /// The control map at the generation size (already preprocessed: [`control_map`]).
     pub image: ImageRgb8,

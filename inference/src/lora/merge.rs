@@ -27,6 +27,7 @@ use crate::weights::keymap::{UNetLayout, diffusers_to_module, module_to_diffuser
 /// One LoRA to merge, with A1111's two strengths (`<lora:name:te:unet>`).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LoraSpec {
+    #[serde(with = "crate::path_json")]
     pub path: PathBuf,
     pub text_encoder: f32,
     pub unet: f32,

@@ -77,6 +77,7 @@ impl Default for UpscaleOptions {
 pub struct UpscaleRequest {
     pub image: ImageRgb8,
     /// The ESRGAN model file.
+    #[serde(with = "crate::path_json")]
     pub model: std::path::PathBuf,
     pub options: UpscaleOptions,
     /// The source image's own generation parameters, kept on the result.
