@@ -19,6 +19,7 @@ mod fuzz;
 mod gpu;
 mod gpu_choice;
 mod gpu_lost;
+mod half_precision;
 mod kdiffusion;
 mod kill;
 mod lora;

@@ -1,0 +1,156 @@
+//! Tests of restoring settings from image metadata: A1111's emphasis names, an SDXL image's
+//! refiner and second prompts, ComfyUI's and Fooocus' refiners, the SDE noise, and numbers
+//! that are not finite.
+
+use super::*;
+
+#[test]
+fn an_a1111_emphasis_restores_by_a1111s_own_names() {
+    for (name, expected) in [
+        ("None", Emphasis::Off),
+        ("No norm", Emphasis::NoNorm),
+        ("Ignore", Emphasis::Ignore),
+        ("Original", Emphasis::Original),
+    ] {
+        let text = format!("a (cat:1.3)\nSteps: 20, Seed: 1, Emphasis: {name}");
+        let mut s = Settings::default();
+        apply(
+            &ImageMetadata::A1111(Parameters::parse(&text)),
+            &mut s,
+            true,
+        );
+        assert_eq!(s.emphasis, expected, "{name}");
+        assert_eq!(s.emphasis.a1111_name(), name, "written back the same");
+    }
+    let mut s = Settings {
+        emphasis: Emphasis::Off,
+        ..Settings::default()
+    };
+    apply(
+        &ImageMetadata::A1111(Parameters::parse("x\nSteps: 5")),
+        &mut s,
+        true,
+    );
+    assert_eq!(s.emphasis, Emphasis::Original, "no field: A1111's default");
+}
+
+#[test]
+fn an_sdxl_a1111_image_restores_its_refiner_and_second_prompts() {
+    let text = "a lighthouse\nNegative prompt: fog\nSteps: 30, Sampler: Euler, Schedule type: Automatic, \
+                CFG scale: 5, Seed: 7, Size: 1024x1024, Model: sd_xl_base_1.0, \
+                Refiner: sd_xl_refiner_1.0 [7440042bbd], Refiner switch at: 0.7, \
+                Prompt 2: oil painting, CFG Rescale φ: 0.5, Aesthetic score: 7, \
+                Original size: 4096x3003, Crop top left: \"0,64\"";
+    let mut s = Settings::default();
+    let r = apply(&ImageMetadata::A1111(Parameters::parse(text)), &mut s, true);
+    assert_eq!(r.refiner.as_deref(), Some("sd_xl_refiner_1.0"));
+    assert_eq!(s.refiner.switch_at, 0.7);
+    assert_eq!(s.prompt_2, "oil painting");
+    assert_eq!(s.cfg_rescale, 0.5);
+    assert_eq!(s.refiner.aesthetic_score, 7.0);
+    assert_eq!((s.width, s.height), (1024, 1024));
+    let sc = s.size_conditioning;
+    assert_eq!(
+        (sc.original, sc.crop, sc.target),
+        (Some((4096, 3003)), (0, 64), None)
+    );
+    apply(
+        &ImageMetadata::A1111(Parameters::parse("x\nSteps: 5")),
+        &mut s,
+        true,
+    );
+    assert!(
+        s.size_conditioning.to_request().is_default(),
+        "an image without it restores the defaults"
+    );
+}
+
+#[test]
+fn comfy_and_fooocus_name_their_refiners() {
+    let sampler = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let base = sampler(&[
+        ("steps", "25"),
+        ("positive_text_l", "a cat"),
+        ("positive_text_g", "a cat, photo"),
+        ("ckpt_name", "base.safetensors"),
+    ]);
+    let second = sampler(&[
+        ("steps", "25"),
+        ("start_at_step", "20"),
+        ("ckpt_name", "sdxl/refiner.safetensors"),
+    ]);
+    let mut s = Settings::default();
+    let r = apply(
+        &ImageMetadata::ComfyUi {
+            samplers: vec![base, second],
+            texts: vec![],
+        },
+        &mut s,
+        false,
+    );
+    assert_eq!(r.refiner.as_deref(), Some("refiner"));
+    assert_eq!(s.refiner.switch_at, 0.8);
+    assert_eq!(
+        (s.prompt.as_str(), s.prompt_2.as_str()),
+        ("a cat", "a cat, photo")
+    );
+
+    let fooocus = sampler(&[
+        ("prompt", "a dog"),
+        ("refiner_model", "sd_xl_refiner_1.0.safetensors"),
+        ("refiner_switch", "0.667"),
+    ]);
+    let r = apply(&ImageMetadata::Fooocus(fooocus), &mut s, false);
+    assert_eq!(r.refiner.as_deref(), Some("sd_xl_refiner_1.0"));
+    assert_eq!(s.refiner.switch_at, 0.667);
+}
+
+#[test]
+fn sde_noise_is_brownian_unless_the_image_says_generator() {
+    let text = |extra: &str| {
+        format!("a fox\nSteps: 20, Sampler: DPM++ 2M SDE, Schedule type: Karras{extra}")
+    };
+    let mut s = Settings {
+        sde_brownian: false,
+        ..Settings::default()
+    };
+    apply(
+        &ImageMetadata::A1111(Parameters::parse(&text(""))),
+        &mut s,
+        false,
+    );
+    assert!(s.sde_brownian, "A1111's images use Brownian trees");
+    let generator = Parameters::parse(&text(", SDE noise: generator"));
+    apply(&ImageMetadata::A1111(generator), &mut s, false);
+    assert!(!s.sde_brownian);
+}
+
+/// "nan" and "inf" parse as `f32` but cannot be saved (JSON has no such numbers): restored,
+/// they would make the settings file unreadable at the next start and every setting lost.
+#[test]
+fn non_finite_numbers_are_skipped_and_the_settings_still_save() {
+    let text = "a fox\nSteps: 20, CFG scale: inf, Seed: 3, Size: 512x512, \
+                Refiner: r, Refiner switch at: NaN, Aesthetic score: nan, \
+                CFG Rescale φ: -inf, Denoising strength: nan, Hires upscale: inf";
+    let mut s = Settings::default();
+    let r = apply(&ImageMetadata::A1111(Parameters::parse(text)), &mut s, true);
+    for name in ["CFG scale", "CFG rescale"] {
+        assert!(
+            r.skipped.iter().any(|why| why.starts_with(name)),
+            "{name} is reported skipped: {:?}",
+            r.skipped
+        );
+    }
+    assert_eq!(s.steps, 20, "the finite ones are applied");
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = crate::gui::settings::SettingsFile::in_dir(dir.path());
+    file.save(&s).unwrap();
+    let loaded = file.load();
+    assert!(loaded.problem.is_none(), "{:?}", loaded.problem);
+    assert_eq!(loaded.settings.steps, 20);
+}
