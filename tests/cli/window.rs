@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ember_app::gui::paths::Paths;
-use ember_app::gui::queue_file::{KeptJob, KeptQueue};
+use ember_app::gui::queue_file::{Kept, KeptJob, KeptQueue};
 use ember_app::gui::session::Work;
 use ember_app::gui::settings::{Settings, SettingsFile};
 use ember_tests::reference;
@@ -97,7 +97,7 @@ fn a_lost_window_gpu_starts_ember_again_and_the_new_window_makes_the_kept_queue(
     });
     let queue = paths.config_dir.join("queue.json");
     KeptQueue::in_dir(&paths.config_dir)
-        .keep(jobs.to_vec())
+        .keep(Kept::new(jobs.to_vec(), Vec::new()))
         .unwrap();
 
     let display = Xvfb::start();

@@ -1,12 +1,14 @@
 //! Closing the window with images still to be made asks first: "Don't quit" goes on, "Keep
 //! them and quit" writes the queue for the next start; with nothing to make it closes at once.
-//! A finished image that no folder took is kept, offered to "Save again", and asked about too.
+//! A finished image that no folder took is kept, offered to "Save again", asked about, and
+//! kept for the next start.
 
 use std::time::Duration;
 
 use egui_kittest::kittest::Queryable;
 use ember_app::gui::action::{Action, DeviceAction};
 use ember_app::gui::paths::Paths;
+use ember_app::gui::queue_file::KeptQueue;
 use ember_tests::fake_engine::FakeEngine;
 
 use crate::{Window, app, busy, has_notice, open, pngs_in, step_until};
@@ -153,28 +155,12 @@ fn an_image_no_folder_takes_is_kept_until_saved_again() {
         "no job waits, but an image would be lost"
     );
     assert!(
-        w.query_all_by_label_contains("quitting loses them")
+        w.query_all_by_label_contains("wait to be saved again at the next start")
             .next()
             .is_some()
     );
-    assert!(
-        w.query_by_label("Keep them and quit").is_none(),
-        "no jobs to keep"
-    );
     let sent = click(&mut w, "Don't quit");
     assert!(!closes_the_window(&sent));
-    // Nor does a start-again on another device drop them.
-    let start_again = DeviceAction::StartAgain { when_idle: false };
-    w.state_mut()
-        .as_mut()
-        .unwrap()
-        .perform(Action::Device(start_again));
-    assert!(!app(&w).starts_again());
-    assert!(has_notice(app(&w), "did not start again"));
-    // The new notice moves the bar up: let the layout settle before clicking it.
-    for _ in 0..5 {
-        w.step();
-    }
 
     std::fs::remove_file(&paths.default_output).unwrap();
     click(&mut w, "Save again");
@@ -191,4 +177,71 @@ fn an_image_no_folder_takes_is_kept_until_saved_again() {
         !keeps_the_window_open(&ask_to_close(&mut w)),
         "nothing left to lose"
     );
+}
+
+/// A finished image no folder takes is kept for the next start, by the quit question's
+/// "Keep them and quit" and by a start-again on another device (a lost GPU's too), and
+/// waits there to be saved again.
+#[test]
+fn an_unsaved_image_is_kept_for_the_next_start() {
+    let home = tempfile::tempdir().unwrap();
+    let paths = Paths::under(home.path());
+    for blocked in [&paths.default_output, &paths.fallback_output] {
+        std::fs::write(blocked, b"not a folder").unwrap();
+    }
+    let mut w = busy(home.path(), 1);
+    step_until(&mut w, "the save to fail", |a| a.unsaved.len() == 1);
+    assert!(keeps_the_window_open(&ask_to_close(&mut w)));
+    assert!(closes_the_window(&click(&mut w, "Keep them and quit")));
+    let kept = paths.config_dir.join("queue.json");
+    assert!(kept.exists());
+    drop(w);
+
+    // The next start: the image waits, and a start-again on another device keeps it again.
+    let next_start = |paths: &Paths| {
+        let mut w = open(FakeEngine::new(Duration::ZERO), paths.clone());
+        w.step();
+        assert_eq!(app(&w).unsaved.len(), 1);
+        assert!(has_notice(app(&w), "wait to be saved again"));
+        assert!(!kept.exists(), "taken once");
+        w
+    };
+    let mut w = next_start(&paths);
+    let start_again = DeviceAction::StartAgain { when_idle: false };
+    w.state_mut()
+        .as_mut()
+        .unwrap()
+        .perform(Action::Device(start_again));
+    assert!(app(&w).starts_again());
+    drop(w);
+
+    let mut w = next_start(&paths);
+    for _ in 0..5 {
+        w.step();
+    }
+    std::fs::remove_file(&paths.default_output).unwrap();
+    click(&mut w, "Save again");
+    let output = paths.default_output.clone();
+    step_until(&mut w, "the image to be saved", |_| pngs_in(&output) == 1);
+    assert!(app(&w).unsaved.is_empty());
+}
+
+/// A start-again once the queue is done comes on the frame the last image is made, while its
+/// save is under way: it waits for the save's reply, so an image no folder takes is kept
+/// with the queue, not lost.
+#[test]
+fn a_start_again_when_idle_waits_for_the_last_save() {
+    let home = tempfile::tempdir().unwrap();
+    let paths = Paths::under(home.path());
+    for blocked in [&paths.default_output, &paths.fallback_output] {
+        std::fs::write(blocked, b"not a folder").unwrap();
+    }
+    let mut w = busy(home.path(), 1);
+    let app_mut = w.state_mut().as_mut().unwrap();
+    app_mut.settings.device = "cpu".into();
+    app_mut.perform(Action::Device(DeviceAction::StartAgain { when_idle: true }));
+    step_until(&mut w, "Ember to start again", |a| a.starts_again());
+    assert_eq!(app(&w).unsaved.len(), 1, "the save came back first");
+    let kept = KeptQueue::in_dir(&paths.config_dir).take().unwrap();
+    assert_eq!(kept.unsaved.len(), 1, "and was kept for the next start");
 }

@@ -77,6 +77,9 @@ pub struct EmberApp {
     /// Finished images that no folder took (see `gallery::store::Reply::SaveFailed`), kept
     /// until they are saved: "Save again", and a question before quitting.
     pub unsaved: Vec<gallery::store::ToSave>,
+    /// Images sent to be saved whose reply has not come: one may yet come back unsaved, so a
+    /// start-again or a close waits for them.
+    saves_in_flight: usize,
     /// Canvas jobs whose results must be put back onto their source.
     canvas_jobs: HashMap<JobId, inference::canvas::CanvasJob>,
     worker: WorkerHandle,
@@ -139,6 +142,7 @@ impl EmberApp {
             downloads: Default::default(),
             canvas_jobs: HashMap::new(),
             unsaved: Vec::new(),
+            saves_in_flight: 0,
             worker,
             files,
             models_service,
@@ -255,6 +259,7 @@ impl EmberApp {
                 paths: &self.paths,
                 path_prompt: &mut self.path_prompt,
                 unsaved: self.unsaved.len(),
+                saving: self.saves_in_flight,
             },
         ));
         for action in actions {

@@ -21,6 +21,9 @@ pub struct DeviceChoice {
     lister: Lister,
     /// Start again once no image is being made or waits its turn.
     pub when_idle: bool,
+    /// Start again as soon as the images being saved are written (one may come back unsaved,
+    /// and is then kept with the queue).
+    pub once_saved: bool,
     /// Ember closes now to start again (the window then closes; see `gui::run`).
     pub start_now: bool,
 }
@@ -39,6 +42,7 @@ impl Default for DeviceChoice {
             listing: Listing::NotYet,
             lister: Arc::new(inference::device::list_devices),
             when_idle: false,
+            once_saved: false,
             start_now: false,
         }
     }

@@ -88,6 +88,8 @@ impl EframeApp {
         let mut output = None;
         if let Some(mut app) = self.app.take() {
             app.save_settings();
+            // Saves take milliseconds; a disk that hangs must not keep Ember from starting.
+            app.wait_for_saves(std::time::Duration::from_secs(5));
             if let Err(e) = app.keep_queue() {
                 eprintln!("warning: {e}");
             }

@@ -1,6 +1,7 @@
 //! The queue kept across a start-again (the Device menu's, or after the window's GPU was
 //! lost): `queue.json` in the config folder, written before the old process stops and taken in
-//! by the new one, which removes it. The image being made starts over; no queued one is lost.
+//! by the new one, which removes it. The image being made starts over; no queued one is lost,
+//! and neither is a finished image no folder took (it waits unsaved in the new window).
 //!
 //! **Invariant:** the file is written atomically; one that cannot be read is kept as
 //! `queue.json.bad` and reported, never run half or dropped silently.
@@ -8,9 +9,11 @@
 use std::path::{Path, PathBuf};
 
 use inference::canvas::CanvasJob;
-use inference::imaging::write_atomic;
+use inference::imaging::{ImageRgb8, write_atomic};
+use inference::worker::JobId;
 use serde::{Deserialize, Serialize};
 
+use super::gallery::store::ToSave;
 use super::session::Work;
 
 /// One job as kept: what it does, and for a canvas job how its images go back onto the
@@ -21,15 +24,78 @@ pub struct KeptJob {
     pub canvas: Option<CanvasJob>,
 }
 
-/// The file's layout; raised when a change to the requests makes older files unreadable (an
-/// unreadable file is kept aside and reported, never run half).
-const FORMAT: u32 = 1;
+/// A finished image no folder took, as kept (its job's number means nothing to the next
+/// process).
+#[derive(Clone, Serialize, Deserialize)]
+pub struct KeptImage {
+    index: usize,
+    image: ImageRgb8,
+    parameters: String,
+    extras: Option<String>,
+    seed: u64,
+}
 
-/// What the file holds: its layout's number, then the jobs in the order they run.
+/// The job number images kept from the last start are saved under: none of this process's
+/// jobs has it, so no result shown is taken for theirs.
+const LAST_START: JobId = JobId(u64::MAX);
+
+impl From<&ToSave> for KeptImage {
+    fn from(item: &ToSave) -> Self {
+        KeptImage {
+            index: item.index,
+            image: item.image.clone(),
+            parameters: item.parameters.clone(),
+            extras: item.extras.clone(),
+            seed: item.seed,
+        }
+    }
+}
+
+impl From<KeptImage> for ToSave {
+    fn from(kept: KeptImage) -> Self {
+        ToSave {
+            job: LAST_START,
+            index: kept.index,
+            image: kept.image,
+            parameters: kept.parameters,
+            extras: kept.extras,
+            seed: kept.seed,
+        }
+    }
+}
+
+/// The file's layout; raised when a change makes older Ember builds misread the file (an
+/// unreadable file is kept aside and reported, never run half or half-read). Layout 2 added
+/// `unsaved` and PNG images; layout 1 (images as lists of numbers) is still read.
+const FORMAT: u32 = 2;
+const READABLE: [u32; 2] = [1, FORMAT];
+
+/// What the file holds: its layout's number, the jobs in the order they run, and the
+/// finished images waiting to be saved.
 #[derive(Serialize, Deserialize)]
-struct QueueFile {
+pub struct Kept {
     format: u32,
-    jobs: Vec<KeptJob>,
+    pub jobs: Vec<KeptJob>,
+    #[serde(default)]
+    pub unsaved: Vec<KeptImage>,
+}
+
+impl Kept {
+    pub fn new(jobs: Vec<KeptJob>, unsaved: Vec<KeptImage>) -> Self {
+        Kept {
+            format: FORMAT,
+            jobs,
+            unsaved,
+        }
+    }
+
+    pub fn nothing() -> Self {
+        Kept::new(Vec::new(), Vec::new())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty() && self.unsaved.is_empty()
+    }
 }
 
 /// `queue.json` in one folder.
@@ -45,9 +111,9 @@ impl KeptQueue {
         }
     }
 
-    /// Writes `jobs` for the next start (removes the file when there are none).
-    pub fn keep(&self, jobs: Vec<KeptJob>) -> Result<(), String> {
-        if jobs.is_empty() {
+    /// Writes `kept` for the next start (removes the file when it holds nothing).
+    pub fn keep(&self, kept: Kept) -> Result<(), String> {
+        if kept.is_empty() {
             return match std::fs::remove_file(&self.path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     Err(format!("could not remove {}: {e}", self.path.display()))
@@ -55,11 +121,7 @@ impl KeptQueue {
                 _ => Ok(()),
             };
         }
-        let file = QueueFile {
-            format: FORMAT,
-            jobs,
-        };
-        let json = serde_json::to_vec(&file).map_err(|e| e.to_string())?;
+        let json = serde_json::to_vec(&kept).map_err(|e| e.to_string())?;
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
@@ -68,21 +130,21 @@ impl KeptQueue {
         write_atomic(&self.path, &json).map_err(|e| e.to_string())
     }
 
-    /// The jobs kept by the last process, removing the file; none when there is no file. A
-    /// file that cannot be read (damaged, or of another layout) is kept as `queue.json.bad`
-    /// and the error says so.
-    pub fn take(&self) -> Result<Vec<KeptJob>, String> {
+    /// What the last process kept, removing the file; nothing when there is no file. A file
+    /// that cannot be read (damaged, or of another layout) is kept as `queue.json.bad` and
+    /// the error says so.
+    pub fn take(&self) -> Result<Kept, String> {
         let bytes = match std::fs::read(&self.path) {
             Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Kept::nothing()),
             Err(e) => return Err(format!("could not read {}: {e}", self.path.display())),
         };
-        let file = serde_json::from_slice::<QueueFile>(&bytes)
+        let file = serde_json::from_slice::<Kept>(&bytes)
             .map_err(|e| e.to_string())
-            .and_then(|file| match file.format == FORMAT {
+            .and_then(|file| match READABLE.contains(&file.format) {
                 true => Ok(file),
                 false => Err(format!(
-                    "its layout is number {}, not {FORMAT}",
+                    "its layout is number {}, not one this Ember reads ({READABLE:?})",
                     file.format
                 )),
             });
@@ -96,7 +158,7 @@ impl KeptQueue {
                         self.path.display()
                     )
                 })?;
-                Ok(file.jobs)
+                Ok(file)
             }
             Err(why) => {
                 let bad = self.path.with_extension("json.bad");
@@ -116,7 +178,6 @@ impl KeptQueue {
 mod tests {
     use super::*;
     use inference::api::GenerateRequest;
-    use inference::imaging::ImageRgb8;
 
     fn generate(seed: u64) -> Work {
         Work::Generate(Box::new(GenerateRequest {
@@ -137,8 +198,8 @@ mod tests {
         let queue = KeptQueue::in_dir(&dir.path().join("config"));
         assert!(queue.take().unwrap().is_empty(), "no file: nothing kept");
         let jobs = [generate(7), generate(8)].map(|work| KeptJob { work, canvas: None });
-        queue.keep(jobs.to_vec()).unwrap();
-        let back = queue.take().unwrap();
+        queue.keep(Kept::new(jobs.to_vec(), Vec::new())).unwrap();
+        let back = queue.take().unwrap().jobs;
         let seeds: Vec<u64> = back
             .iter()
             .map(|job| match &job.work {
@@ -157,8 +218,103 @@ mod tests {
         );
         assert!(queue.take().unwrap().is_empty(), "taken once");
         // No jobs: no file.
-        queue.keep(Vec::new()).unwrap();
+        queue.keep(Kept::nothing()).unwrap();
         assert!(!dir.path().join("config/queue.json").exists());
+    }
+
+    /// Finished images no folder took, and paths that are not UTF-8, are kept too.
+    #[test]
+    fn unsaved_images_and_any_path_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = KeptQueue::in_dir(dir.path());
+        // Latin-1 "café": not UTF-8.
+        #[cfg(unix)]
+        let lora_dirs = {
+            use std::os::unix::ffi::OsStringExt;
+            vec![std::ffi::OsString::from_vec(b"/loras/caf\xe9".to_vec()).into()]
+        };
+        #[cfg(not(unix))]
+        let lora_dirs = vec![PathBuf::from("loras")];
+        let request = GenerateRequest {
+            seed: 3,
+            lora_dirs,
+            ..Default::default()
+        };
+        let finished = ToSave {
+            job: JobId(4),
+            index: 1,
+            image: ImageRgb8 {
+                width: 1,
+                height: 2,
+                pixels: vec![10, 20, 30, 40, 50, 60],
+            },
+            parameters: "a fox\nSteps: 20, Seed: 9".into(),
+            extras: Some("Postprocess upscale by: 4".into()),
+            seed: 9,
+        };
+        let job = KeptJob {
+            work: Work::Generate(Box::new(request.clone())),
+            canvas: None,
+        };
+        queue
+            .keep(Kept::new(vec![job], vec![KeptImage::from(&finished)]))
+            .unwrap();
+        let back = queue.take().unwrap();
+        let Work::Generate(kept) = &back.jobs[0].work else {
+            panic!("a generation")
+        };
+        assert_eq!(kept.lora_dirs, request.lora_dirs);
+        let [image] = &back.unsaved[..] else {
+            panic!("one image")
+        };
+        let image = ToSave::from(image.clone());
+        assert_eq!(
+            (
+                image.index,
+                &image.image,
+                &image.parameters,
+                &image.extras,
+                image.seed
+            ),
+            (
+                1,
+                &finished.image,
+                &finished.parameters,
+                &finished.extras,
+                9
+            )
+        );
+        assert_ne!(image.job, JobId(4), "not taken for this process's job 4");
+    }
+
+    /// A file an earlier version wrote (images as lists of numbers, no unsaved images) is
+    /// read.
+    #[test]
+    fn an_earlier_versions_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = KeptQueue::in_dir(dir.path());
+        let mut json = serde_json::to_value(Kept::new(
+            vec![KeptJob {
+                work: generate(7),
+                canvas: None,
+            }],
+            Vec::new(),
+        ))
+        .unwrap();
+        json.as_object_mut().unwrap().remove("unsaved");
+        json["format"] = 1.into();
+        json["jobs"][0]["work"]["Generate"]["init_image"] =
+            serde_json::json!({"width": 2, "height": 1, "pixels": [0, 1, 2, 253, 254, 255]});
+        std::fs::write(dir.path().join("queue.json"), json.to_string()).unwrap();
+        let back = queue.take().unwrap();
+        let Work::Generate(first) = &back.jobs[0].work else {
+            panic!("a generation")
+        };
+        assert_eq!(
+            first.init_image.as_ref().unwrap().pixels,
+            [0, 1, 2, 253, 254, 255]
+        );
+        assert!(back.unsaved.is_empty());
     }
 
     #[test]

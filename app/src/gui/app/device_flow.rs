@@ -1,12 +1,13 @@
 //! The Device menu's side of the app: listing the machine's devices, and closing to start
 //! again on the chosen one, now or once the queue is done (`gui::run` starts the new process
-//! after the window has closed and the worker has stopped); and the queue kept across a
-//! start-again ([`crate::gui::queue_file`]).
+//! after the window has closed and the worker has stopped); and the queue, with the finished
+//! images no folder took, kept across a start-again ([`crate::gui::queue_file`]).
 
 use super::EmberApp;
 use crate::gui::action::DeviceAction;
 use crate::gui::device_choice::{chosen, in_words};
-use crate::gui::queue_file::{KeptJob, KeptQueue};
+use crate::gui::gallery::store::ToSave;
+use crate::gui::queue_file::{Kept, KeptImage, KeptJob, KeptQueue};
 use crate::gui::session::Level;
 use crate::gui::session::Work;
 
@@ -36,7 +37,14 @@ impl EmberApp {
     pub(super) fn device_frame(&mut self) {
         self.device_choice.poll();
         // Closing was asked for: quitting wins over starting again.
-        if !self.device_choice.when_idle || self.quitting.asked {
+        if self.quitting.asked {
+            return;
+        }
+        if self.device_choice.once_saved && self.saves_in_flight == 0 {
+            self.device_choice.once_saved = false;
+            self.start_again_now();
+        }
+        if !self.device_choice.when_idle {
             return;
         }
         if !self.device_choice.needs_start_again(&self.settings.device) {
@@ -46,18 +54,14 @@ impl EmberApp {
         }
     }
 
-    /// Saves the settings (the choice among them) and the queue, and closes the window to
-    /// start again; Ember stays open when either cannot be saved, or while finished images
-    /// wait unsaved, as they would be lost.
+    /// Saves the settings (the choice among them) and the queue (with the finished images
+    /// waiting unsaved), and closes the window to start again; Ember stays open when either
+    /// cannot be saved.
     fn start_again_now(&mut self) {
         self.device_choice.when_idle = false;
-        // Finished images no folder took live only in this process.
-        if !self.unsaved.is_empty() {
-            self.session.notify(
-                Level::Error,
-                "Ember did not start again: finished images are not saved yet (Save again \
-                 first)",
-            );
+        // A save under way may yet come back unsaved: it is kept too once its reply is in.
+        if self.saves_in_flight > 0 {
+            self.device_choice.once_saved = true;
             return;
         }
         let saved = self.settings_file.save(&self.settings);
@@ -75,8 +79,8 @@ impl EmberApp {
         self.device_choice.start_now
     }
 
-    /// Writes the job being made (it starts over) and the queued ones for the process that
-    /// starts next; how many were kept.
+    /// Writes the job being made (it starts over), the queued ones and the finished images
+    /// no folder took for the process that starts next; how many jobs were kept.
     pub fn keep_queue(&self) -> Result<usize, String> {
         let running = (self.session.running.iter())
             .filter(|job| !job.cancelling)
@@ -90,18 +94,44 @@ impl EmberApp {
             })
             .collect();
         let count = jobs.len();
+        let unsaved = self.unsaved.iter().map(KeptImage::from).collect();
         KeptQueue::in_dir(&self.paths.config_dir)
-            .keep(jobs)
+            .keep(Kept::new(jobs, unsaved))
             .map(|()| count)
             .map_err(|e| format!("the queue could not be kept ({e})"))
     }
 
-    /// Queues the jobs the last process kept as it started again.
+    /// Waits, at most `limit`, for the replies of the images being saved, so that one coming
+    /// back unsaved is kept with the queue (for a lost GPU's start-again, which has no frames
+    /// left to wait in).
+    pub fn wait_for_saves(&mut self, limit: std::time::Duration) {
+        let until = std::time::Instant::now() + limit;
+        while self.saves_in_flight > 0 && std::time::Instant::now() < until {
+            match self.files.try_recv() {
+                Some(reply) => self.on_file_reply(reply),
+                None => std::thread::sleep(std::time::Duration::from_millis(5)),
+            }
+        }
+    }
+
+    /// Queues the jobs the last process kept as it started again, and keeps its unsaved
+    /// images waiting to be saved again.
     pub(super) fn take_kept_queue(&mut self) {
-        let jobs = match KeptQueue::in_dir(&self.paths.config_dir).take() {
-            Ok(jobs) => jobs,
+        let Kept { jobs, unsaved, .. } = match KeptQueue::in_dir(&self.paths.config_dir).take() {
+            Ok(kept) => kept,
             Err(e) => return self.session.notify(Level::Error, e),
         };
+        if !unsaved.is_empty() {
+            self.session.notify(
+                Level::Warning,
+                format!(
+                    "{} finished image(s) that could not be saved before Ember last closed \
+                     wait to be saved again (Save again)",
+                    unsaved.len()
+                ),
+            );
+            self.unsaved.extend(unsaved.into_iter().map(ToSave::from));
+        }
         if jobs.is_empty() {
             return;
         }

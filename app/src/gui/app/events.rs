@@ -112,6 +112,7 @@ impl EmberApp {
     /// Sends an image to be saved in the output folder (its fallback when that cannot be
     /// written); one that neither takes comes back and is kept ([`EmberApp::unsaved`]).
     pub(super) fn save(&mut self, item: ToSave) {
+        self.saves_in_flight += 1;
         self.files.send(gallery::store::Request::Save {
             dir: self.output_dir(),
             fallback_dir: self.paths.fallback_output.clone(),

@@ -1,7 +1,6 @@
-//! Closing the window while images are still to be made: Ember asks whether to keep them
-//! for the next start (`queue.json`, as a start-again keeps them), quit without them, or stay
-//! open; and while finished images wait unsaved, whether to lose them. A window with nothing
-//! to make or save closes at once.
+//! Closing the window while images are still to be made, or finished ones wait unsaved: Ember
+//! asks whether to keep them for the next start (`queue.json`, as a start-again keeps them),
+//! quit without them, or stay open. A window with nothing to make or save closes at once.
 
 use super::EmberApp;
 use crate::gui::action::QuitAction;
@@ -30,7 +29,8 @@ impl EmberApp {
         if !requested || self.quitting.confirmed || self.device_choice.start_now {
             return;
         }
-        if self.jobs_to_make() > 0 || !self.unsaved.is_empty() {
+        // A save under way may yet come back unsaved: the close waits for its reply.
+        if self.jobs_to_make() > 0 || !self.unsaved.is_empty() || self.saves_in_flight > 0 {
             ctx.send_viewport_cmd(egui::ViewportCommand::CancelClose);
             // A minimised window draws nothing: show it, so the question can be seen.
             ctx.send_viewport_cmd(egui::ViewportCommand::Minimized(false));
@@ -40,10 +40,11 @@ impl EmberApp {
         }
     }
 
-    /// Each frame: the jobs the question was about are done (and no finished image waits
-    /// unsaved), so the window closes, as asked.
+    /// Each frame: the jobs the question was about are done and saved (and no finished image
+    /// waits unsaved), so the window closes, as asked.
     pub(super) fn quit_frame(&mut self) {
-        if self.quitting.asked && self.jobs_to_make() == 0 && self.unsaved.is_empty() {
+        let done = self.jobs_to_make() == 0 && self.unsaved.is_empty() && self.saves_in_flight == 0;
+        if self.quitting.asked && done {
             self.perform_quit(QuitAction::DropQueue);
         }
     }

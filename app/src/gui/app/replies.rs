@@ -13,6 +13,9 @@ use crate::gui::{gallery, models, restore};
 impl EmberApp {
     pub(super) fn on_file_reply(&mut self, reply: gallery::store::Reply) {
         use gallery::store::Reply;
+        if matches!(reply, Reply::Saved { .. } | Reply::SaveFailed { .. }) {
+            self.saves_in_flight = self.saves_in_flight.saturating_sub(1);
+        }
         match reply {
             Reply::Saved {
                 job,

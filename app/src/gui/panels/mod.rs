@@ -65,6 +65,8 @@ pub struct Parts<'a> {
     pub path_prompt: &'a mut Option<PathPrompt>,
     /// Finished images no folder took, kept until saved.
     pub unsaved: usize,
+    /// Images being saved now.
+    pub saving: usize,
 }
 
 /// Finished images that neither the output folder nor the fallback took (a full disk, a

@@ -1,6 +1,5 @@
-//! The question shown when the window is closed with images still to be made (keep them for
-//! the next start, quit without them, or stay) or finished images not saved (lose them, or
-//! stay).
+//! The question shown when the window is closed with images still to be made or finished
+//! images not saved: keep them for the next start, quit without them, or stay.
 
 use super::Parts;
 use crate::gui::action::{Action, QuitAction};
@@ -23,11 +22,15 @@ pub(super) fn question(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Act
             ui.colored_label(
                 ui.visuals().warn_fg_color,
                 format!(
-                    "{} finished image(s) could not be saved; quitting loses them. Don't quit, \
-                     free some space or choose another output folder, then Save again.",
+                    "{} finished image(s) could not be saved. Kept, they wait to be saved again \
+                     at the next start; or don't quit, free some space or choose another \
+                     output folder, then Save again.",
                     app.unsaved
                 ),
             );
+        }
+        if app.saving > 0 {
+            ui.label(format!("{} image(s) are being saved.", app.saving));
         }
         if let Some(what) = &what {
             ui.label(what);
@@ -39,7 +42,7 @@ pub(super) fn question(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Act
         ui.add_space(6.0);
         let mut answer = None;
         ui.horizontal(|ui| {
-            if what.is_some() && ui.button("Keep them and quit").clicked() {
+            if ui.button("Keep them and quit").clicked() {
                 answer = Some(QuitAction::KeepQueue);
             }
             let quit = if what.is_some() {
