@@ -22,9 +22,9 @@ pub(super) fn question(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Act
             ui.colored_label(
                 ui.visuals().warn_fg_color,
                 format!(
-                    "{} finished image(s) could not be saved. Kept, they wait to be saved again \
-                     at the next start; or don't quit, free some space or choose another \
-                     output folder, then Save again.",
+                    "{} finished image(s) could not be saved. Keep them and they wait to be \
+                     saved again at the next start; or don't quit, free some space or choose \
+                     another output folder, and Save again.",
                     app.unsaved
                 ),
             );
