@@ -3,12 +3,17 @@
 //! decode and encode with partial tiles at the right and bottom edges; a cancel between
 //! tiles.
 
+use std::cell::Cell;
+use std::ops::ControlFlow;
 use std::path::Path;
 
 use burn::tensor::{Device, Tensor, TensorData};
 use ember_tests::{Fixture, Fixtures, assert_close_scaled};
+use inference::api::{GenerateRequest, Progress, Stage, VaeTiling};
 use inference::device::{Precision, tensor_to_vec};
+use inference::imaging::ImageRgb8;
 use inference::models::vae_tiles::VaeTiles;
+use inference::pipeline::{Observer, generate};
 use inference::weights::{LoadOptions, load};
 
 /// The README's tolerance for VAE goldens (relative to the largest magnitude).
@@ -102,7 +107,6 @@ fn tiled_decode_and_encode_match_diffusers() {
 /// `on` tiles without a word; `off` never; an image of one tile is never split.
 #[test]
 fn auto_tiles_when_memory_is_short_and_says_so() {
-    use inference::api::VaeTiling;
     use inference::pipeline::vae_plan::VaePlan;
     let options = LoadOptions::new(Device::flex(), Precision::F32);
     let model = load(&ember_tests::reference("sd15/pipeline"), &options).unwrap();
@@ -132,105 +136,94 @@ fn auto_tiles_when_memory_is_short_and_says_so() {
     assert_eq!(one_tile.tiles, None);
 }
 
-/// Cancelling while the VAE decodes in tiles stops it before the next tile: the job ends
-/// cancelled, not finished minutes later (a large decode on the CPU).
-#[test]
-fn a_cancel_during_a_tiled_decode_stops_it_between_tiles() {
-    use std::cell::Cell;
-    use std::ops::ControlFlow;
+/// Says to stop at the `stop_at`th time it is asked during `stage` (from its report to the
+/// next stage's).
+struct CancelDuring {
+    stage: Stage,
+    inside: bool,
+    asked: Cell<usize>,
+    stop_at: usize,
+}
 
-    use inference::api::{Progress, Stage, VaeTiling};
-    use inference::pipeline::{Observer, generate};
-
-    /// Says to stop at the decode's second tile: its first question comes before the
-    /// image, its second before the first tile.
-    struct CancelAtSecondTile {
-        decoding: bool,
-        asked: Cell<usize>,
-    }
-    impl Observer for CancelAtSecondTile {
-        fn progress(&mut self, progress: Progress) -> ControlFlow<()> {
-            self.decoding |= progress.stage == Stage::Decoding;
-            ControlFlow::Continue(())
-        }
-        fn interrupted(&self) -> bool {
-            if !self.decoding {
-                return false;
-            }
-            self.asked.set(self.asked.get() + 1);
-            self.asked.get() >= 3
+impl CancelDuring {
+    fn new(stage: Stage, stop_at: usize) -> Self {
+        CancelDuring {
+            stage,
+            inside: false,
+            asked: Cell::new(0),
+            stop_at,
         }
     }
+}
+
+impl Observer for CancelDuring {
+    fn progress(&mut self, progress: Progress) -> ControlFlow<()> {
+        self.inside = progress.stage == self.stage;
+        ControlFlow::Continue(())
+    }
+    fn interrupted(&self) -> bool {
+        if !self.inside {
+            return false;
+        }
+        self.asked.set(self.asked.get() + 1);
+        self.asked.get() >= self.stop_at
+    }
+}
+
+/// The reference model, and a request for an image of two tiles a side, tiled.
+fn two_tiles_a_side(steps: u32) -> (inference::model::Model, GenerateRequest) {
     let options = LoadOptions::new(Device::flex(), Precision::F32);
     let model = load(&ember_tests::reference("sd15/pipeline"), &options).unwrap();
     let big = (VaeTiles::of(&model.vae_config).sample * 2) as u32;
     let mut request = model.request("a lighthouse", 5);
-    (request.width, request.height, request.steps) = (big, big, 1);
+    (request.width, request.height, request.steps) = (big, big, steps);
     request.vae_tiling = VaeTiling::On;
-    let mut observer = CancelAtSecondTile {
-        decoding: false,
-        asked: Cell::new(0),
-    };
-    let result = generate(&model, &request, &mut observer);
+    (model, request)
+}
+
+/// Runs `request` with `observer`: it must end cancelled, after `asked` questions.
+fn ends_cancelled(
+    model: &inference::model::Model,
+    request: &GenerateRequest,
+    mut observer: CancelDuring,
+    asked: usize,
+) {
+    let result = generate(model, request, &mut observer);
     assert!(
         matches!(result, Err(inference::Error::Cancelled)),
         "{:?}",
         result.map(|g| g.images.len())
     );
-    assert_eq!(observer.asked.get(), 3, "stopped at the second tile");
+    assert_eq!(observer.asked.get(), asked, "stopped at the second tile");
+}
+
+/// Cancelling while the VAE decodes in tiles stops it before the next tile: the job ends
+/// cancelled, not finished minutes later (a large decode on the CPU).
+#[test]
+fn a_cancel_during_a_tiled_decode_stops_it_between_tiles() {
+    let (model, request) = two_tiles_a_side(1);
+    // The decode's first question comes before the image, its second before the first
+    // tile: the third is before the second tile.
+    ends_cancelled(&model, &request, CancelDuring::new(Stage::Decoding, 3), 3);
 }
 
 /// Cancelling while the VAE encodes an img2img init image in tiles stops it before the
 /// next tile, as the decode does.
 #[test]
 fn a_cancel_during_a_tiled_encode_stops_it_between_tiles() {
-    use std::cell::Cell;
-    use std::ops::ControlFlow;
-
-    use inference::api::{Progress, Stage, VaeTiling};
-    use inference::imaging::ImageRgb8;
-    use inference::pipeline::{Observer, generate};
-
-    /// Says to stop at the encode's second tile: its first question comes before the
-    /// first tile.
-    struct CancelAtSecondTile {
-        encoding: bool,
-        asked: Cell<usize>,
-    }
-    impl Observer for CancelAtSecondTile {
-        fn progress(&mut self, progress: Progress) -> ControlFlow<()> {
-            self.encoding = progress.stage == Stage::EncodingImage;
-            ControlFlow::Continue(())
-        }
-        fn interrupted(&self) -> bool {
-            if !self.encoding {
-                return false;
-            }
-            self.asked.set(self.asked.get() + 1);
-            self.asked.get() >= 2
-        }
-    }
-    let options = LoadOptions::new(Device::flex(), Precision::F32);
-    let model = load(&ember_tests::reference("sd15/pipeline"), &options).unwrap();
-    let big = (VaeTiles::of(&model.vae_config).sample * 2) as u32;
-    let mut request = model.request("a lighthouse", 5);
-    (request.width, request.height, request.steps) = (big, big, 2);
+    let (model, mut request) = two_tiles_a_side(2);
+    let side = request.width;
     request.init_image = Some(ImageRgb8 {
-        width: big,
-        height: big,
-        pixels: vec![128; (big * big * 3) as usize],
+        width: side,
+        height: side,
+        pixels: vec![128; (side * side * 3) as usize],
     });
     request.strength = 0.5;
-    request.vae_tiling = VaeTiling::On;
-    let mut observer = CancelAtSecondTile {
-        encoding: false,
-        asked: Cell::new(0),
-    };
-    let result = generate(&model, &request, &mut observer);
-    assert!(
-        matches!(result, Err(inference::Error::Cancelled)),
-        "{:?}",
-        result.map(|g| g.images.len())
+    // The encode's first question comes before the first tile.
+    ends_cancelled(
+        &model,
+        &request,
+        CancelDuring::new(Stage::EncodingImage, 2),
+        2,
     );
-    assert_eq!(observer.asked.get(), 2, "stopped at the second tile");
 }

@@ -44,6 +44,16 @@ fn step(w: &mut Window) -> Vec<egui::ViewportCommand> {
         .unwrap_or_default()
 }
 
+/// The paths under `home`, with a file where the output folder and its fallback should be:
+/// neither can be made, so no image can be saved.
+fn outputs_blocked(home: &std::path::Path) -> Paths {
+    let paths = Paths::under(home);
+    for blocked in [&paths.default_output, &paths.fallback_output] {
+        std::fs::write(blocked, b"not a folder").unwrap();
+    }
+    paths
+}
+
 fn keeps_the_window_open(sent: &[egui::ViewportCommand]) -> bool {
     sent.iter()
         .any(|c| matches!(c, egui::ViewportCommand::CancelClose))
@@ -134,11 +144,7 @@ fn the_window_closes_once_the_jobs_asked_about_are_done() {
 #[test]
 fn an_image_no_folder_takes_is_kept_until_saved_again() {
     let home = tempfile::tempdir().unwrap();
-    let paths = Paths::under(home.path());
-    // A file where each folder should be: neither can be made.
-    for blocked in [&paths.default_output, &paths.fallback_output] {
-        std::fs::write(blocked, b"not a folder").unwrap();
-    }
+    let paths = outputs_blocked(home.path());
     let mut w = busy(home.path(), 1);
     step_until(&mut w, "the save to fail", |a| a.unsaved.len() == 1);
     assert!(has_notice(app(&w), "kept until it is saved"));
@@ -185,10 +191,7 @@ fn an_image_no_folder_takes_is_kept_until_saved_again() {
 #[test]
 fn an_unsaved_image_is_kept_for_the_next_start() {
     let home = tempfile::tempdir().unwrap();
-    let paths = Paths::under(home.path());
-    for blocked in [&paths.default_output, &paths.fallback_output] {
-        std::fs::write(blocked, b"not a folder").unwrap();
-    }
+    let paths = outputs_blocked(home.path());
     let mut w = busy(home.path(), 1);
     step_until(&mut w, "the save to fail", |a| a.unsaved.len() == 1);
     assert!(keeps_the_window_open(&ask_to_close(&mut w)));
@@ -232,10 +235,7 @@ fn an_unsaved_image_is_kept_for_the_next_start() {
 #[test]
 fn a_start_again_when_idle_waits_for_the_last_save() {
     let home = tempfile::tempdir().unwrap();
-    let paths = Paths::under(home.path());
-    for blocked in [&paths.default_output, &paths.fallback_output] {
-        std::fs::write(blocked, b"not a folder").unwrap();
-    }
+    let paths = outputs_blocked(home.path());
     let mut w = busy(home.path(), 1);
     let app_mut = w.state_mut().as_mut().unwrap();
     app_mut.settings.device = "cpu".into();
