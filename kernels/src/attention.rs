@@ -1,11 +1,13 @@
 //! Flash attention on the CPU: `softmax(q k^T * scale) v` in query blocks and key tiles with
 //! an online softmax, so the n x m score matrix is never stored. The block products run on
 //! the `gemm` crate's kernels; the softmax on [`crate::simd_math`]. Query blocks of all heads
-//! are spread over the rayon pool.
+//! are spread over the rayon pool. A cancel in scope ([`crate::interrupt`]) is asked before
+//! every key tile: one call at 2048² takes minutes on two cores.
 
 use rayon::prelude::*;
 
 use crate::gemm::{Gemm, gemm_f32};
+use crate::interrupt::{self, Scope};
 use crate::simd_math::{exp, exp_shifted_sum, max, multiversion};
 
 /// Query rows per parallel task.
@@ -29,7 +31,8 @@ pub struct AttentionShape {
 }
 
 /// Computes attention for every head. `q` is `[heads, n, d]`, `k` `[heads, m, d]`,
-/// `v` `[heads, m, dv]`; returns `[heads, n, dv]`.
+/// `v` `[heads, m, dv]`; returns `[heads, n, dv]`, unfinished when the cancel in scope asks
+/// it to stop (its scope then drops it).
 ///
 /// # Panics
 /// If a buffer's length does not match `shape`.
@@ -51,6 +54,7 @@ pub fn flash_attention(
     let blocks_per_head = n.div_ceil(BLOCK_Q);
     // One task per (head, query block); the last block of a head may be short.
     let mut tasks: Vec<(usize, usize, &mut [f32])> = Vec::with_capacity(heads * blocks_per_head);
+    let cancel = interrupt::current();
     for (h, head_out) in out.chunks_exact_mut(n * dv).enumerate() {
         for (b, block) in head_out.chunks_mut(BLOCK_Q * dv).enumerate() {
             tasks.push((h, b * BLOCK_Q, block));
@@ -63,13 +67,14 @@ pub fn flash_attention(
             let q = &q[(h * n + row0) * d..(h * n + row0 + rows) * d];
             let k = &k[h * m * d..(h + 1) * m * d];
             let v = &v[h * m * dv..(h + 1) * m * dv];
-            attend_block(q, k, v, block, scores, rows, shape, scale);
+            attend_block(q, k, v, block, scores, rows, shape, scale, cancel.as_ref());
         },
     );
     out
 }
 
-/// One query block against all keys (online softmax over key tiles).
+/// One query block against all keys (online softmax over key tiles); it stops between tiles
+/// when `cancel` says so.
 #[allow(clippy::too_many_arguments)]
 fn attend_block(
     q: &[f32],
@@ -80,11 +85,15 @@ fn attend_block(
     rows: usize,
     s: AttentionShape,
     scale: f32,
+    cancel: Option<&Scope>,
 ) {
     let (m, d, dv) = (s.m, s.d, s.dv);
     let mut row_max = [f32::NEG_INFINITY; BLOCK_Q];
     let mut row_sum = [0f32; BLOCK_Q];
     for kv0 in (0..m).step_by(TILE_KV) {
+        if cancel.is_some_and(Scope::stop) {
+            return;
+        }
         let tile = TILE_KV.min(m - kv0);
         let scores = &mut scores[..rows * tile];
         // scores = scale * q k_tile^T

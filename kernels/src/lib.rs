@@ -3,7 +3,8 @@
 //! Most are CPU kernels for the operations where Burn's CPU backend (burn-flex) is far
 //! behind PyTorch in an SD UNet (see README's performance section): convolution, linear
 //! layers, attention, SiLU, GELU and GroupNorm; the low-rank weight update a LoRA merge makes (`low_rank`) and a
-//! weight read again from its checkpoint (`widen`). Each public function takes the fast path
+//! weight read again from its checkpoint (`widen`). A cancel reaches inside CPU attention
+//! ([`interrupt`]). Each public function takes the fast path
 //! for float32 tensors on the CPU device (f16 and bf16 ones cast to float32 for it and the
 //! result cast back) and otherwise runs the plain-Burn reference (`reference` module). With
 //! the `wgpu` feature, [`gpu`] holds cubecl kernels for Burn's wgpu backend: GroupNorm
@@ -20,6 +21,7 @@ mod gemm;
 #[cfg(feature = "wgpu")]
 pub mod gpu;
 pub mod group_norm;
+pub mod interrupt;
 pub mod linear;
 pub use linear::linear;
 pub mod padded_attention;

@@ -3,6 +3,8 @@
 use super::*;
 use crate::test_support::rel_diff;
 use burn::nn::GroupNormConfig;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Deterministic test data (a fixed xorshift stream scaled to roughly N(0, 1.5)).
 fn random<const D: usize>(dims: [usize; D]) -> Tensor<D> {
@@ -100,6 +102,63 @@ fn attention_takes_strided_views() {
         reference::attention(q, k, v),
     );
     assert!(diff < 2e-6, "strided attention: {diff}");
+}
+
+/// A question for [`interrupt::interruptible`] that counts its asks and says stop from the
+/// `stop_from`-th on (0-based).
+fn counting_question(stop_from: usize) -> (interrupt::Question, Arc<AtomicUsize>) {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
+    let question = Arc::new(move || counter.fetch_add(1, Ordering::Relaxed) >= stop_from);
+    (question, asked)
+}
+
+#[test]
+fn attention_asks_a_cancel_in_scope_before_every_key_tile_and_is_unchanged_by_it() {
+    // Query blocks of 256 rows by key tiles of 1024: 2 heads x 2 blocks x 3 tiles.
+    let (q, k, v) = (
+        random([1, 2, 300, 8]),
+        random([1, 2, 2100, 8]),
+        random([1, 2, 2100, 8]),
+    );
+    let (question, asked) = counting_question(usize::MAX);
+    let plain = attention(q.clone(), k.clone(), v.clone());
+    let asking = interrupt::interruptible(question, || attention(q, k, v))
+        .expect("nothing asked it to stop");
+    assert_eq!(asked.load(Ordering::Relaxed), 2 * 2 * 3);
+    assert_eq!(asking.into_data(), plain.into_data());
+}
+
+#[test]
+fn attention_stops_when_a_cancel_in_scope_says_so_and_its_result_is_dropped() {
+    let shape = attention::AttentionShape {
+        heads: 3,
+        n: 600,
+        m: 2100,
+        d: 8,
+        dv: 8,
+    };
+    let values = |rows: usize| f32s(&random([shape.heads, rows, 8]).into_data()).to_vec();
+    let (q, k, v) = (values(shape.n), values(shape.m), values(shape.m));
+    // The first ask says go on, every later one stop: one task computes one key tile.
+    let (question, _) = counting_question(1);
+    let mut unfinished = Vec::new();
+    let result = interrupt::interruptible(question, || {
+        unfinished = attention::flash_attention(&q, &k, &v, shape, 0.5);
+    });
+    assert_eq!(result, None, "the scope drops an unfinished result");
+    // Query blocks are 256 rows within a head: 600 rows make 3, the last short.
+    let blocks = shape.heads * shape.n.div_ceil(256);
+    let untouched_blocks = unfinished
+        .chunks(shape.n * shape.dv)
+        .flat_map(|head| head.chunks(256 * shape.dv))
+        .filter(|block| block.iter().all(|&x| x == 0.0))
+        .count();
+    assert_eq!(
+        untouched_blocks,
+        blocks - 1,
+        "every query block but the first asked stops before its first key tile"
+    );
 }
 
 #[test]

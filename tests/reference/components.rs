@@ -1,6 +1,9 @@
 //! The text encoder, UNet and VAE against `sd15/golden/*`, loaded from the diffusers folder
 //! and from the single-file checkpoint (which hold the same weights).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use ember_tests::torch_file::{self, TorchTensor};
 use ember_tests::{Fixtures, assert_close_scaled, reference};
@@ -150,6 +153,33 @@ fn unet_matches_every_block_activation() {
             TOL,
         );
     }
+}
+
+#[test]
+fn the_unets_attention_asks_the_cancel_in_scope() {
+    // What the worker puts in scope for a job: a cancel that reaches inside one attention
+    // call (minutes at 2048² on the CPU), not only between the UNet's blocks.
+    let golden = Fixtures::load("sd15/golden/unet.safetensors");
+    let model = load(&reference("sd15/pipeline"), &options(None)).unwrap();
+    let call = || {
+        model.unet.forward(
+            tensor(golden.get("sample")),
+            &golden.get("timestep").f32(),
+            &tensor(golden.get("encoder_hidden_states")),
+            None,
+        )
+    };
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
+    let go_on = Arc::new(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+        false
+    });
+    let whole = kernels::interrupt::interruptible(go_on, call).expect("nothing said stop");
+    assert!(asked.load(Ordering::Relaxed) > 0, "no kernel asked");
+    assert_eq!(tensor_to_vec(whole), tensor_to_vec(call()));
+    let stopped = kernels::interrupt::interruptible(Arc::new(|| true), call);
+    assert!(stopped.is_none(), "a stopped attention's result was kept");
 }
 
 #[test]

@@ -7,6 +7,7 @@ use inference::api::{GenerateRequest, SamplerChoice};
 use inference::device::Precision;
 use inference::model::Model;
 use inference::pipeline::generate;
+use inference::pipeline::unet_run::{self, UnetInputs};
 use inference::schedule::named::{SamplerName, ScheduleName};
 use inference::weights::{LoadOptions, load};
 
@@ -79,6 +80,15 @@ fn a_half_precision_vae_that_overflows_runs_again_in_f32() {
         "the edit must overflow f16"
     );
 
+    // A decode stopped by a cancel (inside a kernel, its output unfinished) keeps no f32
+    // copy: there was no overflow to keep one for.
+    let z = burn::tensor::Tensor::<4>::ones([1, 4, 8, 8], &Device::flex());
+    let _ = inference::pipeline::vae_run::decode(&half, z, None, &|| true);
+    assert!(
+        half.vae_f32.get().is_none(),
+        "a stopped decode made an f32 VAE"
+    );
+
     // img2img: the init image is encoded by the f32 copy, and the latents decoded by it.
     let reference_image = generate(&full, &r, &mut quiet).unwrap();
     let mut img2img = r.clone();
@@ -118,13 +128,43 @@ fn a_half_precision_unet_that_overflows_runs_again_in_f32() {
         [1, 77, full.unet_config.cross_attention_dim],
         &Device::flex(),
     ));
+    let checks = std::cell::Cell::new(0);
+    let count = || {
+        checks.set(checks.get() + 1);
+        false
+    };
     let raw = half
         .unet
-        .forward_interruptible(half.to_network(x), &[500.0], (&context, None), &|| false)
+        .forward_interruptible(half.to_network(x), &[500.0], (&context, None), &count)
         .unwrap();
     assert!(
         !raw.is_finite().all().into_scalar::<bool>(),
         "the edit must overflow f16"
+    );
+
+    // A call whose cancel came inside a kernel (its output unfinished; the UNet's own checks
+    // between blocks all said go on) keeps no f32 copy: there was no overflow to keep one for.
+    let asked = std::cell::Cell::new(0);
+    let stopped = UnetInputs {
+        timesteps: &[500.0],
+        context: &context,
+        added: None,
+        control: None,
+        interrupted: &|| {
+            asked.set(asked.get() + 1);
+            asked.get() > checks.get()
+        },
+    };
+    let x = burn::tensor::Tensor::<4>::ones([1, channels, side, side], &Device::flex());
+    assert!(unet_run::run(&half, x, &stopped).is_none());
+    assert_eq!(
+        asked.get(),
+        checks.get() + 1,
+        "asked once after the whole call"
+    );
+    assert!(
+        half.unet_f32.get().is_none(),
+        "a stopped call made an f32 UNet"
     );
 
     let a = generate(&full, &r, &mut quiet).unwrap();

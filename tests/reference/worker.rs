@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use burn::tensor::Device;
-use ember_tests::fake_engine::FakeEngine;
+use ember_tests::fake_engine::{self, FakeEngine};
 use ember_tests::reference;
 use inference::api::GenerateRequest;
 use inference::device::Precision;
@@ -81,6 +81,35 @@ fn cancelling_mid_job_stops_within_a_step() {
         "the job ran on after the cancel"
     );
     assert!(wakes.load(Ordering::SeqCst) > 0, "the UI was woken");
+}
+
+#[test]
+fn cancelling_inside_one_long_kernel_call_stops_it_and_drops_its_result() {
+    // A CPU attention at a large size takes minutes in one call, between the checks a step
+    // makes: the worker puts the job's cancel in scope for such kernels, and drops the
+    // unfinished result of one that gave up.
+    let (worker, _, _) = fake_worker(0);
+    let cancel = CancelToken::new();
+    worker.send(Command::Generate {
+        job: JobId(1),
+        request: request(fake_engine::LONG_KERNEL_PROMPT, 1),
+        cancel: cancel.clone(),
+    });
+    events_until(&worker, |e| matches!(e, Event::JobStarted { .. }));
+    std::thread::sleep(Duration::from_millis(50));
+    let at_cancel = Instant::now();
+    cancel.cancel();
+    let events = events_until(&worker, |e| {
+        matches!(e, Event::Cancelled { .. } | Event::Finished { .. })
+    });
+    assert!(
+        matches!(events.last(), Some(Event::Cancelled { job: JobId(1) })),
+        "the unfinished result must not be kept: {events:?}"
+    );
+    assert!(
+        at_cancel.elapsed() < fake_engine::LONG_KERNEL_TIME / 3,
+        "the kernel ran on after the cancel"
+    );
 }
 
 #[test]

@@ -18,6 +18,11 @@ use inference::schedule::diffusers::Prediction;
 use inference::worker::{Cost, Engine, EngineProgress, ModelRole, ModelSummary, ModelToReload};
 use inference::{Error, Result};
 
+/// The prompt that makes the fake engine stand in for one long kernel call: it runs until
+/// the cancel in scope ([`kernels::interrupt`]) says stop, or [`LONG_KERNEL_TIME`] passes.
+pub const LONG_KERNEL_PROMPT: &str = "one long kernel call";
+pub const LONG_KERNEL_TIME: Duration = Duration::from_secs(30);
+
 /// Steps through `request.steps` with a pause each.
 #[derive(Clone, Default)]
 pub struct FakeEngine {
@@ -47,6 +52,22 @@ impl FakeEngine {
     pub fn on_gpu(mut self) -> Self {
         self.on_gpu = true;
         self
+    }
+
+    /// What a generation of `request` gives: a gradient per image.
+    fn finished(&self, request: &GenerateRequest) -> Generation {
+        Generation {
+            images: (0..request.batch)
+                .map(|i| fake_image(request.width, request.height, request.seed + u64::from(i)))
+                .collect(),
+            latents: Vec::new(),
+            latent_shape: [1, 4, 1, 1],
+            warnings: Vec::new(),
+            sampler_label: "fake".into(),
+            embeddings: Vec::new(),
+            padded_conds: false,
+            loras: Vec::new(),
+        }
     }
 }
 
@@ -191,6 +212,15 @@ impl Engine for FakeEngine {
                     .into(),
             });
         }
+        if request.prompt == LONG_KERNEL_PROMPT {
+            // Stands in for one long kernel call (CPU attention at a large size): it asks the
+            // cancel in scope and gives up, handing back an unfinished result as if whole.
+            let start = std::time::Instant::now();
+            while !kernels::interrupt::requested() && start.elapsed() < LONG_KERNEL_TIME {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            return Ok(self.finished(request));
+        }
         let total = request.steps as usize;
         for step in 1..=total {
             std::thread::sleep(self.step_time);
@@ -211,18 +241,7 @@ impl Engine for FakeEngine {
                 return Err(Error::Cancelled);
             }
         }
-        Ok(Generation {
-            images: (0..request.batch)
-                .map(|i| fake_image(request.width, request.height, request.seed + u64::from(i)))
-                .collect(),
-            latents: Vec::new(),
-            latent_shape: [1, 4, 1, 1],
-            warnings: Vec::new(),
-            sampler_label: "fake".into(),
-            embeddings: Vec::new(),
-            padded_conds: false,
-            loras: Vec::new(),
-        })
+        Ok(self.finished(request))
     }
 
     fn parameters(

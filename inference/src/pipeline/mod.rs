@@ -12,7 +12,7 @@ pub mod residency;
 pub mod scheduled;
 mod start;
 mod torch_mean;
-mod unet_run;
+pub mod unet_run;
 pub mod vae_plan;
 pub mod vae_run;
 

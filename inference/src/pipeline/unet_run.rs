@@ -41,6 +41,11 @@ pub fn run(model: &Model, sample: Tensor<4>, inputs: &UnetInputs<'_>) -> Option<
     if crate::device::all_finite(&half).unwrap_or(true) {
         return Some(half);
     }
+    // A kernel that stopped for a cancel left its output unfinished: no overflow to keep an
+    // f32 copy for (the job's scope drops the result).
+    if (inputs.interrupted)() {
+        return None;
+    }
     let unet = model
         .unet_f32
         .get_or_init(|| model.unet.clone().map(&mut CastParams(DType::F32)));

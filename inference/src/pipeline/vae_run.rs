@@ -73,8 +73,9 @@ pub fn decode(
             None => Some(vae.decode(z)),
         },
         |t| t.map(|t| t.cast(DType::F32)),
-        // Stopped: nothing to fall back for.
-        |t| t.as_ref().is_none_or(finite),
+        // Stopped (before a tile or inside a kernel, whose result is then dropped): nothing
+        // to fall back for.
+        |t| t.as_ref().is_none_or(finite) || stop(),
     )
 }
 
@@ -102,10 +103,11 @@ pub fn encode(
                 logvar: p.logvar.cast(DType::F32),
             })
         },
-        // Stopped: nothing to fall back for.
+        // Stopped (before a tile or inside a kernel): nothing to fall back for.
         |p| {
             p.as_ref()
                 .is_none_or(|p| finite(&p.mean) && finite(&p.logvar))
+                || stop()
         },
     )
 }

@@ -40,6 +40,17 @@ impl PreviewSlot {
     }
 }
 
+/// `work` with a job's cancel `question` in scope for long kernel calls
+/// ([`kernels::interrupt`]): a job cancelled inside one ends as cancelled, the kernel's
+/// unfinished result dropped.
+fn cancel_in_kernels<T>(
+    question: &kernels::interrupt::Question,
+    work: impl FnOnce() -> crate::Result<T>,
+) -> crate::Result<T> {
+    kernels::interrupt::interruptible(question.clone(), work)
+        .unwrap_or(Err(crate::Error::Cancelled))
+}
+
 /// How long dropping the handle waits for the worker to stop before leaving it behind.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
@@ -333,10 +344,19 @@ fn serve(
                 // What it will cost: refused when it cannot fit, announced when long. Not
                 // for a job already cancelled (costing may time a UNet call).
                 let interrupted = || cancel.is_cancelled() || stopping.is_cancelled();
+                // The same question inside one long kernel call (CPU attention at large
+                // sizes takes minutes): a job cancelled there ends as cancelled, its
+                // unfinished result dropped by the scope.
+                let question: kernels::interrupt::Question = {
+                    let (cancel, stopping) = (cancel.clone(), stopping.clone());
+                    Arc::new(move || cancel.is_cancelled() || stopping.is_cancelled())
+                };
                 let cost = if interrupted() {
                     Ok(Ok(None))
                 } else {
-                    catch_unwind(AssertUnwindSafe(|| engine.cost(&request, &interrupted)))
+                    catch_unwind(AssertUnwindSafe(|| {
+                        cancel_in_kernels(&question, || engine.cost(&request, &interrupted))
+                    }))
                 };
                 if let Ok(Ok(Some(Cost {
                     time: Some(time), ..
@@ -362,7 +382,9 @@ fn serve(
                 } else {
                     // The metadata (which hashes the model files) runs under the guard too.
                     catch_unwind(AssertUnwindSafe(|| {
-                        let generation = engine.generate(&request, &mut progress, &interrupted)?;
+                        let generation = cancel_in_kernels(&question, || {
+                            engine.generate(&request, &mut progress, &interrupted)
+                        })?;
                         let parameters: Vec<String> = (0..generation.images.len())
                             .map(|i| engine.parameters(&request, &generation, i))
                             .collect();
