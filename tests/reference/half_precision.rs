@@ -80,10 +80,14 @@ fn a_half_precision_vae_that_overflows_runs_again_in_f32() {
         "the edit must overflow f16"
     );
 
-    // A decode stopped by a cancel (inside a kernel, its output unfinished) keeps no f32
-    // copy: there was no overflow to keep one for.
+    // A decode stopped by a cancel is a cancel, overflowed or not (a kernel may have left
+    // it unfinished), and keeps no f32 copy.
     let z = burn::tensor::Tensor::<4>::ones([1, 4, 8, 8], &Device::flex());
-    let _ = inference::pipeline::vae_run::decode(&half, z, None, &|| true);
+    let stopped = inference::pipeline::vae_run::decode(&half, z, None, &|| true);
+    assert!(
+        stopped.is_none(),
+        "a stopped decode is a cancel, not a failure"
+    );
     assert!(
         half.vae_f32.get().is_none(),
         "a stopped decode made an f32 VAE"

@@ -88,15 +88,22 @@ fn cancelling_inside_one_long_kernel_call_stops_it_and_drops_its_result() {
     // A CPU attention at a large size takes minutes in one call, between the checks a step
     // makes: the worker puts the job's cancel in scope for such kernels, and drops the
     // unfinished result of one that gave up.
-    let (worker, _, _) = fake_worker(0);
+    let (worker, steps, _) = fake_worker(0);
     let cancel = CancelToken::new();
     worker.send(Command::Generate {
         job: JobId(1),
         request: request(fake_engine::LONG_KERNEL_PROMPT, 1),
         cancel: cancel.clone(),
     });
-    events_until(&worker, |e| matches!(e, Event::JobStarted { .. }));
-    std::thread::sleep(Duration::from_millis(50));
+    // Cancelled once inside the "kernel" (a cancel before it would end the job anyway).
+    let start = Instant::now();
+    while steps.load(Ordering::SeqCst) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the job never started"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let at_cancel = Instant::now();
     cancel.cancel();
     let events = events_until(&worker, |e| {

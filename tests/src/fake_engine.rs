@@ -215,6 +215,8 @@ impl Engine for FakeEngine {
         if request.prompt == LONG_KERNEL_PROMPT {
             // Stands in for one long kernel call (CPU attention at a large size): it asks the
             // cancel in scope and gives up, handing back an unfinished result as if whole.
+            // Counted as a step, so a test can tell it is running.
+            self.steps_run.fetch_add(1, Ordering::SeqCst);
             let start = std::time::Instant::now();
             while !kernels::interrupt::requested() && start.elapsed() < LONG_KERNEL_TIME {
                 std::thread::sleep(Duration::from_millis(2));

@@ -55,7 +55,8 @@ fn with_fallback<T>(
 }
 
 /// Decodes latents (already divided by the scaling factor), in `tiles` when given; `None`
-/// when `stop` says so before a tile.
+/// when `stop` says so (before a tile, or by the end: an overflowed half-precision image
+/// is then no failure, and a kernel may have left it unfinished).
 ///
 /// # Shapes
 /// - `latents`: `[1, latent_channels, h, w]` (f32) -> `[1, 3, h * f, w * f]` (f32)
@@ -73,10 +74,10 @@ pub fn decode(
             None => Some(vae.decode(z)),
         },
         |t| t.map(|t| t.cast(DType::F32)),
-        // Stopped (before a tile or inside a kernel, whose result is then dropped): nothing
-        // to fall back for.
+        // Stopped (before a tile or inside a kernel): nothing to fall back for.
         |t| t.as_ref().is_none_or(finite) || stop(),
     )
+    .filter(|_| !stop())
 }
 
 /// Encodes an image in [-1, 1] to the posterior, in `tiles` when given; `None` when
