@@ -44,4 +44,10 @@ fn every_fuzz_target_survives_a_short_round() {
         t.metadata_text(b)
     });
     check("metadata", &f);
+    assert!(
+        t.queue_seeds().iter().all(|s| t.queue(s)),
+        "a queue.json seed is refused"
+    );
+    let f = fuzz(&t.queue_seeds(), 4096, RUNS, 7, &mut |b| t.queue(b));
+    check("queue", &f);
 }

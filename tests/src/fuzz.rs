@@ -1,8 +1,9 @@
 //! A stable-Rust fuzzing harness (cargo-fuzz needs nightly): a seeded random-mutation loop
 //! over seed inputs, each input run under `catch_unwind`. Targets: the weight-file reader
 //! (safetensors header and container checks, the `.ckpt` zip + pickle path with its pickle
-//! guard), the pickle guard's opcode walker on its own, and PNG metadata (the PNG text
-//! reader, the A1111 / ComfyUI / Fooocus parsers and the app's restore of settings).
+//! guard), the pickle guard's opcode walker on its own, PNG metadata (the PNG text reader,
+//! the A1111 / ComfyUI / Fooocus parsers and the app's restore of settings), and the app's
+//! kept queue (`queue.json`, [`queue_file`]).
 //!
 //! A target may return any error; only a panic, or an input slower than [`SLOW`], counts as
 //! a finding. `tests/reference/fuzz.rs` runs a short fixed-seed round in CI; `cargo run -p
@@ -13,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use inference::imaging::{self, ImageRgb8};
+
+mod queue_file;
 
 /// An input slower than this is reported as a finding (a hang in the making).
 pub const SLOW: Duration = Duration::from_secs(2);

@@ -72,14 +72,57 @@ pub struct Prepared {
     pub paste: Paste,
 }
 
-/// How generated images go back onto the source.
+/// How generated images go back onto the source. Read back (a job kept in `queue.json`), a
+/// mask of another size or a box outside the canvas is refused: [`finish`] relies on both.
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "PasteParts")]
 pub struct Paste {
     /// The source (canvas) and its blurred mask, at the canvas size.
     source: ImageRgb8,
     mask: ImageGray8,
     /// The "only masked" box on the canvas; `None` for the whole picture.
     region: Option<Rect>,
+}
+
+/// A [`Paste`] as read, before its checks.
+#[derive(serde::Deserialize)]
+struct PasteParts {
+    source: ImageRgb8,
+    mask: ImageGray8,
+    region: Option<Rect>,
+}
+
+impl TryFrom<PasteParts> for Paste {
+    type Error = String;
+
+    fn try_from(parts: PasteParts) -> std::result::Result<Self, String> {
+        let PasteParts {
+            source,
+            mask,
+            region,
+        } = parts;
+        let (width, height) = (source.width, source.height);
+        if (mask.width, mask.height) != (width, height) {
+            return Err(format!(
+                "a canvas job's mask is {}x{} but its canvas {width}x{height}",
+                mask.width, mask.height
+            ));
+        }
+        if let Some(r) = region
+            && !(r.x1 < r.x2 && r.x2 <= width && r.y1 < r.y2 && r.y2 <= height)
+        {
+            return Err(format!(
+                "a canvas job's \"only masked\" box ({}, {})-({}, {}) is not inside its \
+                 {width}x{height} canvas",
+                r.x1, r.y1, r.x2, r.y2
+            ));
+        }
+        Ok(Paste {
+            source,
+            mask,
+            region,
+        })
+    }
 }
 
 /// Prepares `source` and `mask` (same size: the canvas) for a generation of `size`.
@@ -133,8 +176,12 @@ pub fn prepare(
 /// exactly as they were. Without it: the raw generation (pasted as a rectangle for "only
 /// masked").
 pub fn finish(generated: &ImageRgb8, paste: &Paste, composite_on: bool) -> ImageRgb8 {
+    let canvas = (paste.source.width, paste.source.height);
     let placed = match paste.region {
-        None => generated.clone(),
+        None if (generated.width, generated.height) == canvas => generated.clone(),
+        // Only from a damaged kept queue (its request and its canvas job disagree): the
+        // image still covers the canvas.
+        None => resize(generated, canvas),
         Some(region) => {
             let patch = resize(generated, (region.width(), region.height()));
             paint::paste(&paste.source, &patch, region)

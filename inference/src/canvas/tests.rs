@@ -286,3 +286,48 @@ fn a_canvas_job_fits_hashes_and_records_like_for_the_app_and_the_cli() {
         "{text}"
     );
 }
+
+#[test]
+fn a_paste_read_back_is_refused_when_its_box_or_mask_does_not_fit_its_canvas() {
+    let source = image(40, 24);
+    let mask = rect_mask(40, 24, rect(10, 5, 20, 15));
+    let options = InpaintOptions {
+        area: InpaintArea::OnlyMasked { padding: 4 },
+        ..InpaintOptions::default()
+    };
+    let paste = prepare(&source, &mask, (16, 16), &options).unwrap().paste;
+    let json = serde_json::to_value(&paste).unwrap();
+    assert!(serde_json::from_value::<Paste>(json.clone()).is_ok());
+    let edited = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut json = json.clone();
+        edit(&mut json);
+        serde_json::from_value::<Paste>(json)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    // A box past the canvas (a damaged queue.json) once made finishing resize to 25 GB.
+    let far = edited(&|j| j["region"]["x2"] = 100_000_000.into());
+    assert!(far.contains("is not inside its 40x24 canvas"), "{far}");
+    let inverted = edited(&|j| j["region"]["x1"] = 39.into());
+    assert!(inverted.contains("is not inside"), "{inverted}");
+    let other_mask =
+        edited(&|j| j["mask"] = serde_json::to_value(rect_mask(8, 8, rect(0, 0, 1, 1))).unwrap());
+    assert!(
+        other_mask.contains("mask is 8x8 but its canvas 40x24"),
+        "{other_mask}"
+    );
+}
+
+#[test]
+fn a_whole_picture_paste_covers_the_canvas_whatever_size_comes_back() {
+    let source = image(40, 24);
+    let mask = rect_mask(40, 24, rect(10, 5, 20, 15));
+    let paste = prepare(&source, &mask, (40, 24), &InpaintOptions::default())
+        .unwrap()
+        .paste;
+    // Only a damaged kept queue could pair this canvas with a request of another size.
+    let out = finish(&image(16, 16), &paste, true);
+    assert_eq!((out.width, out.height), (40, 24));
+    assert_eq!(out.pixels.len(), 40 * 24 * 3);
+}

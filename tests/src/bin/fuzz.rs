@@ -1,6 +1,7 @@
-//! Long fuzzing runs: `cargo run -p ember-tests --bin fuzz -- [RUNS] [SEED]` fuzzes every
-//! target RUNS times (default 1,000,000) and prints the counts README reports. Exits 1 when
-//! any target panicked or had a slow input (written to `fuzz-findings/`).
+//! Long fuzzing runs: `cargo run -p ember-tests --bin fuzz -- [RUNS] [SEED] [TARGET]` fuzzes
+//! every target (or the one named: safetensors, ckpt, pickle, png, metadata, queue) RUNS times
+//! (default 1,000,000) and prints the counts README reports. Exits 1 when any target panicked
+//! or had a slow input (written to `fuzz-findings/`).
 
 use std::time::Instant;
 
@@ -13,6 +14,8 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000_000);
     let seed: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1);
+    let only = args.next();
+    let chosen = |name: &str| only.as_deref().is_none_or(|only| only == name);
     let dir = tempfile::tempdir().expect("scratch dir");
     let t = Targets::new(dir.path());
     let mut failed = false;
@@ -38,24 +41,39 @@ fn main() {
         }
         failed |= !f.panics.is_empty() || !f.slow.is_empty();
     };
-    let start = Instant::now();
-    let f = fuzz(&t.safetensors_seeds(), 160, runs, seed, &mut |b| {
-        t.weight_file(b)
-    });
-    report("safetensors", f, start.elapsed());
-    let start = Instant::now();
-    let f = fuzz(&t.ckpt_seeds(), 4096, runs, seed, &mut |b| t.weight_file(b));
-    report("ckpt", f, start.elapsed());
-    let start = Instant::now();
-    let f = fuzz(&t.pickle_seeds(), 4096, runs, seed, &mut |b| t.pickle(b));
-    report("pickle", f, start.elapsed());
-    let start = Instant::now();
-    let f = fuzz(&t.png_seeds(), 4096, runs, seed, &mut |b| t.png(b));
-    report("png", f, start.elapsed());
-    let start = Instant::now();
-    let f = fuzz(&t.metadata_text_seeds(), 4096, runs, seed, &mut |b| {
-        t.metadata_text(b)
-    });
-    report("metadata", f, start.elapsed());
+    if chosen("safetensors") {
+        let start = Instant::now();
+        let f = fuzz(&t.safetensors_seeds(), 160, runs, seed, &mut |b| {
+            t.weight_file(b)
+        });
+        report("safetensors", f, start.elapsed());
+    }
+    if chosen("ckpt") {
+        let start = Instant::now();
+        let f = fuzz(&t.ckpt_seeds(), 4096, runs, seed, &mut |b| t.weight_file(b));
+        report("ckpt", f, start.elapsed());
+    }
+    if chosen("pickle") {
+        let start = Instant::now();
+        let f = fuzz(&t.pickle_seeds(), 4096, runs, seed, &mut |b| t.pickle(b));
+        report("pickle", f, start.elapsed());
+    }
+    if chosen("png") {
+        let start = Instant::now();
+        let f = fuzz(&t.png_seeds(), 4096, runs, seed, &mut |b| t.png(b));
+        report("png", f, start.elapsed());
+    }
+    if chosen("metadata") {
+        let start = Instant::now();
+        let f = fuzz(&t.metadata_text_seeds(), 4096, runs, seed, &mut |b| {
+            t.metadata_text(b)
+        });
+        report("metadata", f, start.elapsed());
+    }
+    if chosen("queue") {
+        let start = Instant::now();
+        let f = fuzz(&t.queue_seeds(), 4096, runs, seed, &mut |b| t.queue(b));
+        report("queue", f, start.elapsed());
+    }
     std::process::exit(i32::from(failed));
 }
