@@ -180,14 +180,35 @@ impl CanvasState {
     }
 
     /// Grows the canvas for outpainting: the new area is stretched from the edges and
-    /// masked; what was painted stays painted. Clears the undo history (sizes change).
+    /// masked; what was painted stays painted. Clears the undo history (sizes change). A
+    /// canvas that would grow past the images Ember reads is left as it is, and the hint says why
+    /// (its jobs could not be kept across a start-again, nor its image opened again).
     pub fn outpaint(&mut self, ext: Extension) {
         let (Some(source), Some(mask)) = (&self.source, &self.mask) else {
             return;
         };
+        let at = ops::outpaint_placement((source.width, source.height), ext);
+        let grows_to = (
+            source
+                .width
+                .saturating_add(at.left)
+                .saturating_add(at.right),
+            source.height.saturating_add(at.up).saturating_add(at.down),
+        );
+        if inference::imaging::check_input_size(grows_to.0, grows_to.1).is_err() {
+            self.hint = Some(format!(
+                "The canvas stays {}×{}: grown it would be {}×{}, past the largest image \
+                 Ember reads ({} pixels a side).",
+                source.width,
+                source.height,
+                grows_to.0,
+                grows_to.1,
+                inference::imaging::MAX_INPUT_SIDE
+            ));
+            return;
+        }
         let (grown, mut combined) = ops::outpaint(source, ext);
         // The old mask goes where the source went.
-        let at = ops::outpaint_placement((source.width, source.height), ext);
         let (w, old_w) = (grown.width as usize, mask.width as usize);
         for y in 0..mask.height as usize {
             for x in 0..old_w {
@@ -287,5 +308,41 @@ mod tests {
         let per_mask = 2048 * 2048;
         assert_eq!(canvas.undo.len(), HISTORY_BYTES / per_mask);
         assert!(canvas.can_undo());
+    }
+
+    #[test]
+    fn outpainting_stops_at_the_largest_image_ember_reads() {
+        let side = inference::imaging::MAX_INPUT_SIDE;
+        let mut canvas = CanvasState::default();
+        canvas.set_source(ImageRgb8 {
+            width: side - 64,
+            height: 8,
+            pixels: vec![9; (side as usize - 64) * 8 * 3],
+        });
+        let wider = |left| Extension {
+            left,
+            ..Extension::default()
+        };
+        canvas.outpaint(wider(64));
+        assert_eq!(
+            canvas.source.as_ref().unwrap().width,
+            side,
+            "up to the limit"
+        );
+        canvas.outpaint(wider(64));
+        let (source, mask) = (
+            canvas.source.as_ref().unwrap(),
+            canvas.mask.as_ref().unwrap(),
+        );
+        assert_eq!((source.width, mask.width), (side, side), "not past it");
+        let hint = canvas.hint.clone().unwrap_or_default();
+        assert!(
+            hint.starts_with(&format!(
+                "The canvas stays {side}×8: grown it would be {}×8, past the largest image \
+                 Ember reads ({side} pixels a side).",
+                side + 64
+            )),
+            "{hint}"
+        );
     }
 }
