@@ -3,16 +3,20 @@
 //!
 //! A test that cannot find the reference tree fails; it never passes silently.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use serde_json::Value as Json;
 
+mod compare;
 pub mod cuda_stand_in;
 pub mod fake_engine;
+mod fixtures;
 pub mod fuzz;
 pub mod http_server;
 pub mod torch_file;
+
+pub use compare::{Diff, assert_close, assert_close_scaled, diff, pixel_diff};
+pub use fixtures::{Fixture, Fixtures};
 
 /// Runs the test `name` (its path in this test binary) again in a child process, with
 /// `child_flag` set there and `configure` applied to its command, and fails unless it
@@ -81,221 +85,6 @@ pub fn files_in(rel_dir: &str, suffix: &str) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
-}
-
-/// One tensor of a fixture file, converted to f64 (floats) or i64 (integers).
-#[derive(Clone, Debug)]
-pub struct Fixture {
-    pub shape: Vec<usize>,
-    pub dtype: safetensors::Dtype,
-    pub bytes: Vec<u8>,
-}
-
-impl Fixture {
-    /// A float32 tensor.
-    pub fn from_f32(shape: Vec<usize>, values: &[f32]) -> Self {
-        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Self {
-            shape,
-            dtype: safetensors::Dtype::F32,
-            bytes,
-        }
-    }
-
-    /// The values as f32 (float32 tensors only).
-    pub fn f32(&self) -> Vec<f32> {
-        assert_eq!(
-            self.dtype,
-            safetensors::Dtype::F32,
-            "tensor is {:?}, not F32",
-            self.dtype
-        );
-        self.bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect()
-    }
-
-    /// The values as f64, from any float dtype.
-    pub fn f64(&self) -> Vec<f64> {
-        match self.dtype {
-            safetensors::Dtype::F32 => self.f32().into_iter().map(f64::from).collect(),
-            safetensors::Dtype::F64 => self
-                .bytes
-                .chunks_exact(8)
-                .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
-                .collect(),
-            other => panic!("tensor is {other:?}, not a float"),
-        }
-    }
-
-    /// The values as i64, from any integer dtype.
-    pub fn i64(&self) -> Vec<i64> {
-        match self.dtype {
-            safetensors::Dtype::I64 => self
-                .bytes
-                .chunks_exact(8)
-                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
-                .collect(),
-            safetensors::Dtype::U8 => self.bytes.iter().map(|&b| i64::from(b)).collect(),
-            safetensors::Dtype::I16 => self
-                .bytes
-                .chunks_exact(2)
-                .map(|b| i64::from(i16::from_le_bytes([b[0], b[1]])))
-                .collect(),
-            other => panic!("tensor is {other:?}, not an integer"),
-        }
-    }
-}
-
-/// All tensors of a safetensors file in the reference tree, by name.
-pub struct Fixtures {
-    pub path: PathBuf,
-    pub tensors: BTreeMap<String, Fixture>,
-}
-
-impl Fixtures {
-    /// Loads `rel` (relative to the reference root).
-    pub fn load(rel: &str) -> Self {
-        Self::load_path(&reference(rel))
-    }
-
-    /// Loads a safetensors file by absolute path.
-    pub fn load_path(path: &Path) -> Self {
-        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let st = safetensors::SafeTensors::deserialize(&bytes)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let tensors = st
-            .tensors()
-            .into_iter()
-            .map(|(name, view)| {
-                let fixture = Fixture {
-                    shape: view.shape().to_vec(),
-                    dtype: view.dtype(),
-                    bytes: view.data().to_vec(),
-                };
-                (name, fixture)
-            })
-            .collect();
-        Self {
-            path: path.to_path_buf(),
-            tensors,
-        }
-    }
-
-    /// A tensor by name; panics naming the file if it is absent.
-    pub fn get(&self, name: &str) -> &Fixture {
-        self.tensors
-            .get(name)
-            .unwrap_or_else(|| panic!("{}: no tensor {name}", self.path.display()))
-    }
-
-    /// Whether the file holds a tensor of that name.
-    pub fn has(&self, name: &str) -> bool {
-        self.tensors.contains_key(name)
-    }
-}
-
-/// How far apart two tensors are.
-#[derive(Clone, Copy, Debug)]
-pub struct Diff {
-    pub max_abs: f64,
-    pub max_abs_expected: f64,
-    pub worst_index: usize,
-}
-
-/// Elementwise comparison statistics (also fails on NaN/inf in `actual`).
-///
-/// Panics when the lengths differ: a truncated or padded output must never pass.
-pub fn diff(actual: &[f32], expected: &[f64]) -> Diff {
-    assert_eq!(
-        actual.len(),
-        expected.len(),
-        "element count differs: ours {}, reference {}",
-        actual.len(),
-        expected.len()
-    );
-    let mut d = Diff {
-        max_abs: 0.0,
-        max_abs_expected: 0.0,
-        worst_index: 0,
-    };
-    for (i, (&a, &e)) in actual.iter().zip(expected).enumerate() {
-        assert!(a.is_finite(), "non-finite value {a} at index {i}");
-        let err = (f64::from(a) - e).abs();
-        if err > d.max_abs {
-            d.max_abs = err;
-            d.worst_index = i;
-        }
-        d.max_abs_expected = d.max_abs_expected.max(e.abs());
-    }
-    d
-}
-
-/// The largest per-channel difference between two 8-bit images, in levels, and how many
-/// values differ. Panics when the lengths differ (a cropped image must never pass).
-pub fn pixel_diff<A: Copy + Into<i64>, B: Copy + Into<i64>>(
-    ours: &[A],
-    theirs: &[B],
-) -> (i64, usize) {
-    assert_eq!(
-        ours.len(),
-        theirs.len(),
-        "image sizes differ: ours {} values, reference {}",
-        ours.len(),
-        theirs.len()
-    );
-    let mut worst = 0;
-    let mut off = 0;
-    for (&a, &b) in ours.iter().zip(theirs) {
-        let d = (a.into() - b.into()).abs();
-        worst = worst.max(d);
-        off += usize::from(d != 0);
-    }
-    (worst, off)
-}
-
-/// Asserts `|actual - expected| <= atol + rel_to_max * max|expected|` everywhere and returns
-/// the statistics. `what` names the quantity in the failure message.
-pub fn assert_close(
-    what: &str,
-    actual: &[f32],
-    expected: &[f64],
-    atol: f64,
-    rel_to_max: f64,
-) -> Diff {
-    let d = diff(actual, expected);
-    let bound = atol + rel_to_max * d.max_abs_expected;
-    assert!(
-        d.max_abs <= bound,
-        "{what}: max |diff| {:.3e} at index {} (ours {}, reference {}) exceeds {:.3e} \
-         (atol {atol:e} + {rel_to_max:e} x max|ref| {:.3e})",
-        d.max_abs,
-        d.worst_index,
-        actual[d.worst_index],
-        expected[d.worst_index],
-        bound,
-        d.max_abs_expected
-    );
-    if std::env::var_os("EMBER_TEST_VERBOSE").is_some() {
-        eprintln!(
-            "{what}: max |diff| {:.2e} (max |ref| {:.2e}, bound {:.2e})",
-            d.max_abs, d.max_abs_expected, bound
-        );
-    }
-    d
-}
-
-/// Asserts `|actual - expected| <= tol * max(1, max|expected|)` everywhere: the reference
-/// README's "abs 1e-4 (or 1e-4 of the tensor's max magnitude)" form.
-pub fn assert_close_scaled(what: &str, actual: &[f32], expected: &[f64], tol: f64) -> Diff {
-    assert_eq!(
-        actual.len(),
-        expected.len(),
-        "{what}: element count differs"
-    );
-    let max = expected.iter().fold(0f64, |m, v| m.max(v.abs()));
-    assert_close(what, actual, expected, tol * max.max(1.0), 0.0)
 }
 
 /// The element count of a JSON shape (`[1, 4, 8, 8]`).

@@ -24,11 +24,6 @@ pub(super) struct Stored {
     pixels: Option<Vec<u8>>,
 }
 
-/// Bytes per pixel of each kind.
-fn channels(color: png::ColorType) -> usize {
-    color.samples()
-}
-
 impl Stored {
     fn of(width: u32, height: u32, color: png::ColorType, pixels: &[u8]) -> Result<Self, String> {
         let mut bytes = Vec::new();
@@ -52,7 +47,7 @@ impl Stored {
     fn pixels(self, color: png::ColorType) -> Result<(u32, u32, Vec<u8>), String> {
         let (width, height) = (self.width, self.height);
         check_input_size(width, height)?;
-        let len = width as usize * height as usize * channels(color);
+        let len = width as usize * height as usize * color.samples();
         let pixels = match (self.png, self.pixels) {
             (Some(text), _) => decode_png(&text, (width, height), color, len)?,
             (None, Some(pixels)) => pixels,
