@@ -2,7 +2,7 @@
 //! an online softmax, so the n x m score matrix is never stored. The block products run on
 //! the `gemm` crate's kernels; the softmax on [`crate::simd_math`]. Query blocks of all heads
 //! are spread over the rayon pool. A cancel in scope ([`crate::interrupt`]) is asked before
-//! every key tile: one call at 2048² takes minutes on two cores.
+//! every key tile: one call at 2048² is minutes of two cores.
 
 use rayon::prelude::*;
 

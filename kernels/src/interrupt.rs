@@ -1,13 +1,13 @@
 //! A cancel that reaches inside one long kernel call. The caller puts a question ("should the
 //! work stop?") in scope for its thread with [`interruptible`]; kernels that can run for
-//! minutes in one call ask it between their parallel tasks ([`requested`]) and give up,
-//! leaving their output unfinished, and [`interruptible`] then answers `None`: an unfinished
-//! result never leaves the scope.
+//! minutes in one call ask it as they go (CPU attention: before every key tile) and give
+//! up, leaving their output unfinished, and [`interruptible`] then answers `None`: an
+//! unfinished result never leaves the scope.
 //!
-//! Why not a parameter: CPU attention is quadratic in the image's pixels (one call of an SD
-//! 1.5 UNet at 2048² is about a minute on two cores), while a cancel is checked between the
-//! network's blocks; threading a cancel through every `forward` would put it in every model's
-//! signature for the sake of one kernel.
+//! Why not a parameter: CPU attention is quadratic in the image's pixels (SD 1.5's first
+//! attention at 2048² is about 11 TFLOP for a batch of two: minutes of two cores), while a
+//! cancel is checked between the network's blocks; threading a cancel through every
+//! `forward` would put it in every model's signature for the sake of one kernel.
 
 use std::cell::RefCell;
 use std::sync::Arc;
