@@ -147,7 +147,8 @@ fn a_half_precision_unet_that_overflows_runs_again_in_f32() {
     );
 
     // A call whose cancel came inside a kernel (its output unfinished; the UNet's own checks
-    // between blocks all said go on) keeps no f32 copy: there was no overflow to keep one for.
+    // between blocks all said go on) is a cancel and keeps no f32 copy, overflowed or not:
+    // an unfinished output says nothing about overflow.
     let asked = std::cell::Cell::new(0);
     let stopped = UnetInputs {
         timesteps: &[500.0],
