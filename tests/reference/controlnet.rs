@@ -73,6 +73,47 @@ fn controlnet_residuals_and_the_controlled_unet_match_diffusers() {
     assert!(err.contains("not a ControlNet"), "{err}");
 }
 
+/// A cancel stops a ControlNet call between its blocks, as it stops the UNet: it gives up at
+/// the first ask that says stop, and a call told to go on is the plain call.
+#[test]
+fn a_controlnet_call_stops_between_blocks() {
+    use std::cell::Cell;
+
+    let golden = Fixtures::load("sd15/controlnet/golden.safetensors");
+    let options = LoadOptions::new(Device::flex(), Precision::F32);
+    let net = controlnet::load(&reference("sd15/controlnet"), &options).unwrap();
+    let timesteps = golden.get("timestep").f32();
+    let context = tensor(golden.get("encoder_hidden_states"));
+    let call = |interrupted: &dyn Fn() -> bool| {
+        net.forward_interruptible(
+            tensor(golden.get("sample")),
+            &timesteps,
+            (&context, None),
+            tensor(golden.get("controlnet_cond")),
+            1.0,
+            interrupted,
+        )
+    };
+    let asked = Cell::new(0);
+    let go_on = call(&|| {
+        asked.set(asked.get() + 1);
+        false
+    })
+    .expect("nothing said stop");
+    let asks = asked.get();
+    assert!(asks > 1, "asked {asks} times in a whole call");
+    let plain = call(&|| false).unwrap();
+    assert_eq!(tensor_to_vec(go_on.mid), tensor_to_vec(plain.mid));
+
+    asked.set(0);
+    let stopped = call(&|| {
+        asked.set(asked.get() + 1);
+        true
+    });
+    assert!(stopped.is_none(), "a stopped call gave residuals");
+    assert_eq!(asked.get(), 1, "it went on after the first stop");
+}
+
 #[test]
 fn the_controlnet_run_reproduces_through_the_engine() {
     use inference::api::ControlRequest;

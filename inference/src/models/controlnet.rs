@@ -146,10 +146,25 @@ impl ControlNet {
         &self,
         sample: Tensor<4>,
         timesteps: &[f32],
-        (context, added): (&Tensor<3>, Option<&AddedConditioning>),
+        conditioning: (&Tensor<3>, Option<&AddedConditioning>),
         control: Tensor<4>,
         scale: f32,
     ) -> ControlResiduals {
+        self.forward_interruptible(sample, timesteps, conditioning, control, scale, &|| false)
+            .expect("never interrupted")
+    }
+
+    /// [`Self::forward`], asking `interrupted` between blocks as the UNet does: `None` once
+    /// it says stop, so a cancel during a large ControlNet call need not wait for its end.
+    pub fn forward_interruptible(
+        &self,
+        sample: Tensor<4>,
+        timesteps: &[f32],
+        (context, added): (&Tensor<3>, Option<&AddedConditioning>),
+        control: Tensor<4>,
+        scale: f32,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Option<ControlResiduals> {
         let mut ignore = |_: String, _: &Tensor<4>| {};
         let emb = embed(
             (&self.time_embedding, self.add_embedding.as_ref()),
@@ -171,16 +186,15 @@ impl ControlNet {
             &self.mid_block,
             (x, &emb, context),
             &mut ignore,
-            &|| false,
-        )
-        .expect("never interrupted");
-        ControlResiduals {
+            interrupted,
+        )?;
+        Some(ControlResiduals {
             down: skips
                 .into_iter()
                 .zip(&self.controlnet_down_blocks)
                 .map(|(s, conv)| kernels::conv2d(s, conv).mul_scalar(scale))
                 .collect(),
             mid: kernels::conv2d(mid, &self.controlnet_mid_block).mul_scalar(scale),
-        }
+        })
     }
 }

@@ -31,7 +31,7 @@ pub struct Denoiser<'a> {
     pub evaluations: &'a Cell<usize>,
     /// The last call's unconditional prediction, for the CFG++ samplers.
     pub last_uncond: &'a RefCell<Option<Tensor<4>>>,
-    /// Asked between UNet blocks: `true` abandons the call with `Cancelled`.
+    /// Asked between UNet and ControlNet blocks: `true` abandons the call with `Cancelled`.
     pub interrupted: &'a dyn Fn() -> bool,
     /// The ControlNets guiding this stage.
     pub controls: &'a [ActiveControl<'a>],
@@ -53,14 +53,14 @@ impl Denoiser<'_> {
     /// h, w]`, before any inpainting channels), or `None` when none guides this step.
     /// diffusers decides per loop iteration `i` of `n`: a ControlNet is off when `i / n <
     /// start` or `(i + 1) / n > end`; a call between two listed sigmas belongs to the step
-    /// that started at the larger.
+    /// that started at the larger. `Err(Cancelled)` once `interrupted` says stop.
     fn control(
         &self,
         input: &Tensor<4>,
         t: f32,
         conditioning: &super::prompt::Conditioning,
         sigma: f32,
-    ) -> Option<ControlResiduals> {
+    ) -> Result<Option<ControlResiduals>> {
         let n = self.plan.steps().max(1) as f32;
         let above = self.plan.sigmas.iter().filter(|&&s| s >= sigma).count();
         let i = above.saturating_sub(1) as f32;
@@ -71,13 +71,17 @@ impl Denoiser<'_> {
                 continue;
             }
             let image = c.image.clone().repeat_dim(0, rows);
-            let r = c.net.forward(
-                input.clone(),
-                &vec![t; rows],
-                (&conditioning.context, conditioning.added.as_ref()),
-                image,
-                c.scale,
-            );
+            let r = c
+                .net
+                .forward_interruptible(
+                    input.clone(),
+                    &vec![t; rows],
+                    (&conditioning.context, conditioning.added.as_ref()),
+                    image,
+                    c.scale,
+                    self.interrupted,
+                )
+                .ok_or(Error::Cancelled)?;
             total = Some(match total {
                 None => r,
                 Some(mut sum) => {
@@ -89,7 +93,7 @@ impl Denoiser<'_> {
                 }
             });
         }
-        total
+        Ok(total)
     }
 }
 
@@ -121,7 +125,7 @@ impl Denoiser<'_> {
         } else {
             // The ControlNet reads the latents without the inpainting channels.
             let latents = model.to_network(input.clone().narrow(1, 0, x.dims()[1]));
-            self.control(&latents, t, conditioning, sigma)
+            self.control(&latents, t, conditioning, sigma)?
         };
         let timesteps = vec![t; rows];
         let inputs = UnetInputs {
