@@ -1,7 +1,7 @@
 //! A short fixed-seed fuzzing round of every target in CI (see `ember_tests::fuzz`; the long
 //! runs README reports come from `cargo run -p ember-tests --bin fuzz`).
 
-use ember_tests::fuzz::{Findings, Targets, fuzz};
+use ember_tests::fuzz::{Findings, Targets};
 
 /// Inputs per target in CI: a few seconds each.
 const RUNS: u64 = 1500;
@@ -30,24 +30,11 @@ fn every_fuzz_target_survives_a_short_round() {
         t.png_seeds().iter().all(|s| t.png(s)),
         "a PNG seed is refused"
     );
-    let f = fuzz(&t.safetensors_seeds(), 160, RUNS, 7, &mut |b| {
-        t.weight_file(b)
-    });
-    check("safetensors", &f);
-    let f = fuzz(&t.ckpt_seeds(), 4096, RUNS, 7, &mut |b| t.weight_file(b));
-    check("ckpt", &f);
-    let f = fuzz(&t.pickle_seeds(), 4096, RUNS, 7, &mut |b| t.pickle(b));
-    check("pickle", &f);
-    let f = fuzz(&t.png_seeds(), 4096, RUNS, 7, &mut |b| t.png(b));
-    check("png", &f);
-    let f = fuzz(&t.metadata_text_seeds(), 4096, RUNS, 7, &mut |b| {
-        t.metadata_text(b)
-    });
-    check("metadata", &f);
     assert!(
         t.queue_seeds().iter().all(|s| t.queue(s)),
         "a queue.json seed is refused"
     );
-    let f = fuzz(&t.queue_seeds(), 4096, RUNS, 7, &mut |b| t.queue(b));
-    check("queue", &f);
+    for target in t.all() {
+        check(target.name, &target.fuzz(RUNS, 7));
+    }
 }

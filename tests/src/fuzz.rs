@@ -185,6 +185,41 @@ pub fn fuzz(
     findings
 }
 
+/// One target ready to fuzz: its name (as README and `--bin fuzz` say it), its seeds, and
+/// how many leading bytes the mutator aims at (see [`mutate`]).
+pub struct NamedTarget<'a> {
+    pub name: &'static str,
+    pub seeds: Vec<Vec<u8>>,
+    pub hot: usize,
+    pub run: Run<'a>,
+}
+
+/// A [`NamedTarget`]'s run of one input (as [`Target`], kept in the target).
+pub type Run<'a> = Box<dyn Fn(&[u8]) -> bool + 'a>;
+
+impl<'a> NamedTarget<'a> {
+    pub fn new(
+        name: &'static str,
+        seeds: Vec<Vec<u8>>,
+        hot: usize,
+        run: impl Fn(&[u8]) -> bool + 'a,
+    ) -> Self {
+        Self {
+            name,
+            seeds,
+            hot,
+            run: Box::new(run),
+        }
+    }
+
+    /// `runs` mutated inputs of this target's seeds, picked from `rng_seed` (see [`fuzz`]).
+    pub fn fuzz(&self, runs: u64, rng_seed: u64) -> Findings {
+        fuzz(&self.seeds, self.hot, runs, rng_seed, &mut |b| {
+            (self.run)(b)
+        })
+    }
+}
+
 /// The fuzz targets, each with its seeds, over files in `dir`.
 pub struct Targets {
     dir: PathBuf,
@@ -195,6 +230,22 @@ impl Targets {
         Self {
             dir: dir.to_path_buf(),
         }
+    }
+
+    /// Every target, in the order README reports them.
+    pub fn all(&self) -> Vec<NamedTarget<'_>> {
+        vec![
+            NamedTarget::new("safetensors", self.safetensors_seeds(), 160, |b| {
+                self.weight_file(b)
+            }),
+            NamedTarget::new("ckpt", self.ckpt_seeds(), 4096, |b| self.weight_file(b)),
+            NamedTarget::new("pickle", self.pickle_seeds(), 4096, |b| self.pickle(b)),
+            NamedTarget::new("png", self.png_seeds(), 4096, |b| self.png(b)),
+            NamedTarget::new("metadata", self.metadata_text_seeds(), 4096, |b| {
+                self.metadata_text(b)
+            }),
+            NamedTarget::new("queue", self.queue_seeds(), 4096, |b| self.queue(b)),
+        ]
     }
 
     fn scratch(&self, name: &str, bytes: &[u8]) -> PathBuf {

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use ember_tests::fuzz::{Findings, Targets, fuzz};
+use ember_tests::fuzz::{Findings, Targets};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -41,39 +41,10 @@ fn main() {
         }
         failed |= !f.panics.is_empty() || !f.slow.is_empty();
     };
-    if chosen("safetensors") {
+    for target in t.all().iter().filter(|target| chosen(target.name)) {
         let start = Instant::now();
-        let f = fuzz(&t.safetensors_seeds(), 160, runs, seed, &mut |b| {
-            t.weight_file(b)
-        });
-        report("safetensors", f, start.elapsed());
-    }
-    if chosen("ckpt") {
-        let start = Instant::now();
-        let f = fuzz(&t.ckpt_seeds(), 4096, runs, seed, &mut |b| t.weight_file(b));
-        report("ckpt", f, start.elapsed());
-    }
-    if chosen("pickle") {
-        let start = Instant::now();
-        let f = fuzz(&t.pickle_seeds(), 4096, runs, seed, &mut |b| t.pickle(b));
-        report("pickle", f, start.elapsed());
-    }
-    if chosen("png") {
-        let start = Instant::now();
-        let f = fuzz(&t.png_seeds(), 4096, runs, seed, &mut |b| t.png(b));
-        report("png", f, start.elapsed());
-    }
-    if chosen("metadata") {
-        let start = Instant::now();
-        let f = fuzz(&t.metadata_text_seeds(), 4096, runs, seed, &mut |b| {
-            t.metadata_text(b)
-        });
-        report("metadata", f, start.elapsed());
-    }
-    if chosen("queue") {
-        let start = Instant::now();
-        let f = fuzz(&t.queue_seeds(), 4096, runs, seed, &mut |b| t.queue(b));
-        report("queue", f, start.elapsed());
+        let f = target.fuzz(runs, seed);
+        report(target.name, f, start.elapsed());
     }
     std::process::exit(i32::from(failed));
 }
