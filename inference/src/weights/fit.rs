@@ -5,9 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use super::configs::{Configs, check_unet_channels};
 use super::detect::Detected;
 use super::folder::read_index;
-use super::loader::{Configs, LoadOptions, check_unet_channels};
+use super::loader::LoadOptions;
 use super::source::TensorFile;
 use crate::error::{Error, Result};
 

@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use super::apply::NamedTensor;
+use super::configs::Configs;
 use super::keymap::{self, KeyTarget};
-use super::loader::{Configs, LoadOptions, Networks, Sources, Stages, detected_with, display_name};
+use super::loader::{LoadOptions, Networks, Sources, Stages, detected_with, display_name};
 use super::source::{FileFormat, TensorFile};
 use crate::error::{Error, Result};
 use crate::family::Family;

@@ -32,7 +32,7 @@ pub fn inspect(path: &Path) -> Result<CheckpointInfo> {
         Ok(mut d) => {
             let hints = super::prediction::file_hints(path, None).unwrap_or_default();
             d.prediction = d.prediction.or(hints.prediction);
-            let released = super::loader::Configs::preset(d.family, d.unet_in_channels);
+            let released = super::configs::Configs::preset(d.family, d.unet_in_channels);
             let size = match super::fit::mismatch(&file, &released) {
                 None => "",
                 Some(_) if super::fit::find_config_dir(path, &file, &d).is_some() => {

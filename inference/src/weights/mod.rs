@@ -2,6 +2,7 @@
 //! model-family detection and strict application to the Burn modules.
 
 pub mod apply;
+mod configs;
 pub mod controlnet;
 pub mod detect;
 mod file_names;

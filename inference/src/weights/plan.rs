@@ -4,8 +4,9 @@
 
 use std::path::Path;
 
+use super::configs::Configs;
 use super::folder::{component_files, read_index};
-use super::loader::{Configs, LoadOptions};
+use super::loader::LoadOptions;
 use super::single_file::detect_file;
 use super::source::TensorFile;
 use crate::error::Result;

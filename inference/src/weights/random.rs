@@ -11,8 +11,9 @@ use burn::store::{BurnToPyTorchAdapter, ModuleSnapshot};
 use safetensors::{Dtype, View};
 
 use super::apply::NamedTensor;
+use super::configs::Configs;
 use super::detect::Detected;
-use super::loader::{Configs, LoadOptions, Networks, Sources, Stages};
+use super::loader::{LoadOptions, Networks, Sources, Stages};
 use super::source::{FileFormat, TensorFile};
 use crate::error::{Error, Result};
 use crate::family::Family;

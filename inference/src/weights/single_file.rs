@@ -7,9 +7,10 @@ use std::path::Path;
 use burn::store::burn_pack::Tensor as PackTensor;
 
 use super::apply::NamedTensor;
+use super::configs::Configs;
 use super::detect::{Detected, NotDetected, V_PRED_KEY, ZTSNR_KEY, detect};
 use super::keymap::{self, KeyTarget, OpenClipTarget, UNetLayout};
-use super::loader::{Configs, LoadOptions, Networks, Sources, Stages, display_name, tensor_shapes};
+use super::loader::{LoadOptions, Networks, Sources, Stages, display_name, tensor_shapes};
 use super::prediction;
 use super::source::TensorFile;
 use crate::error::{Error, Result};
