@@ -6,13 +6,15 @@
 //! unknown) and the worker keeps serving; the UI is woken with the callback it gave after
 //! every event or preview, and never blocks on the worker.
 
+mod burn_engine;
 mod engine;
 pub mod estimate;
 mod gpu_lost;
 mod protocol;
 mod serve;
 
-pub use engine::{BurnEngine, Engine, EngineProgress};
+pub use burn_engine::BurnEngine;
+pub use engine::{Engine, EngineProgress};
 pub use estimate::Cost;
 pub use protocol::{
     CancelToken, Command, Event, JobId, ModelRole, ModelSummary, ModelToReload, Preview,
