@@ -44,7 +44,7 @@ pub struct Subprompts {
 /// malformed tag).
 pub fn subprompts(request: &GenerateRequest) -> Result<Subprompts> {
     let (prompt, _) = crate::lora::tags::extract(&request.prompt)?;
-    let parts = crate::text::schedule::split_and(&prompt);
+    let parts = crate::text::and::split_and(&prompt);
     Ok(Subprompts {
         count: parts.len().max(1),
         composed: parts.len() > 1 || parts.first().is_some_and(|(_, w)| *w != 1.0),

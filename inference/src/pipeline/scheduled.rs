@@ -8,8 +8,9 @@ use super::prompt::{Conditioning, Encoded, Row, RowTexts, assemble, encode_texts
 use crate::api::GenerateRequest;
 use crate::error::{Error, Result};
 use crate::model::Model;
+use crate::text::and::split_and;
 use crate::text::embeddings::EmbeddingSet;
-use crate::text::schedule::{entry_at, prompt_schedule, split_and};
+use crate::text::schedule::{entry_at, prompt_schedule};
 
 /// Most `AND` subprompts a prompt may have (each is another UNet row per image).
 pub const MAX_SUBPROMPTS: usize = 8;

@@ -1,5 +1,6 @@
 //! Prompt text: the CLIP tokenizer and the CLIP text encoder.
 
+pub mod and;
 pub mod chunks;
 pub mod embeddings;
 pub mod emphasis;

@@ -7,10 +7,11 @@ use std::sync::OnceLock;
 
 use egui::text::{CCursor, CCursorRange, LayoutJob};
 use egui::{Color32, FontId, Key, Modifiers, TextFormat};
+use inference::text::and::split_and;
 use inference::text::chunks::chunk;
 use inference::text::embeddings::unknown_embedding_words_among;
 use inference::text::emphasis::Emphasis;
-use inference::text::schedule::{prompt_schedule, split_and};
+use inference::text::schedule::prompt_schedule;
 use inference::text::{ClipTokenizer, PadToken};
 
 use crate::gui::prompt_edit::edit_attention;
