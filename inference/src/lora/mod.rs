@@ -2,6 +2,7 @@
 //! weights, or taking them out again exactly ([`merge`]), or changing them in one pass over
 //! the weights ([`refill`]).
 
+mod adapter_config;
 pub mod delta;
 pub mod file;
 pub mod merge;
