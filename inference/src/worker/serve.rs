@@ -85,6 +85,15 @@ fn cancel_in_kernels<T>(
         .unwrap_or(Err(crate::Error::Cancelled))
 }
 
+/// Sends an event and wakes the UI. A free function, not only [`Server::emit`], so a handler
+/// can emit while it holds the engine mutably.
+fn emitter<'a>(events: &'a Sender<Event>, wake: &'a dyn Fn()) -> impl Fn(Event) + 'a {
+    move |event| {
+        let _ = events.send(event);
+        wake();
+    }
+}
+
 /// What a progress callback answers to `question`.
 fn go_on(question: &Question) -> ControlFlow<()> {
     if question() {
@@ -96,8 +105,7 @@ fn go_on(question: &Question) -> ControlFlow<()> {
 
 impl<E: Engine> Server<'_, E> {
     fn emit(&self, event: Event) {
-        let _ = self.events.send(event);
-        (self.wake)();
+        emitter(self.events, self.wake)(event);
     }
 
     /// One job's cancel: its own token, or the worker stopping. The same question goes to
@@ -114,11 +122,7 @@ impl<E: Engine> Server<'_, E> {
         role: ModelRole,
         cancel: &CancelToken,
     ) {
-        let (events, wake) = (self.events, self.wake);
-        let emit = |event: Event| {
-            let _ = events.send(event);
-            wake();
-        };
+        let emit = emitter(self.events, self.wake);
         let question = self.question(cancel);
         let start = Instant::now();
         let mut progress = |step, total| {
@@ -182,11 +186,7 @@ impl<E: Engine> Server<'_, E> {
     }
 
     fn upscale(&mut self, job: JobId, request: &UpscaleRequest, cancel: &CancelToken) {
-        let (events, wake) = (self.events, self.wake);
-        let emit = |event: Event| {
-            let _ = events.send(event);
-            wake();
-        };
+        let emit = emitter(self.events, self.wake);
         emit(Event::JobStarted { job });
         let question = self.question(cancel);
         let start = Instant::now();
@@ -231,11 +231,8 @@ impl<E: Engine> Server<'_, E> {
     }
 
     fn generate(&mut self, job: JobId, request: Box<GenerateRequest>, cancel: &CancelToken) {
-        let (events, wake, preview) = (self.events, self.wake, self.preview);
-        let emit = |event: Event| {
-            let _ = events.send(event);
-            wake();
-        };
+        let emit = emitter(self.events, self.wake);
+        let preview = self.preview;
         emit(Event::JobStarted { job });
         // Asked between steps and blocks, and inside one long kernel call (CPU attention
         // at large sizes takes minutes): a job cancelled there ends as cancelled, its
