@@ -9,6 +9,7 @@ use burn::tensor::Tensor;
 use super::guidance;
 use super::scheduled::ScheduledConditioning;
 use super::unet_run::{self, UnetInputs};
+use crate::api::GenerateRequest;
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::models::controlnet::ControlNet;
@@ -150,4 +151,52 @@ impl Denoiser<'_> {
         let x0 = guidance::denoised(x, out, sigma, model.prediction);
         Ok(self.plan.boundary_condition(x, x0, sigma))
     }
+}
+
+/// The request's ControlNets, found among those `model` has loaded, with their maps as
+/// tensors (`[1, 3, h, w]`, `v / 255`, as diffusers prepares a control image).
+pub fn active_controls<'a>(
+    model: &'a Model,
+    request: &GenerateRequest,
+) -> Result<Vec<ActiveControl<'a>>> {
+    request
+        .controlnets
+        .iter()
+        .map(|c| {
+            let net = model
+                .controlnets
+                .iter()
+                .find(|(p, _)| *p == c.model)
+                .map(|(_, net)| net)
+                .ok_or_else(|| {
+                    Error::settings(format!(
+                        "the ControlNet {} is not loaded",
+                        c.model.display()
+                    ))
+                })?;
+            if (c.image.width, c.image.height) != (request.width, request.height) {
+                return Err(Error::settings(format!(
+                    "the control image is {}x{}; it must be the generation size {}x{}",
+                    c.image.width, c.image.height, request.width, request.height
+                )));
+            }
+            let n = (c.image.width * c.image.height) as usize;
+            let mut planar = vec![0f32; 3 * n];
+            for (i, px) in c.image.pixels.chunks_exact(3).enumerate() {
+                for ch in 0..3 {
+                    planar[ch * n + i] = f32::from(px[ch]) / 255.0;
+                }
+            }
+            let dims = [1, 3, c.image.height as usize, c.image.width as usize];
+            let image =
+                model.to_network(crate::device::tensor_from_vec(planar, dims, &model.device));
+            Ok(ActiveControl {
+                net,
+                image,
+                scale: c.scale,
+                start: c.start,
+                end: c.end,
+            })
+        })
+        .collect()
 }

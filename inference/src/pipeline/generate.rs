@@ -3,66 +3,28 @@
 //! Random draws follow diffusers' order exactly: init image posterior, initial noise,
 //! masked-image posterior, then sampler noise.
 
-use std::cell::{Cell, RefCell};
 use std::ops::ControlFlow;
 use std::time::Instant;
 
 use burn::tensor::Tensor;
 
-use super::denoiser::{ActiveControl, Denoiser};
+use super::denoising::Denoising;
+use super::observer::Observer;
 use super::prompt::check_finite;
 use super::scheduled::{self, ScheduledConditioning};
-use super::start::{Start, StepNoise};
+use super::start::Start;
 use super::vae_plan::VaePlan;
 use crate::api::{
     GenerateRequest, Generation, ModelCapabilities, Progress, SamplerChoice, SdeNoise, Stage,
 };
 use crate::device::tensor_to_vec;
 use crate::error::{Error, Result};
-use crate::imaging;
+use crate::imaging::{self, ImageRgb8};
 use crate::memory;
 use crate::model::Model;
 use crate::rng::BatchRng;
-use crate::sampling::{Hooks, StepState};
 use crate::schedule::diffusers::Prediction;
 use crate::schedule::{BetaSchedule, DiscreteSchedule, Plan, TableArithmetic, named};
-
-/// The sample after one sampler step (for live previews and tests).
-pub struct StepLatents<'a> {
-    /// 1-based step number.
-    pub step: usize,
-    pub total: usize,
-    /// The noise level the sample is now at.
-    pub sigma: f32,
-    /// The sample, in the sampler's scaling (`x0 + sigma * noise`).
-    pub x: &'a Tensor<4>,
-    /// The model's latest prediction of the clean latents (what previews usually show).
-    pub denoised: &'a Tensor<4>,
-    /// `x * to_diffusers_scale` is the sample as diffusers' scheduler holds it.
-    pub to_diffusers_scale: f32,
-    /// UNet evaluations so far (second-order samplers make two per step).
-    pub evaluations: usize,
-}
-
-/// Receives progress; returning `Break` cancels the generation (checked every step).
-pub trait Observer {
-    fn progress(&mut self, progress: Progress) -> ControlFlow<()>;
-
-    /// Called after each step, before `progress`. Ignored by default.
-    fn step(&mut self, _latents: &StepLatents<'_>) {}
-
-    /// Asked between the UNet's blocks, inside a step: `true` cancels at once (a step of a
-    /// large image can take minutes on the CPU). `false` by default.
-    fn interrupted(&self) -> bool {
-        false
-    }
-}
-
-impl<F: FnMut(Progress) -> ControlFlow<()>> Observer for F {
-    fn progress(&mut self, progress: Progress) -> ControlFlow<()> {
-        self(progress)
-    }
-}
 
 /// The sampling plan for a request on a model: the sampler and schedule, with the model's
 /// zero-terminal-SNR rescale for named schedules (a diffusers config says its own).
@@ -133,13 +95,13 @@ pub fn generate_refined(
     if let Some(r) = &refiner_caps {
         validate_refiner_settings(request, r)?;
     }
-    let start = Instant::now();
+    let started = Instant::now();
     let report = |observer: &mut dyn Observer, stage, step, total| {
         let progress = Progress {
             stage,
             step,
             total,
-            elapsed: start.elapsed(),
+            elapsed: started.elapsed(),
         };
         match observer.progress(progress) {
             ControlFlow::Continue(()) => Ok(()),
@@ -153,13 +115,11 @@ pub fn generate_refined(
     let subprompts = super::residency::subprompts(request)?;
     let guided = request.cfg_scale > 1.0 || plan.algorithm.needs_uncond() || subprompts.composed;
     let steps = scheduled::schedule_steps(request, plan.algorithm.schedule_multiplier());
-    let mut stages: Vec<(&Model, ScheduledConditioning)> = vec![(
-        model,
-        scheduled::encode_scheduled(model, request, guided, steps)?,
-    )];
-    if let Some(r) = refiner {
-        stages.push((r, scheduled::encode_scheduled(r, request, guided, steps)?));
-    }
+    let models: Vec<&Model> = std::iter::once(model).chain(refiner).collect();
+    let stages = models
+        .iter()
+        .map(|m| Ok((*m, scheduled::encode_scheduled(m, request, guided, steps)?)))
+        .collect::<Result<Vec<_>>>()?;
     let batch = request.batch as usize;
     let f = model.vae_factor();
     let shape = [
@@ -173,34 +133,20 @@ pub fn generate_refined(
     }
     let mut rng = BatchRng::new(request.seed, batch);
     // The prompts are encoded: on a GPU short of memory the text encoders make room.
-    let encoded: Vec<&Model> = std::iter::once(model).chain(refiner).collect();
     let working = super::residency::working_bytes(model, request)?;
     let free = memory::available_on(&model.device);
-    super::residency::park_encoders_if_short(&encoded, working, free);
+    super::residency::park_encoders_if_short(&models, working, free);
     let vae_plan = VaePlan::decide(model, request, memory::available_on(&model.device));
-    // Half-precision UNets and VAEs that may fall back to f32 during this generation (said
-    // once).
-    use crate::device::Precision::F32;
-    let models = || std::iter::once(model).chain(refiner);
-    let half_unets: Vec<&Model> = models()
-        .filter(|m| m.precision != F32 && m.unet_f32.get().is_none())
-        .collect();
-    let half_vaes: Vec<&Model> = models()
-        .filter(|m| m.vae_precision != F32 && m.vae_f32.get().is_none())
-        .collect();
+    let fallbacks = HalfFallbacks::watch(&models);
     if request.has_init() {
         report(observer, Stage::EncodingImage, 0, 0)?;
         plan.keep_last_steps(request.effective_steps() as usize);
     }
-    let Start {
-        x,
-        noise,
-        image_latents,
-        mask,
-    } = Start::prepare(
+    let stop = || observer.interrupted();
+    let begin = Start::prepare(
         model,
         request,
-        (&plan, vae_plan.tiles, &|| observer.interrupted()),
+        (&plan, vae_plan.tiles, &stop),
         shape,
         &mut rng,
     )?;
@@ -209,7 +155,57 @@ pub fn generate_refined(
         Some(fraction) if refiner.is_some() => plan.steps_before_switch(fraction),
         _ => total,
     };
-    let mut warnings: Vec<String> = vae_plan.warning.iter().cloned().collect();
+    let (mut warnings, embeddings) = stage_notes(&stages, vae_plan.warning.clone());
+    if refiner.is_some() && (switch == 0 || switch == total) {
+        warnings.push(format!(
+            "the refiner switch at {} falls {} the {total} steps: only the {} runs",
+            request.refiner_switch.unwrap_or_default(),
+            if switch == 0 { "before" } else { "after" },
+            if switch == 0 { "refiner" } else { "base model" }
+        ));
+    }
+    report(observer, Stage::Denoising, 0, total)?;
+    let denoising = Denoising {
+        stages: &stages,
+        ranges: [0..switch, switch..total],
+        plan: &plan,
+        request,
+        guided,
+        shape,
+        started,
+    };
+    let (latents, decoder) = denoising.run(begin, &mut rng, observer)?;
+    // The UNet's working memory, free now, goes back to the GPU's driver: Burn's pools keep
+    // pages sized for the UNet's tensors, and the VAE's largest (feature maps in f32) need
+    // blocks of other sizes. Measured with `tests/cuda_dry_run`'s stand-in driver: 1.4 GB
+    // returned before the decode of SDXL at 1024² on an 8 GiB card.
+    if memory::MemoryOf::of(&model.device) == memory::MemoryOf::Gpu {
+        model.device.memory_cleanup();
+    }
+    report(observer, Stage::Decoding, total, total)?;
+    // A cancel asked during the decode stops it between images and between tiles.
+    let stop = || observer.interrupted();
+    let images = decode_images(decoder, &latents, request, &vae_plan, &stop)?;
+    warnings.extend(fallbacks.warnings());
+    Ok(Generation {
+        images,
+        latents: tensor_to_vec(latents),
+        latent_shape: shape,
+        warnings,
+        sampler_label: plan.label,
+        embeddings,
+        padded_conds: stages.iter().flat_map(|(_, s)| s.all()).any(|c| c.padded),
+        loras: Vec::new(),
+    })
+}
+
+/// The warnings (after `first`) and textual-inversion embeddings that every stage's
+/// conditioning reported, each once, in the order first reported.
+fn stage_notes(
+    stages: &[(&Model, ScheduledConditioning)],
+    first: Option<String>,
+) -> (Vec<String>, Vec<(String, String)>) {
+    let mut warnings: Vec<String> = first.into_iter().collect();
     let mut embeddings: Vec<(String, String)> = Vec::new();
     for c in stages.iter().flat_map(|(_, s)| s.all()) {
         for e in &c.embeddings {
@@ -223,124 +219,20 @@ pub fn generate_refined(
             }
         }
     }
-    if refiner.is_some() && (switch == 0 || switch == total) {
-        warnings.push(format!(
-            "the refiner switch at {} falls {} the {total} steps: only the {} runs",
-            request.refiner_switch.unwrap_or_default(),
-            if switch == 0 { "before" } else { "after" },
-            if switch == 0 { "refiner" } else { "base model" }
-        ));
-    }
-    let ranges = [0..switch, switch..total];
+    (warnings, embeddings)
+}
 
-    // After each step: the 4-channel inpainting blend, the NaN check, progress.
-    let output_scale = plan.output_scale();
-    let offset = Cell::new(0usize);
-    let evaluations = Cell::new(0usize);
-    report(observer, Stage::Denoising, 0, total)?;
-    // The step hook reports through the observer and the denoiser polls it between UNet
-    // blocks; the sampler never runs the two at once, so the borrows never overlap.
-    let observer = RefCell::new(observer);
-    let failure: RefCell<Option<Error>> = RefCell::new(None);
-    // The 4-channel inpainting blend: (repaint mask, keep mask, image latents).
-    let blend = match (&mask, &image_latents, model.is_inpainting()) {
-        (Some(m), Some(latents), false) => {
-            let keep = m.mask_latent.clone().neg().add_scalar(1.0);
-            Some((m.mask_latent.clone(), keep, latents.clone()))
-        }
-        _ => None,
-    };
-    let mut on_step = |state: &mut StepState| {
-        let index = offset.get() + state.index;
-        if let Some((repaint, keep, latents)) = &blend {
-            // diffusers re-noises the image to the next noise level; the last step blends
-            // with the clean image latents (in the sampler's scaling).
-            let target = if index + 1 == total && !state.intermediate {
-                latents.clone().div_scalar(output_scale)
-            } else {
-                latents.clone() + noise.clone().mul_scalar(state.sigma_next)
-            };
-            state.x = target * keep.clone() + state.x.clone() * repaint.clone();
-        }
-        if state.intermediate {
-            return ControlFlow::Continue(());
-        }
-        if let Err(e) = check_finite(&state.x, &format!("UNet (step {} of {total})", index + 1)) {
-            *failure.borrow_mut() = Some(e);
-            return ControlFlow::Break(());
-        }
-        let mut observer = observer.borrow_mut();
-        observer.step(&StepLatents {
-            step: index + 1,
-            total,
-            sigma: state.sigma_next,
-            x: &state.x,
-            denoised: &state.denoised,
-            to_diffusers_scale: plan.scale_at(state.sigma_next),
-            evaluations: evaluations.get(),
-        });
-        let progress = Progress {
-            stage: Stage::Denoising,
-            step: index + 1,
-            total,
-            elapsed: start.elapsed(),
-        };
-        observer.progress(progress)
-    };
-    let mut noise_source = StepNoise::new(&mut rng, &plan, request.seed, shape);
-    let last_uncond: RefCell<Option<Tensor<4>>> = RefCell::new(None);
-    let mut x = x;
-    let mut decoder = model;
-    let controls = active_controls(model, request)?;
-    for (stage, ((stage_model, conditioning), range)) in stages.iter().zip(ranges).enumerate() {
-        if range.is_empty() {
-            continue;
-        }
-        decoder = stage_model;
-        offset.set(range.start);
-        let denoiser = Denoiser {
-            model: stage_model,
-            conditioning,
-            plan: &plan,
-            inpaint_input: inpaint_input(stage_model, mask.as_ref(), batch),
-            guided,
-            batch,
-            cfg_scale: request.cfg_scale,
-            cfg_rescale: request.cfg_rescale,
-            evaluations: &evaluations,
-            last_uncond: &last_uncond,
-            interrupted: &|| observer.borrow().interrupted(),
-            // ControlNets guide the base model (a refiner has none of its family).
-            controls: if stage == 0 { &controls } else { &[] },
-        };
-        let mut hooks = Hooks {
-            denoise: &mut |x: &Tensor<4>, sigma: f32| denoiser.denoise(x, sigma),
-            noise: &mut noise_source,
-            uncond: &mut || last_uncond.borrow().clone(),
-            on_step: &mut on_step,
-        };
-        let result = plan.sample(&mut hooks, x, range);
-        x = match (result, failure.borrow_mut().take()) {
-            (_, Some(e)) => return Err(e),
-            (r, None) => r?,
-        };
-    }
-    let latents = x.mul_scalar(output_scale);
-    check_finite(&latents, "sampler")?;
-    // The UNet's working memory, free now, goes back to the GPU's driver: Burn's pools keep
-    // pages sized for the UNet's tensors, and the VAE's largest (feature maps in f32) need
-    // blocks of other sizes. Measured with `tests/cuda_dry_run`'s stand-in driver: 1.4 GB
-    // returned before the decode of SDXL at 1024² on an 8 GiB card.
-    if memory::MemoryOf::of(&model.device) == memory::MemoryOf::Gpu {
-        model.device.memory_cleanup();
-    }
-    let observer = observer.into_inner();
-    report(observer, Stage::Decoding, total, total)?;
-
-    let mut images = Vec::with_capacity(batch);
-    // A cancel asked during the decode stops it between images and between tiles.
-    let stop = || observer.interrupted();
-    for b in 0..batch {
+/// Decodes each image of the batch with `decoder`'s VAE, in tiles where the plan says;
+/// `stop` is asked between images and between tiles.
+fn decode_images(
+    decoder: &Model,
+    latents: &Tensor<4>,
+    request: &GenerateRequest,
+    vae_plan: &VaePlan,
+    stop: &dyn Fn() -> bool,
+) -> Result<Vec<ImageRgb8>> {
+    let mut images = Vec::with_capacity(latents.dims()[0]);
+    for b in 0..latents.dims()[0] {
         if stop() {
             return Err(Error::Cancelled);
         }
@@ -349,7 +241,7 @@ pub fn generate_refined(
             .narrow(0, b, 1)
             .div_scalar(decoder.vae_config.scaling_factor);
         let tiles = vae_plan.decode_tiles(&decoder.vae_config);
-        let decoded = super::vae_run::decode(decoder, one, tiles, &stop).ok_or(Error::Cancelled)?;
+        let decoded = super::vae_run::decode(decoder, one, tiles, stop).ok_or(Error::Cancelled)?;
         check_finite(&decoded, "VAE decoder")?;
         images.push(imaging::from_planar_signed(
             &tensor_to_vec(decoded),
@@ -357,84 +249,37 @@ pub fn generate_refined(
             request.height,
         ));
     }
-    if half_unets.iter().any(|m| m.unet_f32.get().is_some()) {
-        warnings.push(super::unet_run::F32_FALLBACK_WARNING.to_string());
-    }
-    if half_vaes.iter().any(|m| m.vae_f32.get().is_some()) {
-        warnings.push(super::vae_run::F32_FALLBACK_WARNING.to_string());
-    }
-    Ok(Generation {
-        images,
-        latents: tensor_to_vec(latents),
-        latent_shape: shape,
-        warnings,
-        sampler_label: plan.label,
-        embeddings,
-        padded_conds: stages.iter().flat_map(|(_, s)| s.all()).any(|c| c.padded),
-        loras: Vec::new(),
-    })
+    Ok(images)
 }
 
-/// The request's ControlNets, found among those `model` has loaded, with their maps as
-/// tensors (`[1, 3, h, w]`, `v / 255`, as diffusers prepares a control image).
-fn active_controls<'a>(
-    model: &'a Model,
-    request: &GenerateRequest,
-) -> Result<Vec<ActiveControl<'a>>> {
-    request
-        .controlnets
-        .iter()
-        .map(|c| {
-            let net = model
-                .controlnets
-                .iter()
-                .find(|(p, _)| *p == c.model)
-                .map(|(_, net)| net)
-                .ok_or_else(|| {
-                    Error::settings(format!(
-                        "the ControlNet {} is not loaded",
-                        c.model.display()
-                    ))
-                })?;
-            if (c.image.width, c.image.height) != (request.width, request.height) {
-                return Err(Error::settings(format!(
-                    "the control image is {}x{}; it must be the generation size {}x{}",
-                    c.image.width, c.image.height, request.width, request.height
-                )));
-            }
-            let n = (c.image.width * c.image.height) as usize;
-            let mut planar = vec![0f32; 3 * n];
-            for (i, px) in c.image.pixels.chunks_exact(3).enumerate() {
-                for ch in 0..3 {
-                    planar[ch * n + i] = f32::from(px[ch]) / 255.0;
-                }
-            }
-            let dims = [1, 3, c.image.height as usize, c.image.width as usize];
-            let image =
-                model.to_network(crate::device::tensor_from_vec(planar, dims, &model.device));
-            Ok(ActiveControl {
-                net,
-                image,
-                scale: c.scale,
-                start: c.start,
-                end: c.end,
-            })
-        })
-        .collect()
+/// The half-precision UNets and VAEs of a generation that had not fallen back to f32
+/// before it: those that do during it are said once, at its end.
+struct HalfFallbacks<'a> {
+    unets: Vec<&'a Model>,
+    vaes: Vec<&'a Model>,
 }
 
-/// The mask and masked-image latents a 9-channel UNet takes after the sample.
-fn inpaint_input(
-    model: &Model,
-    mask: Option<&super::image_inputs::MaskInputs>,
-    batch: usize,
-) -> Option<Tensor<4>> {
-    let m = mask.filter(|_| model.is_inpainting())?;
-    Some(Tensor::cat(
-        vec![
-            m.mask_latent.clone().repeat_dim(0, batch),
-            m.masked_image_latents.clone(),
-        ],
-        1,
-    ))
+impl<'a> HalfFallbacks<'a> {
+    fn watch(models: &[&'a Model]) -> Self {
+        use crate::device::Precision::F32;
+        Self {
+            unets: (models.iter().copied())
+                .filter(|m| m.precision != F32 && m.unet_f32.get().is_none())
+                .collect(),
+            vaes: (models.iter().copied())
+                .filter(|m| m.vae_precision != F32 && m.vae_f32.get().is_none())
+                .collect(),
+        }
+    }
+
+    fn warnings(&self) -> impl Iterator<Item = String> {
+        let unet = self.unets.iter().any(|m| m.unet_f32.get().is_some());
+        let vae = self.vaes.iter().any(|m| m.vae_f32.get().is_some());
+        [
+            unet.then(|| super::unet_run::F32_FALLBACK_WARNING.to_string()),
+            vae.then(|| super::vae_run::F32_FALLBACK_WARNING.to_string()),
+        ]
+        .into_iter()
+        .flatten()
+    }
 }

@@ -11,7 +11,8 @@
 
 use std::ops::ControlFlow;
 
-use super::generate::{Observer, generate_refined, plan_for};
+use super::generate::{generate_refined, plan_for};
+use super::observer::Observer;
 use crate::api::{
     GenerateRequest, Generation, HiresFix, HiresPlan, HiresUpscaler, InitLatents, MAX_SIDE,
 };

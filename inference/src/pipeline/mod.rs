@@ -2,11 +2,13 @@
 //! model family, with an optional refiner taking over part-way and an optional hires fix.
 
 mod denoiser;
+mod denoising;
 mod encode;
 mod generate;
 pub mod guidance;
 pub mod hires;
 mod image_inputs;
+mod observer;
 pub mod prompt;
 pub mod residency;
 pub mod scheduled;
@@ -16,5 +18,6 @@ pub mod unet_run;
 pub mod vae_plan;
 pub mod vae_run;
 
-pub use generate::{Observer, StepLatents, generate, generate_refined, plan_for};
+pub use generate::{generate, generate_refined, plan_for};
 pub use hires::generate_hires;
+pub use observer::{Observer, StepLatents};
