@@ -155,7 +155,8 @@ impl ControlNet {
     }
 
     /// [`Self::forward`], asking `interrupted` between blocks as the UNet does: `None` once
-    /// it says stop, so a cancel during a large ControlNet call need not wait for its end.
+    /// it says stop, so a cancel during a large ControlNet call need not wait for its end. It
+    /// is asked first before the hint encoder: a stop already said costs nothing.
     pub fn forward_interruptible(
         &self,
         sample: Tensor<4>,
@@ -165,6 +166,9 @@ impl ControlNet {
         scale: f32,
         interrupted: &dyn Fn() -> bool,
     ) -> Option<ControlResiduals> {
+        if interrupted() {
+            return None;
+        }
         let mut ignore = |_: String, _: &Tensor<4>| {};
         let emb = embed(
             (&self.time_embedding, self.add_embedding.as_ref()),

@@ -59,7 +59,8 @@ pub(crate) fn embed(
 }
 
 /// The down blocks and the middle block on `x` (the `conv_in` output): the middle block's
-/// output and every skip connection (`x` first), or `None` once `interrupted` says so.
+/// output and every skip connection (`x` first), or `None` once `interrupted` says so
+/// (asked first before the first block, then after every resnet and the middle block).
 pub(crate) fn encoder_pass(
     down_blocks: &[DownBlock],
     mid: &MidBlock,
@@ -67,6 +68,10 @@ pub(crate) fn encoder_pass(
     record: &mut dyn FnMut(String, &Tensor<4>),
     interrupted: &dyn Fn() -> bool,
 ) -> Option<(Tensor<4>, Vec<Tensor<4>>)> {
+    // A cancel that came while the caller ran `conv_in` skips the whole pass.
+    if interrupted() {
+        return None;
+    }
     let mut x = x;
     let mut skips = vec![x.clone()];
     for (i, block) in down_blocks.iter().enumerate() {
