@@ -14,15 +14,15 @@ use burn::store::burn_pack::Tensor as PackTensor;
 use burn::store::{BurnToPyTorchAdapter, ModuleSnapshot, PathFilter, bridge};
 use burn::tensor::Tensor;
 
-use super::delta::{Destination, merge_weight, target_size};
+use super::delta::{Destination, merge_weight};
 use super::file::{Adapter, LoraFile, Network};
+use super::matching::{Matched, match_adapters};
 use super::refill::{refill_weight, refillable};
-use super::targets::target;
 use super::unmerge::{map_network, take_out};
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::weights::WeightSources;
-use crate::weights::keymap::{UNetLayout, diffusers_to_module, module_to_diffusers};
+use crate::weights::keymap::diffusers_to_module;
 
 /// One LoRA to merge, with A1111's two strengths (`<lora:name:te:unet>`).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -144,119 +144,11 @@ pub fn set(model: &mut Model, specs: &[LoraSpec]) -> Result<Vec<String>> {
         .map(|spec| model.lora.open(&spec.path))
         .collect::<Result<_>>()?;
     let files: Vec<&LoraFile> = opened.iter().map(|(_, file)| &**file).collect();
-    let mut networks = vec![Network::Unet];
-    networks.extend((0..model.encoders.len()).map(Network::TextEncoder));
-    let mut shapes: HashMap<Network, HashMap<String, Vec<usize>>> = HashMap::new();
-    let mut flats: HashMap<Network, HashMap<String, String>> = HashMap::new();
-    for &network in &networks {
-        let list = with_network(model, network, &mut |m| m.shapes());
-        let flat: HashMap<String, String> = list
-            .iter()
-            .filter_map(|(path, _)| {
-                let module = path.strip_suffix(".weight")?;
-                let diffusers = module_to_diffusers(&format!("{module}.weight"));
-                let diffusers = diffusers.strip_suffix(".weight")?.replace('.', "_");
-                Some((diffusers, path.clone()))
-            })
-            .collect();
-        flats.insert(network, flat);
-        shapes.insert(network, list.into_iter().collect());
-    }
-
-    let layout = UNetLayout {
-        layers_per_block: model.unet_config.layers_per_block,
-        up_attention: model.unet_config.up_attention.clone(),
-    };
-    // (network, path) -> [(strength * alpha / rank, adapter)]
-    let mut updates: BTreeMap<(Network, String), Vec<(f32, &Adapter)>> = BTreeMap::new();
-    let mut report = Vec::new();
-    for (spec, file) in specs.iter().zip(&files) {
-        let name = file.path.display();
-        let mut unmatched = Vec::new();
-        let second_encoder = file.adapters.iter().find(|adapter| {
-            matches!(adapter.network, Network::TextEncoder(i) if i >= model.encoders.len())
-        });
-        if let Some(adapter) = second_encoder {
-            {
-                return Err(Error::invalid_model(
-                    &file.path,
-                    format!(
-                        "LoRA `{}` is for a second text encoder: it was made for SDXL, and this \
-                         model ({}) has one",
-                        adapter.key,
-                        model.spec().label
-                    ),
-                ));
-            }
-        }
-        for adapter in &file.adapters {
-            let Some(path) = target(adapter, &flats[&adapter.network], Some(&layout)) else {
-                unmatched.push(adapter.key.clone());
-                continue;
-            };
-            let Some(shape) = shapes[&adapter.network].get(&path) else {
-                unmatched.push(adapter.key.clone());
-                continue;
-            };
-            let (out, cols) = target_size(adapter);
-            let fits =
-                shape.len() >= 2 && shape[0] == out && shape[1..].iter().product::<usize>() == cols;
-            if fits {
-                let weight = (out, shape[1], shape[2..].iter().product());
-                super::shapes::check_against(&adapter.factors, adapter.dora_scale.as_ref(), weight)
-                    .map_err(|e| {
-                        Error::invalid_model(
-                            &file.path,
-                            format!("LoRA `{}`: {e}: the file is damaged", adapter.key),
-                        )
-                    })?;
-            } else {
-                return Err(Error::invalid_model(
-                    &file.path,
-                    format!(
-                        "LoRA `{}` changes a {out}×{cols} weight, but this model's `{path}` is \
-                         {shape:?}: the LoRA was made for another model family",
-                        adapter.key,
-                    ),
-                ));
-            }
-            let strength = match adapter.network {
-                Network::Unet => spec.unet,
-                Network::TextEncoder(_) => spec.text_encoder,
-            };
-            updates
-                .entry((adapter.network, path))
-                .or_default()
-                .push((strength, adapter));
-        }
-        let matched = file.adapters.len() - unmatched.len();
-        if matched == 0 {
-            return Err(Error::invalid_model(
-                &file.path,
-                format!(
-                    "the LoRA matches nothing in this model (e.g. `{}`): it was made for another \
-                     model family",
-                    unmatched.first().map_or("", String::as_str)
-                ),
-            ));
-        }
-        if !file.unread.is_empty() {
-            let first: Vec<&str> = file.unread.iter().take(3).map(String::as_str).collect();
-            report.push(format!(
-                "LoRA {name}: {} tensors of no LoRA format Ember reads were left out: {}",
-                file.unread.len(),
-                first.join(", ")
-            ));
-        }
-        if !unmatched.is_empty() {
-            let first: Vec<&str> = unmatched.iter().take(3).map(String::as_str).collect();
-            report.push(format!(
-                "LoRA {name}: {matched} of {} modules matched; not in this model: {}",
-                file.adapters.len(),
-                first.join(", ")
-            ));
-        }
-    }
+    let Matched {
+        networks,
+        updates,
+        report,
+    } = match_adapters(model, specs, &files)?;
 
     // Weights merged before and merged again now are read from their file as they are
     // merged (one pass over memory instead of two); the rest of the previous merge is taken

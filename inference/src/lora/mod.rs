@@ -5,6 +5,7 @@
 mod adapter_config;
 pub mod delta;
 pub mod file;
+mod matching;
 pub mod merge;
 mod refill;
 mod shapes;
