@@ -10,8 +10,10 @@ mod device_flow;
 mod download_flow;
 mod events;
 mod extras_flow;
+mod gallery_flow;
 mod generate;
 mod input;
+mod model_flow;
 mod open_folder;
 mod quit_flow;
 mod replies;
@@ -181,31 +183,6 @@ impl EmberApp {
         app
     }
 
-    /// Lists the models folder `dir` (stopping the hashing of an earlier scan).
-    fn scan_models(&mut self, dir: PathBuf) {
-        self.models_scan.cancel();
-        self.models_scan = CancelToken::new();
-        self.models_service.send(models::Request::Scan {
-            dir,
-            stop: self.models_scan.clone(),
-        });
-    }
-
-    /// After an image, the models it used have been hashed (for its metadata): show them.
-    fn look_up_model_hashes(&self) {
-        let used = [self.session.model(), self.session.refiner()];
-        let paths: Vec<PathBuf> = self
-            .models
-            .iter()
-            .filter(|e| e.hash == models::Hash::NotYet)
-            .filter(|e| used.iter().flatten().any(|m| m.path == e.path))
-            .map(|e| e.path.clone())
-            .collect();
-        if !paths.is_empty() {
-            self.models_service.send(models::Request::LookUp { paths });
-        }
-    }
-
     /// The folder results are saved in.
     pub fn output_dir(&self) -> PathBuf {
         self.settings
@@ -288,15 +265,8 @@ impl EmberApp {
                     self.session.cancel_loading();
                 }
             }
-            Action::SetModelsFolder(dir) => {
-                self.settings.models_dir = Some(dir.clone());
-                self.models.clear();
-                self.scan_models(dir);
-            }
-            Action::SetOutputFolder(dir) => {
-                self.settings.output_dir = Some(dir);
-                self.gallery.show_dir(&self.output_dir(), &self.files);
-            }
+            Action::SetModelsFolder(dir) => self.set_models_folder(dir),
+            Action::SetOutputFolder(dir) => self.set_output_folder(dir),
             Action::ClearQueue => self.session.clear_queue(),
             Action::CancelAll => {
                 self.session.clear_queue();
@@ -312,91 +282,22 @@ impl EmberApp {
                 self.path_prompt = Some(PathPrompt::new(purpose));
             }
             Action::TypePath(purpose) => self.path_prompt = Some(PathPrompt::new(purpose)),
-            Action::AddToPrompt(word) => {
-                let prompt = &mut self.settings.prompt;
-                let trimmed = prompt.trim_end().len();
-                prompt.truncate(trimmed);
-                if !prompt.is_empty() && !prompt.ends_with(',') {
-                    prompt.push(',');
-                }
-                if !prompt.is_empty() {
-                    prompt.push(' ');
-                }
-                prompt.push_str(&word);
-            }
-            Action::LoadModel(path) => {
-                let config = self.settings.config_dirs.get(&path).cloned();
-                let command = self.session.load_into(ModelRole::Main, &path, config);
-                self.worker.send(command);
-            }
+            Action::AddToPrompt(word) => add_to_prompt(&mut self.settings.prompt, &word),
+            Action::LoadModel(path) => self.load_model(ModelRole::Main, &path),
             Action::LoadWithConfig {
                 model,
                 config,
                 role,
-            } => {
-                self.settings
-                    .config_dirs
-                    .insert(model.clone(), config.clone());
-                let command = self.session.load_into(role, &model, Some(config));
-                self.worker.send(command);
-            }
-            Action::SetRefiner(Some(path)) => {
-                self.settings.refiner.model = Some(path.clone());
-                self.settings.refiner.enabled = true;
-                let config = self.settings.config_dirs.get(&path).cloned();
-                let command = self.session.load_into(ModelRole::Refiner, &path, config);
-                self.worker.send(command);
-            }
-            Action::SetRefiner(None) => {
-                self.settings.refiner.enabled = false;
-                let command = self.session.unload_refiner();
-                self.worker.send(command);
-            }
+            } => self.load_with_config(model, config, role),
+            Action::SetRefiner(path) => self.set_refiner(path),
             Action::CancelLoad => self.session.cancel_loading(),
-            Action::RescanModels => {
-                if let Some(dir) = self.settings.models_dir.clone() {
-                    self.scan_models(dir);
-                }
-            }
-            Action::Show(view) => {
-                self.view = view;
-                if view == View::Gallery {
-                    self.gallery.show_dir(&self.output_dir(), &self.files);
-                }
-            }
-            Action::SelectImage(path) => {
-                self.gallery.select(&path);
-                self.files.send(gallery::store::Request::Open { path });
-            }
-            Action::ReuseSettings { with_seed } => {
-                if let Some(selected) = self.gallery.selected.clone() {
-                    let metadata = selected.metadata.clone();
-                    self.restore_from(&selected.path, metadata.as_ref(), with_seed);
-                }
-            }
-            Action::CopyParameters => {
-                if let Some(text) = self
-                    .gallery
-                    .selected
-                    .as_ref()
-                    .and_then(|s| s.parameters_text())
-                {
-                    self.ctx.copy_text(text);
-                    self.session.notify(Level::Info, "parameters copied");
-                }
-            }
-            Action::OpenOutputFolder => {
-                if let Err(e) = open_folder::open_folder(&self.output_dir()) {
-                    self.session.notify(Level::Error, e);
-                }
-            }
-            Action::DeleteSelected => {
-                if let Some(selected) = self.gallery.selected.take() {
-                    self.files.send(gallery::store::Request::Delete {
-                        path: selected.path,
-                    });
-                }
-            }
+            Action::RescanModels => self.rescan_models(),
+            Action::Show(view) => self.show(view),
+            Action::SelectImage(path) => self.select_image(path),
+            Action::ReuseSettings { with_seed } => self.reuse_settings(with_seed),
+            Action::CopyParameters => self.copy_parameters(),
+            Action::OpenOutputFolder => self.open_output_folder(),
+            Action::DeleteSelected => self.delete_selected(),
             Action::DismissNotices => self.session.notices.clear(),
             Action::SaveAgain => self.save_again(),
             Action::DismissNotice(id) => self.session.dismiss(id),
@@ -414,6 +315,19 @@ impl Drop for EmberApp {
     }
 }
 
+/// Appends `word` to `prompt` as a new comma-separated item.
+fn add_to_prompt(prompt: &mut String, word: &str) {
+    let trimmed = prompt.trim_end().len();
+    prompt.truncate(trimmed);
+    if !prompt.is_empty() && !prompt.ends_with(',') {
+        prompt.push(',');
+    }
+    if !prompt.is_empty() {
+        prompt.push(' ');
+    }
+    prompt.push_str(word);
+}
+
 /// An RGB image as an egui image.
 pub fn color_image(image: &ImageRgb8) -> ColorImage {
     ColorImage::from_rgb([image.width as usize, image.height as usize], &image.pixels)
@@ -422,4 +336,24 @@ pub fn color_image(image: &ImageRgb8) -> ColorImage {
 /// Without its threads the app cannot work at all; the OS refusing a thread is fatal.
 fn spawn_failed(e: std::io::Error) -> ! {
     panic!("could not start a thread: {e}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::add_to_prompt;
+
+    #[test]
+    fn a_word_added_to_the_prompt_is_a_new_comma_separated_item() {
+        for (prompt, added) in [
+            ("", "trigger"),
+            ("a cat", "a cat, trigger"),
+            ("a cat,", "a cat, trigger"),
+            ("a cat,  \n", "a cat, trigger"),
+            ("  ", "trigger"),
+        ] {
+            let mut prompt = prompt.to_string();
+            add_to_prompt(&mut prompt, "trigger");
+            assert_eq!(prompt, added);
+        }
+    }
 }

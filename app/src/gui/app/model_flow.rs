@@ -1,0 +1,81 @@
+//! The models' side of the app: the models folder and its scan, loading a model or a
+//! refiner (with the config folder chosen for it before), and the hashes an image needs.
+
+use std::path::{Path, PathBuf};
+
+use inference::worker::{CancelToken, ModelRole};
+
+use super::EmberApp;
+use crate::gui::models;
+
+impl EmberApp {
+    /// Lists the models folder `dir` (stopping the hashing of an earlier scan).
+    pub(super) fn scan_models(&mut self, dir: PathBuf) {
+        self.models_scan.cancel();
+        self.models_scan = CancelToken::new();
+        self.models_service.send(models::Request::Scan {
+            dir,
+            stop: self.models_scan.clone(),
+        });
+    }
+
+    /// A new models folder: its list replaces the old one's.
+    pub(super) fn set_models_folder(&mut self, dir: PathBuf) {
+        self.settings.models_dir = Some(dir.clone());
+        self.models.clear();
+        self.scan_models(dir);
+    }
+
+    pub(super) fn rescan_models(&mut self) {
+        if let Some(dir) = self.settings.models_dir.clone() {
+            self.scan_models(dir);
+        }
+    }
+
+    /// After an image, the models it used have been hashed (for its metadata): show them.
+    pub(super) fn look_up_model_hashes(&self) {
+        let used = [self.session.model(), self.session.refiner()];
+        let paths: Vec<PathBuf> = self
+            .models
+            .iter()
+            .filter(|e| e.hash == models::Hash::NotYet)
+            .filter(|e| used.iter().flatten().any(|m| m.path == e.path))
+            .map(|e| e.path.clone())
+            .collect();
+        if !paths.is_empty() {
+            self.models_service.send(models::Request::LookUp { paths });
+        }
+    }
+
+    /// Loads `path` as `role`, with the config folder chosen for it before, if any.
+    pub(super) fn load_model(&mut self, role: ModelRole, path: &Path) {
+        let config = self.settings.config_dirs.get(path).cloned();
+        let command = self.session.load_into(role, path, config);
+        self.worker.send(command);
+    }
+
+    /// Loads `model` as `role` with the config folder `config`, remembered for it.
+    pub(super) fn load_with_config(&mut self, model: PathBuf, config: PathBuf, role: ModelRole) {
+        self.settings
+            .config_dirs
+            .insert(model.clone(), config.clone());
+        let command = self.session.load_into(role, &model, Some(config));
+        self.worker.send(command);
+    }
+
+    /// Turns the refiner on with the model at `path`, or off (`None`, unloading it).
+    pub(super) fn set_refiner(&mut self, path: Option<PathBuf>) {
+        match path {
+            Some(path) => {
+                self.settings.refiner.model = Some(path.clone());
+                self.settings.refiner.enabled = true;
+                self.load_model(ModelRole::Refiner, &path);
+            }
+            None => {
+                self.settings.refiner.enabled = false;
+                let command = self.session.unload_refiner();
+                self.worker.send(command);
+            }
+        }
+    }
+}
