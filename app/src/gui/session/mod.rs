@@ -6,10 +6,11 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use inference::api::{GenerateRequest, Stage};
+use inference::api::GenerateRequest;
 use inference::upscale::UpscaleRequest;
 use inference::worker::{CancelToken, Command, Event, JobId, ModelRole, ModelSummary, ResultImage};
 
+mod events;
 mod jobs;
 mod notices;
 
@@ -231,70 +232,21 @@ impl Session {
                 role,
                 step,
                 total,
-            } => {
-                if let ModelState::Loading {
-                    path: p,
-                    step: s,
-                    total: t,
-                    ..
-                } = self.slot(role)
-                    && *p == path
-                {
-                    (*s, *t) = (step, total);
-                }
-            }
+            } => self.load_progress(&path, role, step, total),
             Event::ModelLoaded {
                 summary,
                 role,
                 elapsed,
-            } => {
-                let what = match role {
-                    ModelRole::Main => "loaded",
-                    ModelRole::Refiner => "loaded the refiner",
-                };
-                let text = format!(
-                    "{what} {} ({}) in {:.1} s",
-                    summary.name,
-                    summary.family,
-                    elapsed.as_secs_f32()
-                );
-                *self.slot(role) = ModelState::Ready(summary);
-                self.succeeded(Topic::Load);
-                self.notify_about(Topic::Load, Level::Info, text);
-            }
+            } => self.model_loaded(summary, role, elapsed),
             Event::ModelFailed {
                 path,
                 role,
                 error,
                 kept,
                 needs_config,
-            } => {
-                // A load replaced by a newer one fails quietly; the newer one is shown.
-                let slot = self.slot(role);
-                let current = matches!(slot, ModelState::Loading { path: p, .. } if *p == path);
-                if current {
-                    let still = kept
-                        .as_ref()
-                        .map(|m| format!("; {} is still loaded", m.name))
-                        .unwrap_or_default();
-                    *slot = kept.map_or(ModelState::Empty, ModelState::Ready);
-                    if needs_config {
-                        self.needs_config = Some((path.clone(), role));
-                    }
-                    let text = load_error(&path, &error, &still);
-                    self.notify_about(Topic::Load, Level::Error, text);
-                }
-            }
+            } => self.model_failed(path, role, &error, kept, needs_config),
             Event::ModelUnloaded(role) => *self.slot(role) = ModelState::Empty,
-            Event::GpuLost { error, reload } => {
-                // Until dismissed: it explains why everything is slower from now on.
-                self.notify(Level::Error, error.clone());
-                self.gpu_lost = Some(error);
-                for model in reload {
-                    let load = self.load_into(model.role, &model.path, model.config_dir);
-                    self.reloads.push_back(load);
-                }
-            }
+            Event::GpuLost { error, reload } => self.gpu_was_lost(error, reload),
             Event::JobStarted { .. } => {}
             Event::Progress {
                 job,
@@ -302,28 +254,7 @@ impl Session {
                 step,
                 total,
                 ..
-            } => {
-                if let Some(running) = self.running.as_mut().filter(|r| r.id == job) {
-                    running.stage = Some(stage);
-                    if stage == Stage::Upscaling {
-                        (running.step, running.total) = (step, total);
-                    }
-                    if stage == Stage::Denoising {
-                        running.step = step;
-                        running.total = total;
-                        match running.denoise_start {
-                            None => running.denoise_start = Some((now, step)),
-                            Some((t0, s0)) if step > s0 => {
-                                let secs = now.duration_since(t0).as_secs_f64();
-                                if secs > 0.0 {
-                                    running.its = Some((step - s0) as f64 / secs);
-                                }
-                            }
-                            Some(_) => {}
-                        }
-                    }
-                }
-            }
+            } => self.progress(job, stage, (step, total), now),
             Event::Finished {
                 job,
                 images,
@@ -359,32 +290,7 @@ impl Session {
                 self.end_job(job);
                 self.notify(Level::Info, "cancelled");
             }
-            Event::Failed { job, error } => {
-                let upscale = self
-                    .running
-                    .as_ref()
-                    .is_some_and(|r| r.id == job && matches!(r.work, Work::Upscale(_)));
-                // `GpuLost` comes just before its job's failure: what it said is needed once,
-                // and the job starts over first on the device the engine moved to.
-                if self.gpu_lost.take().as_ref() == Some(&error) {
-                    let wanted =
-                        (self.running.as_ref()).is_some_and(|r| r.id == job && !r.cancelling);
-                    if wanted && let Some(lost) = self.running.take() {
-                        self.queue.push_front(QueuedJob {
-                            id: job,
-                            work: lost.work,
-                        });
-                        self.notify(Level::Info, "The image being made starts over on the CPU.");
-                    } else {
-                        self.end_job(job);
-                    }
-                    return None;
-                }
-                self.end_job(job);
-                let what = if upscale { "upscaling" } else { "generation" };
-                let text = format!("{what} failed: {error}");
-                self.notify_about(Topic::Generate, Level::Error, text);
-            }
+            Event::Failed { job, error } => self.job_failed(job, error),
             Event::Notice { message, .. } => self.notify(Level::Warning, message),
         }
         None
@@ -394,18 +300,5 @@ impl Session {
         if self.running.as_ref().is_some_and(|r| r.id == job) {
             self.running = None;
         }
-    }
-}
-
-/// The notice for a failed load, naming the file once (the loader's errors often name it).
-fn load_error(path: &Path, error: &str, still: &str) -> String {
-    let shown = path.display().to_string();
-    if error.contains(&shown) {
-        format!("could not load the model: {error}{still}")
-    } else {
-        let name = path
-            .file_name()
-            .map_or(shown.clone(), |n| n.to_string_lossy().into());
-        format!("could not load {name}: {error}{still}")
     }
 }
