@@ -3,10 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use inference::api::SdeNoise;
-use inference::metadata::{ImageMetadata, Parameters};
+use inference::metadata::ImageMetadata;
 use inference::schedule::named::{SamplerName, ScheduleName};
-use inference::text::emphasis::Emphasis;
 
 use super::settings::Settings;
 
@@ -51,7 +49,7 @@ pub fn apply(metadata: &ImageMetadata, settings: &mut Settings, with_seed: bool)
     // Only an A1111 image's own `Hires …` fields turn the hires fix on.
     settings.hires.enabled = false;
     match metadata {
-        ImageMetadata::A1111(p) => apply_a1111(p, settings, with_seed, &mut r),
+        ImageMetadata::A1111(p) => a1111::apply(p, settings, with_seed, &mut r),
         ImageMetadata::ComfyUi { samplers, texts } => {
             let Some(sampler) = samplers.first() else {
                 r.skipped
@@ -215,132 +213,6 @@ fn apply_fields(
     }
 }
 
-fn apply_a1111(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restored) {
-    s.prompt = p.prompt.clone();
-    s.negative_prompt = p.negative_prompt.clone();
-    r.applied.extend(["prompt", "negative prompt"]);
-    set_number(p.get("Steps"), &mut s.steps, "steps", r);
-    set_number(p.get("CFG scale"), &mut s.cfg_scale, "CFG scale", r);
-    set_number(p.get("Clip skip"), &mut s.clip_skip, "CLIP skip", r);
-    if with_seed && set_number(p.get("Seed"), &mut s.seed, "seed", r) {
-        s.seed_locked = true;
-    }
-    if let Some(size) = p.get("Size").and_then(parse_size) {
-        (s.width, s.height) = size;
-        r.applied.push("size");
-    }
-    s.emphasis = Emphasis::Original;
-    if let Some(name) = p.get("Emphasis") {
-        match Emphasis::from_a1111_name(name) {
-            Some(emphasis) => {
-                s.emphasis = emphasis;
-                r.applied.push("emphasis");
-            }
-            None => r
-                .skipped
-                .push(format!("emphasis {name:?} is not one Ember knows")),
-        }
-    }
-    if p.get("SDE noise") == Some(SdeNoise::Generator.name()) {
-        s.sde_brownian = false;
-        r.applied.push("SDE noise");
-    }
-    apply_a1111_sdxl(p, s, r);
-    super::hires::restore(p, &mut s.hires, r);
-    for i in 0.. {
-        let Some(text) = p.get(&format!("ControlNet {i}")) else {
-            break;
-        };
-        match super::controlnet::parse_unit(text) {
-            Ok(unit) => r.controlnets.push(unit),
-            Err(e) => {
-                r.skipped.push(format!("ControlNet {i}: {e}"));
-                // A unit Ember cannot run stays in its place, off, so the next ones keep
-                // their numbers (and images).
-                let off = super::controlnet::ControlUnitSettings {
-                    enabled: false,
-                    ..Default::default()
-                };
-                r.controlnets.push((off, None));
-            }
-        }
-    }
-    if r.controlnets.iter().any(|(unit, _)| unit.enabled) {
-        r.applied.push("ControlNet");
-    }
-    if let Some(name) = p.get("Sampler") {
-        // Before A1111 1.9 the schedule was part of the sampler's name ("DPM++ 2M Karras").
-        let split = ScheduleName::ALL.iter().find_map(|schedule| {
-            let base = name.strip_suffix(schedule.a1111_name())?.trim_end();
-            SamplerName::parse(base).ok().map(|_| (base, *schedule))
-        });
-        match split {
-            Some((base, schedule)) if SamplerName::parse(name).is_err() => {
-                set_sampler(base, s, r);
-                s.schedule = schedule;
-            }
-            _ => set_sampler(name, s, r),
-        }
-    }
-    match p.get("Schedule type") {
-        // A1111's "Automatic" is each sampler's own default: Karras for DPM++, else normal.
-        Some("Automatic") => {
-            s.schedule = if s.sampler.comfy_name().starts_with("dpmpp") {
-                ScheduleName::Karras
-            } else {
-                ScheduleName::Normal
-            };
-        }
-        Some(name) => set_schedule(name, s, r),
-        None => {}
-    }
-}
-
-/// SDXL fields: Ember's second prompts, CFG rescale (A1111's extension wrote `CFG Rescale`,
-/// older ones `CFG Rescale φ` / `phi`), the refiner and its aesthetic scores.
-fn apply_a1111_sdxl(p: &Parameters, s: &mut Settings, r: &mut Restored) {
-    s.prompt_2 = p.get("Prompt 2").unwrap_or_default().to_string();
-    s.negative_prompt_2 = p.get("Negative prompt 2").unwrap_or_default().to_string();
-    if !s.prompt_2.is_empty() || !s.negative_prompt_2.is_empty() {
-        r.applied.push("second prompts");
-    }
-    s.cfg_rescale = 0.0;
-    let rescale = ["CFG Rescale", "CFG Rescale φ", "CFG Rescale phi"]
-        .iter()
-        .find_map(|k| p.get(k));
-    set_number(rescale, &mut s.cfg_rescale, "CFG rescale", r);
-    let sc = &mut s.size_conditioning;
-    *sc = Default::default();
-    sc.original = p.get("Original size").and_then(parse_pair);
-    sc.crop = p
-        .get("Crop top left")
-        .and_then(parse_pair)
-        .unwrap_or_default();
-    sc.target = p.get("Target size").and_then(parse_pair);
-    if !sc.to_request().is_default() {
-        r.applied.push("size conditioning");
-    }
-    r.refiner = p.get("Refiner").map(model_name);
-    set_number(
-        p.get("Refiner switch at"),
-        &mut s.refiner.switch_at,
-        "refiner switch",
-        r,
-    );
-    set_number(
-        p.get("Aesthetic score"),
-        &mut s.refiner.aesthetic_score,
-        "aesthetic score",
-        r,
-    );
-    set_number(
-        p.get("Negative aesthetic score"),
-        &mut s.refiner.negative_aesthetic_score,
-        "negative aesthetic score",
-        r,
-    );
-}
-
 fn set_text(value: Option<&String>, field: &mut String, name: &'static str, r: &mut Restored) {
     if let Some(v) = value {
         field.clone_from(v);
@@ -418,5 +290,6 @@ fn parse_pair(text: &str) -> Option<(u32, u32)> {
     Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
 }
 
+mod a1111;
 #[cfg(test)]
 mod tests;

@@ -2,6 +2,9 @@
 //! refiner and second prompts, ComfyUI's and Fooocus' refiners, the SDE noise, and numbers
 //! that are not finite.
 
+use inference::metadata::Parameters;
+use inference::text::emphasis::Emphasis;
+
 use super::*;
 
 #[test]
