@@ -7,15 +7,17 @@
 //! and only onto bytes of the same URL and version (`part`).
 
 pub mod catalogue;
+mod checks;
 mod names;
 mod part;
 mod transfer;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use checks::{check_free_space, check_size, check_status};
 pub use names::{checked_url, free_space};
 use part::Part;
 pub use part::sha256_file;
@@ -265,78 +267,6 @@ fn pause(n: usize, options: &Options) -> Result<(), Failure> {
             return Err(Failure::Cancelled);
         }
         std::thread::sleep(Duration::from_millis(100));
-    }
-    Ok(())
-}
-
-/// Refuses answers that carry no model: errors, login pages, HTML.
-fn check_status(answer: &transfer::Answer, url: &str, tokens: &Tokens) -> Result<(), String> {
-    let host = names_host(url);
-    match answer.status {
-        200 | 206 => {}
-        401 | 403 => {
-            let hint = match host.as_str() {
-                "huggingface.co" | "hf.co" if tokens.huggingface.is_none() => {
-                    " (a gated model: accept its license on Hugging Face and set HF_TOKEN)"
-                }
-                "civitai.com" if tokens.civitai.is_none() => {
-                    " (this model needs a Civitai login: set CIVITAI_TOKEN to an API key)"
-                }
-                _ => " (the token may be wrong)",
-            };
-            return Err(format!(
-                "{host} refused the download ({}){hint}",
-                answer.status
-            ));
-        }
-        404 => return Err(format!("{url} does not exist (404); check the address")),
-        416 => {
-            return Err(format!(
-                "{host} cannot resume this file (416); remove the .part file"
-            ));
-        }
-        status => return Err(format!("{host} answered {status} instead of the file")),
-    }
-    if answer
-        .content_type
-        .to_ascii_lowercase()
-        .starts_with("text/html")
-    {
-        return Err(format!(
-            "{} sent a web page, not a model file (a login or license page?); use the file's \
-             download link",
-            answer.url
-        ));
-    }
-    Ok(())
-}
-
-fn names_host(url: &str) -> String {
-    names::host(url).unwrap_or_else(|| url.to_string())
-}
-
-fn check_size(total: Option<u64>, expected: Option<u64>, url: &str) -> Result<(), String> {
-    match (total, expected) {
-        (Some(t), Some(e)) if t != e => Err(format!(
-            "{url} announces {t} bytes, but this model is {e} bytes: not the file Ember expects"
-        )),
-        _ => Ok(()),
-    }
-}
-
-fn check_free_space(dir: &Path, needed: Option<u64>) -> Result<(), String> {
-    let (Some(needed), Some(free)) = (needed, free_space(dir)) else {
-        return Ok(());
-    };
-    // A margin, so the disk is not filled to the last byte.
-    let margin = 64 << 20;
-    if needed + margin > free {
-        return Err(format!(
-            "not enough disk space in {}: the download needs {}, {} is free",
-            dir.display(),
-            inference::memory::human_bytes(needed),
-            inference::memory::human_bytes(free)
-        ));
     }
     Ok(())
 }
