@@ -1,7 +1,7 @@
 //! LoRA merging against the reference (`sd15/lora`, `sdxl/lora`): kohya and PEFT files give
 //! diffusers' fused weights, UNet and text-encoder outputs and whole runs; a new strength
 //! re-merges from the loaded weights and removing the LoRA restores them bit for bit; a LoRA
-//! for another family is refused by name.
+//! for another family is refused by name. LyCORIS kinds are in `lora_lycoris`.
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use ember_tests::{Fixtures, Json, assert_close_scaled, json, reference};
@@ -17,7 +17,7 @@ use crate::pipelines::{check_run_request, request_for};
 
 const TOL: f64 = 1e-4;
 
-fn model(folder: &str) -> Model {
+pub(crate) fn model(folder: &str) -> Model {
     load(
         &reference(folder),
         &LoadOptions::new(Device::flex(), Precision::F32),
@@ -25,7 +25,7 @@ fn model(folder: &str) -> Model {
     .unwrap()
 }
 
-fn spec(file: &str, scale: f32) -> LoraSpec {
+pub(crate) fn spec(file: &str, scale: f32) -> LoraSpec {
     LoraSpec {
         path: reference(file),
         text_encoder: scale,
@@ -81,7 +81,7 @@ fn unet_out(model: &Model, golden: &Fixtures) -> Vec<f32> {
 
 /// The merged UNet and text encoder against a golden file's `unet_out` and
 /// `te_last_hidden_state`.
-fn check_networks(what: &str, model: &Model, golden: &Fixtures) {
+pub(crate) fn check_networks(what: &str, model: &Model, golden: &Fixtures) {
     assert_close_scaled(
         &format!("{what}: UNet"),
         &unet_out(model, golden),
@@ -99,7 +99,7 @@ fn check_networks(what: &str, model: &Model, golden: &Fixtures) {
     );
 }
 
-fn scale_of(lora: &Json) -> f32 {
+pub(crate) fn scale_of(lora: &Json) -> f32 {
     lora["scale"].as_f64().unwrap() as f32
 }
 
@@ -296,70 +296,6 @@ fn a_lora_for_another_family_is_refused_by_name() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("no LoRA weights"), "{err}");
-}
-
-/// `merged_<kind>.safetensors`: `<unet|text_encoder>.<path>.weight` -> the merged weight.
-fn check_merged_file(what: &str, model: &Model, merged: &Fixtures) {
-    assert!(!merged.tensors.is_empty(), "{what}: empty merged file");
-    for (name, fixture) in &merged.tensors {
-        let (network, key) = match name.strip_prefix("unet.") {
-            Some(k) => (Network::Unet, k),
-            None => (
-                Network::TextEncoder(0),
-                name.strip_prefix("text_encoder.").unwrap(),
-            ),
-        };
-        let ours = read_weight(model, network, key).unwrap_or_else(|| panic!("{what}: {key}"));
-        let expected = fixture.f64();
-        let max = expected.iter().fold(0f64, |m, v| m.max(v.abs()));
-        assert_close_scaled(
-            &format!("{what}: {name}"),
-            &ours,
-            &expected,
-            1e-6 * max.max(1.0),
-        );
-    }
-}
-
-#[test]
-fn lycoris_adapters_merge_as_a1111_merges_them() {
-    let lycoris = json("sd15/lycoris/lycoris.json");
-    let scale = scale_of(&lycoris);
-    // A1111's DoRA (it differs from ComfyUI's on the output-axis magnitude).
-    for (adapter, merged) in [
-        ("loha", "merged_loha"),
-        ("lokr", "merged_lokr"),
-        ("lokr_full", "merged_lokr_full"),
-        ("locon", "merged_locon"),
-        ("dora", "merged_dora_a1111"),
-        ("dora_out", "merged_dora_out_a1111"),
-    ] {
-        let mut model = model("sd15/pipeline");
-        let file = format!("sd15/lycoris/{adapter}.safetensors");
-        let report = set(&mut model, &[spec(&file, scale)]).unwrap();
-        assert!(report.is_empty(), "{adapter}: {report:?}");
-        let merged = Fixtures::load(&format!("sd15/lycoris/{merged}.safetensors"));
-        check_merged_file(adapter, &model, &merged);
-    }
-}
-
-#[test]
-fn the_loha_golden_and_run_reproduce() {
-    let golden = Fixtures::load("sd15/lycoris/golden_loha.safetensors");
-    let run = json("sd15/lycoris/txt2img_euler_loha.json");
-    let scale = run["adapter_scale"].as_f64().unwrap() as f32;
-    let mut model = model("sd15/pipeline");
-    set(&mut model, &[spec("sd15/lycoris/loha.safetensors", scale)]).unwrap();
-    check_networks("LoHa", &model, &golden);
-    let config = SchedulerConfig::from_json(&run["scheduler_config"].to_string()).unwrap();
-    let request = request_for(&model, "sd15/lycoris", &run, config);
-    check_run_request(
-        "sd15/lycoris",
-        "txt2img_euler_loha",
-        "sd15/pipeline",
-        (&model, None),
-        &request,
-    );
 }
 
 /// `ember bench lora`'s LoRA (every linear layer of the transformer blocks and the text

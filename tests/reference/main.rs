@@ -23,6 +23,7 @@ mod half_precision;
 mod kdiffusion;
 mod kill;
 mod lora;
+mod lora_lycoris;
 mod lora_misshaped;
 mod lora_restore;
 mod pipelines;
