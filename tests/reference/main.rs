@@ -22,6 +22,7 @@ mod gpu_lost;
 mod half_precision;
 mod kdiffusion;
 mod kill;
+mod load_report;
 mod lora;
 mod lora_lycoris;
 mod lora_misshaped;
