@@ -21,6 +21,7 @@ mod gpu_choice;
 mod gpu_lost;
 mod half_precision;
 mod kdiffusion;
+mod kdiffusion_samplers;
 mod kill;
 mod load_report;
 mod lora;
