@@ -151,7 +151,7 @@ pub fn geglu(x: Tensor<3>) -> Tensor<3> {
 }
 
 /// Scaled dot-product attention (no mask), scale `1 / sqrt(head_dim)`. On the CPU the flash
-/// kernel ([`attention`]); elsewhere Burn's, except heads wider than its flash kernels
+/// kernel ([`attention()`]); elsewhere Burn's, except heads wider than its flash kernels
 /// ([`wide_attention`]), padded to the tiles of a GPU's matrix units where they need it
 /// ([`padded_attention`]).
 ///
@@ -193,7 +193,7 @@ pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
     Tensor::from_data(TensorData::new(out, [b, h, n, dv]), &device)
 }
 
-/// Which path [`attention`] takes for f32 heads of `head_dim` values on `device`, in words
+/// Which path [`attention()`] takes for f32 heads of `head_dim` values on `device`, in words
 /// (for benchmarks, which also report Burn's own autotune choices).
 pub fn attention_path(device: &Device, head_dim: usize) -> String {
     if *device == Device::flex() {

@@ -1,4 +1,4 @@
-//! LoRA adapters: reading the files ([`file`]) and merging them into a loaded model's
+//! LoRA adapters: reading the files ([`mod@file`]) and merging them into a loaded model's
 //! weights, or taking them out again exactly ([`merge`]), or changing them in one pass over
 //! the weights ([`refill`]).
 
