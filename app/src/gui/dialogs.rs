@@ -120,6 +120,9 @@ impl PathPurpose {
 pub struct PathPrompt {
     pub purpose: PathPurpose,
     pub text: String,
+    /// The field has had the keyboard focus once (given when the window opens, so the
+    /// path can be typed at once; taken back by a click elsewhere, as the user wishes).
+    pub focused: bool,
 }
 
 impl PathPrompt {
@@ -127,6 +130,7 @@ impl PathPrompt {
         Self {
             purpose,
             text: String::new(),
+            focused: false,
         }
     }
 }

@@ -41,7 +41,9 @@ impl<'a> Denoising<'a> {
     /// Samples from `begin`, drawing step noise from `rng` after the start's draws. Returns
     /// the final latents (in the VAE's scaling, before `scaling_factor`) and the model whose
     /// VAE decodes them (the last stage that ran). `Err(Cancelled)` when the observer stops
-    /// it; an error naming the step when a sample turns NaN or infinite.
+    /// it; an error naming the step when a sample turns NaN or infinite (or the final latents
+    /// do); a settings error when a requested ControlNet is not loaded or its map is not the
+    /// generation's size.
     pub fn run(
         &self,
         begin: Start,

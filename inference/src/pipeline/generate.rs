@@ -1,5 +1,6 @@
-//! One generation from a validated request: conditioning, noise, the sampler loop with the
-//! UNet as its denoiser (the base model's, then a refiner's after the switch), and decoding.
+//! One generation from a validated request, end to end: checks, conditioning, the start
+//! (noise and image latents), the sampler loop (`denoising`: the base model's UNet, then a
+//! refiner's after the switch), decoding and the warnings.
 //! Random draws follow diffusers' order exactly: init image posterior, initial noise,
 //! masked-image posterior, then sampler noise.
 

@@ -12,8 +12,9 @@ impl EmberApp {
     /// Dropped files, Ctrl+Enter and Esc.
     pub(super) fn handle_input(&mut self, ctx: &egui::Context) -> Vec<Action> {
         let mut actions = Vec::new();
-        // Esc answers the quit question (as "Don't quit"), not the running image.
-        let asked = self.quitting.asked;
+        // Esc answers the quit question (as "Don't quit") or closes the typed-path window,
+        // not the running image.
+        let asked = self.quitting.asked || self.path_prompt.is_some();
         let (dropped, pointer, generate, cancel) = ctx.input_mut(|i| {
             let dropped: Vec<PathBuf> = i
                 .raw

@@ -145,12 +145,13 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>) -> Vec<Action> {
     actions
 }
 
-/// The typed-path window: a path for the purpose a dialog could not serve.
+/// The typed-path window: a path for the purpose a dialog could not serve. The field has
+/// the focus when it opens; Enter uses the path (once it exists), Escape cancels.
 fn path_prompt(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     let Some(prompt) = app.path_prompt.as_mut() else {
         return;
     };
-    let mut close = false;
+    let mut close = ui.input_mut(|i| i.consume_key(egui::Modifiers::NONE, egui::Key::Escape));
     egui::Window::new("Type a path")
         .collapsible(false)
         .resizable(false)
@@ -158,22 +159,29 @@ fn path_prompt(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>
         .show(ui.ctx(), |ui| {
             ui.label(prompt.purpose.title());
             let label = ui.label("Path");
-            ui.add(
-                egui::TextEdit::singleline(&mut prompt.text)
-                    .desired_width(420.0)
-                    .hint_text(prompt.purpose.example()),
-            )
-            .labelled_by(label.id);
+            let field = ui
+                .add(
+                    egui::TextEdit::singleline(&mut prompt.text)
+                        .desired_width(420.0)
+                        .hint_text(prompt.purpose.example()),
+                )
+                .labelled_by(label.id);
+            if !prompt.focused {
+                field.request_focus();
+                prompt.focused = true;
+            }
+            // A single-line field gives up the focus on Enter.
+            let entered = field.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
             let path = std::path::PathBuf::from(prompt.text.trim());
             let exists = !prompt.text.trim().is_empty() && path.exists();
             if !prompt.text.trim().is_empty() && !exists {
                 ui.colored_label(Color32::from_rgb(235, 80, 70), "no such file or folder");
             }
             ui.horizontal(|ui| {
-                if ui
+                let used = ui
                     .add_enabled(exists, egui::Button::new("Use this path"))
-                    .clicked()
-                {
+                    .clicked();
+                if used || (entered && exists) {
                     actions.push(prompt.purpose.action(path));
                     close = true;
                 }
