@@ -183,3 +183,46 @@ fn saved_name(w: &Window) -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+/// The arrow keys step through the gallery in its order (Left and Right one image, Up and
+/// Down a row), stay at either end, and move nothing in another view.
+#[test]
+fn the_arrow_keys_step_through_the_gallery() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = window_with_two_results(home.path());
+    click(&mut w, "Gallery");
+    step_until(&mut w, "the folder scan", |a| a.gallery.entries.len() == 2);
+    let mut press = |key| {
+        w.key_press(key);
+        w.step();
+        let selected = app(&w).gallery.selected.as_ref();
+        selected.map(|s| s.path.file_name().unwrap().to_string_lossy().into_owned())
+    };
+    let (newest, older) = (Some("00001-701.png".into()), Some("00000-700.png".into()));
+    assert_eq!(
+        press(egui::Key::ArrowRight),
+        newest,
+        "none selected: the first"
+    );
+    assert_eq!(press(egui::Key::ArrowRight), older);
+    assert_eq!(press(egui::Key::ArrowRight), older, "the last stays");
+    assert_eq!(press(egui::Key::ArrowLeft), newest);
+    assert_eq!(press(egui::Key::ArrowLeft), newest, "the first stays");
+    // Both fit one row: a row down is past the end.
+    assert_eq!(press(egui::Key::ArrowDown), newest);
+    w.step();
+    assert!(
+        app(&w).gallery.columns >= 2,
+        "the 1280-pixel window fits two thumbnails a row"
+    );
+
+    click(&mut w, "Create");
+    w.key_press(egui::Key::ArrowRight);
+    w.step();
+    let selected = app(&w).gallery.selected.as_ref().map(|s| s.path.clone());
+    assert_eq!(
+        selected.as_deref().and_then(|p| p.file_name()),
+        Some(std::ffi::OsStr::new("00001-701.png")),
+        "the arrow keys belong to the gallery only"
+    );
+}

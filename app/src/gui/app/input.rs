@@ -1,5 +1,5 @@
 //! The app's own input: files dropped on the window or given on the command line, and its
-//! keys (Ctrl+Enter generates, Esc cancels).
+//! keys (Ctrl+Enter generates, Esc cancels, the arrow keys step through the gallery).
 
 use std::path::PathBuf;
 
@@ -9,7 +9,7 @@ use crate::gui::session::Level;
 use crate::gui::{gallery, models};
 
 impl EmberApp {
-    /// Dropped files, Ctrl+Enter and Esc.
+    /// Dropped files, Ctrl+Enter, Esc and the gallery's arrow keys.
     pub(super) fn handle_input(&mut self, ctx: &egui::Context) -> Vec<Action> {
         let mut actions = Vec::new();
         // Esc answers the quit question (as "Don't quit") or closes the typed-path window,
@@ -36,6 +36,25 @@ impl EmberApp {
         }
         if cancel {
             actions.push(Action::Cancel);
+        }
+        // In the gallery the arrow keys step through the images (not while typing).
+        if self.view == View::Gallery && !asked && !ctx.text_edit_focused() {
+            let row = self.gallery.columns.max(1) as isize;
+            let step = ctx.input_mut(|i| {
+                use egui::Key::{ArrowDown, ArrowLeft, ArrowRight, ArrowUp};
+                [
+                    (ArrowLeft, -1),
+                    (ArrowRight, 1),
+                    (ArrowUp, -row),
+                    (ArrowDown, row),
+                ]
+                .into_iter()
+                .find(|(key, _)| i.consume_key(egui::Modifiers::NONE, *key))
+                .map(|(_, step)| step)
+            });
+            if let Some(path) = step.and_then(|step| self.gallery.neighbour(step)) {
+                actions.push(Action::SelectImage(path));
+            }
         }
         actions
     }

@@ -4,6 +4,7 @@
 pub mod store;
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use egui::{ColorImage, TextureHandle, TextureOptions};
@@ -69,6 +70,13 @@ pub struct Gallery {
     pub entries: Vec<Entry>,
     pub scanning: bool,
     pub selected: Option<Selected>,
+    /// Thumbnails a row of the grid held when last drawn (the arrow keys Up and Down move by
+    /// a row).
+    pub columns: usize,
+    /// The rows of the grid last drawn.
+    pub visible_rows: Range<usize>,
+    /// An image just selected, for the grid to scroll into view when next drawn.
+    pub reveal: Option<PathBuf>,
     thumbs: HashMap<PathBuf, ThumbState>,
     thumb_service: Service<ThumbRequest, Thumb>,
 }
@@ -80,6 +88,9 @@ impl Gallery {
             entries: Vec::new(),
             scanning: false,
             selected: None,
+            columns: 1,
+            visible_rows: 0..0,
+            reveal: None,
             thumbs: HashMap::new(),
             thumb_service: Service::spawn("thumbnails", Order::Lifo, wake, store::serve_thumb)
                 .unwrap_or_else(|e| panic!("could not start a thread: {e}")),
@@ -134,6 +145,20 @@ impl Gallery {
             metadata: None,
             error: None,
         });
+        self.reveal = Some(path.to_path_buf());
+    }
+
+    /// The image `step` places from the selected one in the listed order (the first one when
+    /// none is selected); `None` past either end.
+    pub fn neighbour(&self, step: isize) -> Option<PathBuf> {
+        let index = match &self.selected {
+            Some(selected) => {
+                let at = self.entries.iter().position(|e| e.path == selected.path)?;
+                at.checked_add_signed(step)?
+            }
+            None => 0,
+        };
+        self.entries.get(index).map(|e| e.path.clone())
     }
 
     /// The file thread read an image the gallery asked for.

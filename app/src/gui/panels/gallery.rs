@@ -136,8 +136,19 @@ fn grid(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     let cell = THUMB_SIDE as f32 + 8.0;
     let columns = ((ui.available_width() / cell).floor() as usize).max(1);
     let rows = app.gallery.entries.len().div_ceil(columns);
+    app.gallery.columns = columns;
+    // A newly selected image (an arrow key steps to it) is scrolled into view: from afar by
+    // offset, as only the rows on screen are drawn; from the edge by the thumbnail itself.
+    let reveal = (app.gallery.reveal.take())
+        .and_then(|path| app.gallery.entries.iter().position(|e| e.path == path))
+        .map(|index| index / columns);
+    let mut area = egui::ScrollArea::vertical();
+    if let Some(row) = reveal.filter(|row| !app.gallery.visible_rows.contains(row)) {
+        area = area.vertical_scroll_offset(row as f32 * (cell + ui.spacing().item_spacing.y));
+    }
     let mut on_screen: Vec<PathBuf> = Vec::new();
-    egui::ScrollArea::vertical().show_rows(ui, cell, rows, |ui, range| {
+    area.show_rows(ui, cell, rows, |ui, range| {
+        app.gallery.visible_rows = range.clone();
         for row in range {
             ui.horizontal(|ui| {
                 for col in 0..columns {
@@ -176,6 +187,9 @@ fn grid(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
                     response.widget_info(|| {
                         egui::WidgetInfo::selected(egui::Role::Button, true, selected, &name)
                     });
+                    if selected && reveal == Some(row) {
+                        response.scroll_to_me(None);
+                    }
                     if response.on_hover_text(&name).clicked() {
                         actions.push(Action::SelectImage(path.clone()));
                     }
