@@ -65,6 +65,8 @@ fn a_dropped_model_loads_and_generate_shows_progress_then_saves_the_png() {
     drop_files(&mut w, &[&model]);
     step_until(&mut w, "the model to load", |a| a.session.model().is_some());
     w.get_by_label("Family");
+    let ready = "Type a prompt and press Generate (Ctrl+Enter)";
+    w.get_by_label(ready);
     assert_eq!(
         app(&w).settings.last_model.as_deref(),
         Some(model.as_path())
@@ -89,6 +91,10 @@ fn a_dropped_model_loads_and_generate_shows_progress_then_saves_the_png() {
     step_until(&mut w, "the image to be saved", |a| {
         !a.display.results.is_empty() && a.display.results.iter().all(|s| s.path.is_some())
     });
+    assert!(
+        w.query_by_label(ready).is_none(),
+        "the image took its place"
+    );
     let saved = app(&w).display.results[0].path.clone().unwrap();
     assert_eq!(saved.parent(), Some(home.path().join("outputs").as_path()));
     assert_eq!(saved.file_name().unwrap(), "00000-4242.png");

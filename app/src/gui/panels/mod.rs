@@ -278,7 +278,9 @@ fn help(ui: &mut egui::Ui, app: &Parts<'_>) {
     ui.separator();
     ui.label("Ctrl+Enter generates; Esc stops the running image.");
     ui.label("In a prompt, Ctrl+Up / Ctrl+Down weight the word or selection.");
-    ui.label("On the canvas, B and E pick the brush or the eraser, [ and ] size it, Ctrl+Z undoes.");
+    ui.label(
+        "On the canvas, B and E pick the brush or the eraser, [ and ] size it, Ctrl+Z undoes.",
+    );
     ui.label("In the gallery, the arrow keys step through the images.");
 }
 

@@ -1,5 +1,5 @@
-//! The central area of the Generate view: the empty state, progress with speed and ETA,
-//! the queue, and the live preview replaced by the result.
+//! The central area of the Generate view: the empty state (no model; then no image yet),
+//! progress with speed and ETA, the queue, and the live preview replaced by the result.
 
 use egui::{ProgressBar, RichText, TextureHandle};
 use inference::api::Stage;
@@ -18,6 +18,10 @@ pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
         return;
     }
     progress(ui, app, actions);
+    if app.session.running.is_none() && app.display.results.is_empty() {
+        ready_state(ui);
+        return;
+    }
     let image = if app.session.running.is_some() {
         app.display.preview.as_ref()
     } else {
@@ -74,6 +78,24 @@ fn empty_state(ui: &mut egui::Ui, actions: &mut Vec<Action>) {
         });
     });
 }
+
+/// A model but no image yet: where the picture will form, and how to start it.
+fn ready_state(ui: &mut egui::Ui) {
+    ui.vertical_centered(|ui| {
+        ui.add_space(ui.available_height() / 3.0);
+        ui.label(RichText::new(READY_HINT).heading().weak());
+        ui.label(
+            RichText::new(
+                "The picture forms here step by step; every image is saved to the output \
+                 folder and listed in the Gallery.",
+            )
+            .weak(),
+        );
+    });
+}
+
+/// What the Create view says until the first image.
+const READY_HINT: &str = "Type a prompt and press Generate (Ctrl+Enter)";
 
 /// The running job's progress bar, step, speed and ETA, its Cancel, and the queue with
 /// Cancel all (Create and Canvas both show it).
