@@ -1,7 +1,7 @@
 //! The canvas mode with the real engine on the reference model: drop an image, paint a
 //! stroke with the pointer, undo / redo it, invert the mask (and undo that with Ctrl+Z),
 //! inpaint, and find the result in the gallery with its inpainting parameters and every
-//! pixel outside the blurred mask unchanged.
+//! pixel outside the blurred mask unchanged; and the brush keys.
 
 use egui::{Modifiers, Vec2};
 use egui_kittest::kittest::Queryable;
@@ -229,4 +229,51 @@ fn an_odd_sized_source_and_outpaint_give_a_size_generate_accepts() {
         assert!(width <= source.width && width + 8 > source.width);
         assert!(height <= source.height && height + 8 > source.height);
     }
+}
+
+/// The brush keys: E the eraser, B the brush, `[` and `]` the size by 1.25 a press (every
+/// press of a frame counted), and none of them while a text field has the keyboard.
+#[test]
+fn the_brush_keys_pick_the_tool_and_size_it() {
+    let home = tempfile::tempdir().unwrap();
+    let engine = ember_tests::fake_engine::FakeEngine::new(std::time::Duration::ZERO);
+    let mut w = open(engine, Paths::under(home.path()));
+    w.step();
+    click(&mut w, "Canvas");
+    w.state_mut().as_mut().unwrap().settings.canvas.brush_size = 40.0;
+    w.key_press(egui::Key::E);
+    w.step();
+    assert!(app(&w).canvas.brush.erase, "E: the eraser");
+    w.key_press(egui::Key::B);
+    w.step();
+    assert!(!app(&w).canvas.brush.erase, "B: the brush");
+
+    // Three presses in one frame (a busy frame; `key_press` gives each its own).
+    for _ in 0..3 {
+        w.input_mut().events.push(egui::Event::Key {
+            key: egui::Key::OpenBracket,
+            physical_key: None,
+            pressed: true,
+            repeat: false,
+            modifiers: Modifiers::NONE,
+        });
+    }
+    w.step();
+    let size = app(&w).settings.canvas.brush_size;
+    assert!((size - 40.0 / 1.25f32.powi(3)).abs() < 1e-3, "{size}");
+    w.key_press(egui::Key::CloseBracket);
+    w.step();
+    let size = app(&w).settings.canvas.brush_size;
+    assert!((size - 40.0 / 1.25f32.powi(2)).abs() < 1e-3, "{size}");
+
+    w.get_by_label("Prompt").focus();
+    w.step();
+    w.key_press(egui::Key::E);
+    w.key_press(egui::Key::CloseBracket);
+    w.step();
+    assert!(
+        !app(&w).canvas.brush.erase,
+        "typed into the prompt, not the brush"
+    );
+    assert_eq!(app(&w).settings.canvas.brush_size, size);
 }

@@ -185,7 +185,8 @@ fn saved_name(w: &Window) -> String {
 }
 
 /// The arrow keys step through the gallery in its order (Left and Right one image, Up and
-/// Down a row), stay at either end, and move nothing in another view.
+/// Down a row), stop at either end, count every press of a frame, and move nothing in
+/// another view.
 #[test]
 fn the_arrow_keys_step_through_the_gallery() {
     let home = tempfile::tempdir().unwrap();
@@ -208,13 +209,40 @@ fn the_arrow_keys_step_through_the_gallery() {
     assert_eq!(press(egui::Key::ArrowRight), older, "the last stays");
     assert_eq!(press(egui::Key::ArrowLeft), newest);
     assert_eq!(press(egui::Key::ArrowLeft), newest, "the first stays");
-    // Both fit one row: a row down is past the end.
-    assert_eq!(press(egui::Key::ArrowDown), newest);
+    // Both fit one row: a row down stops at the last image, a row up at the first.
+    assert_eq!(press(egui::Key::ArrowDown), older);
+    assert_eq!(press(egui::Key::ArrowUp), newest);
     w.step();
     assert!(
         app(&w).gallery.columns >= 2,
         "the 1280-pixel window fits two thumbnails a row"
     );
+
+    // Presses that arrive in one frame (a busy frame; `key_press` gives each its own) all
+    // count, in order: left, right, right from the first is one to the right (right, right,
+    // left would be back at the first, as the second right stops at the end).
+    for key in [
+        egui::Key::ArrowLeft,
+        egui::Key::ArrowRight,
+        egui::Key::ArrowRight,
+    ] {
+        w.input_mut().events.push(egui::Event::Key {
+            key,
+            physical_key: None,
+            pressed: true,
+            repeat: false,
+            modifiers: egui::Modifiers::NONE,
+        });
+    }
+    w.step();
+    let selected = app(&w).gallery.selected.as_ref().map(|s| s.path.clone());
+    assert_eq!(
+        selected.as_deref().and_then(|p| p.file_name()),
+        Some(std::ffi::OsStr::new("00000-700.png")),
+        "all three presses counted"
+    );
+    w.key_press(egui::Key::ArrowLeft);
+    w.step();
 
     click(&mut w, "Create");
     w.key_press(egui::Key::ArrowRight);

@@ -40,19 +40,34 @@ impl EmberApp {
         // In the gallery the arrow keys step through the images (not while typing).
         if self.view == View::Gallery && !asked && !ctx.text_edit_focused() {
             let row = self.gallery.columns.max(1) as isize;
-            let step = ctx.input_mut(|i| {
-                use egui::Key::{ArrowDown, ArrowLeft, ArrowRight, ArrowUp};
-                [
-                    (ArrowLeft, -1),
-                    (ArrowRight, 1),
-                    (ArrowUp, -row),
-                    (ArrowDown, row),
-                ]
-                .into_iter()
-                .find(|(key, _)| i.consume_key(egui::Modifiers::NONE, *key))
-                .map(|(_, step)| step)
+            // Every press counts, in order, several in one frame too (a busy frame).
+            let steps: Vec<isize> = ctx.input_mut(|i| {
+                let mut steps = Vec::new();
+                i.events.retain(|event| {
+                    let egui::Event::Key {
+                        key,
+                        pressed: true,
+                        modifiers,
+                        ..
+                    } = event
+                    else {
+                        return true;
+                    };
+                    let step = match key {
+                        _ if !modifiers.is_none() => return true,
+                        egui::Key::ArrowLeft => -1,
+                        egui::Key::ArrowRight => 1,
+                        egui::Key::ArrowUp => -row,
+                        egui::Key::ArrowDown => row,
+                        _ => return true,
+                    };
+                    steps.push(step);
+                    false
+                });
+                steps
             });
-            if let Some(path) = step.and_then(|step| self.gallery.neighbour(step)) {
+            let chosen = (!steps.is_empty()).then(|| self.gallery.stepped(&steps));
+            if let Some(path) = chosen.flatten() {
                 actions.push(Action::SelectImage(path));
             }
         }

@@ -148,16 +148,21 @@ impl Gallery {
         self.reveal = Some(path.to_path_buf());
     }
 
-    /// The image `step` places from the selected one in the listed order (the first one when
-    /// none is selected); `None` past either end.
-    pub fn neighbour(&self, step: isize) -> Option<PathBuf> {
-        let index = match &self.selected {
+    /// The image reached from the selected one by `steps` (each a move in the listed order,
+    /// stopping at either end; with none selected the first step selects the first image);
+    /// `None` when the list is empty or the selected image is not in it.
+    pub fn stepped(&self, steps: &[isize]) -> Option<PathBuf> {
+        let last = self.entries.len().checked_sub(1)?;
+        let (mut index, steps) = match &self.selected {
             Some(selected) => {
                 let at = self.entries.iter().position(|e| e.path == selected.path)?;
-                at.checked_add_signed(step)?
+                (at, steps)
             }
-            None => 0,
+            None => (0, steps.get(1..).unwrap_or_default()),
         };
+        for &step in steps {
+            index = index.saturating_add_signed(step).min(last);
+        }
         self.entries.get(index).map(|e| e.path.clone())
     }
 

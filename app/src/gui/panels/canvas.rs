@@ -53,22 +53,19 @@ fn shortcuts(ctx: &egui::Context, app: &mut Parts<'_>) {
     }
     let canvas = &mut app.canvas;
     let settings = &mut app.settings.canvas;
+    // Every press counts, several in one frame too (a busy frame, a held key).
     ctx.input_mut(|i| {
-        if i.consume_key(
-            egui::Modifiers::COMMAND | egui::Modifiers::SHIFT,
-            egui::Key::Z,
-        ) {
+        let redo = egui::Modifiers::COMMAND | egui::Modifiers::SHIFT;
+        for _ in 0..i.count_and_consume_key(redo, egui::Key::Z) {
             canvas.redo();
         }
-        if i.consume_key(egui::Modifiers::COMMAND, egui::Key::Z) {
+        for _ in 0..i.count_and_consume_key(egui::Modifiers::COMMAND, egui::Key::Z) {
             canvas.undo();
         }
-        if i.consume_key(egui::Modifiers::NONE, egui::Key::OpenBracket) {
-            settings.brush_size = (settings.brush_size / 1.25).max(1.0);
-        }
-        if i.consume_key(egui::Modifiers::NONE, egui::Key::CloseBracket) {
-            settings.brush_size = (settings.brush_size * 1.25).min(1024.0);
-        }
+        let smaller = i.count_and_consume_key(egui::Modifiers::NONE, egui::Key::OpenBracket);
+        let larger = i.count_and_consume_key(egui::Modifiers::NONE, egui::Key::CloseBracket);
+        let factor = 1.25f32.powi(larger as i32 - smaller as i32);
+        settings.brush_size = (settings.brush_size * factor).clamp(1.0, 1024.0);
         if i.consume_key(egui::Modifiers::NONE, egui::Key::E) {
             canvas.brush.erase = true;
         }

@@ -169,21 +169,28 @@ pub fn prompt_box(
     let id = ui.make_persistent_id(id);
     let focused = ui.memory(|m| m.has_focus(id));
     if focused {
-        let up = ui.input_mut(|i| i.consume_key(Modifiers::COMMAND, Key::ArrowUp));
-        let down = ui.input_mut(|i| i.consume_key(Modifiers::COMMAND, Key::ArrowDown));
-        if (up || down)
+        // Every press counts, several in one frame too (a busy frame, a held key).
+        let presses = ui.input_mut(|i| {
+            let up = i.count_and_consume_key(Modifiers::COMMAND, Key::ArrowUp);
+            up as isize - i.count_and_consume_key(Modifiers::COMMAND, Key::ArrowDown) as isize
+        });
+        if presses != 0
             && let Some(mut state) = egui::TextEdit::load_state(ui.ctx(), id)
             && let Some(range) = state.cursor.char_range()
         {
             let (a, b): (usize, usize) = (range.primary.index.into(), range.secondary.index.into());
-            if let Some((edited, (start, end))) = edit_attention(text, (a.min(b), a.max(b)), up) {
-                *text = edited;
-                state.cursor.set_char_range(Some(CCursorRange::two(
-                    CCursor::new(start),
-                    CCursor::new(end),
-                )));
-                state.store(ui.ctx(), id);
+            let mut selection = (a.min(b), a.max(b));
+            for _ in 0..presses.unsigned_abs() {
+                let Some((edited, range)) = edit_attention(text, selection, presses > 0) else {
+                    break;
+                };
+                (*text, selection) = (edited, range);
             }
+            state.cursor.set_char_range(Some(CCursorRange::two(
+                CCursor::new(selection.0),
+                CCursor::new(selection.1),
+            )));
+            state.store(ui.ctx(), id);
         }
     }
     let known: Vec<&str> = embeddings.iter().map(String::as_str).collect();
