@@ -33,30 +33,35 @@ pub(crate) fn spec(file: &str, scale: f32) -> LoraSpec {
     }
 }
 
+/// A merged weight, named `<unet|text_encoder|text_encoder_2>.<key>`, against the model's:
+/// within 1e-6 of the largest magnitude (at least 1).
+pub(crate) fn check_weight(what: &str, model: &Model, name: &str, expected: &[f64]) {
+    let (network, key) = if let Some(k) = name.strip_prefix("unet.") {
+        (Network::Unet, k)
+    } else if let Some(k) = name.strip_prefix("text_encoder_2.") {
+        (Network::TextEncoder(1), k)
+    } else {
+        (
+            Network::TextEncoder(0),
+            name.strip_prefix("text_encoder.").unwrap(),
+        )
+    };
+    let ours = read_weight(model, network, key).unwrap_or_else(|| panic!("{what}: {key}"));
+    let max = expected.iter().fold(0f64, |m, v| m.max(v.abs()));
+    assert_close_scaled(
+        &format!("{what}: {name}"),
+        &ours,
+        expected,
+        1e-6 * max.max(1.0),
+    );
+}
+
 /// The golden `merged.<component>.<key>` weights against the model's.
 fn check_merged_weights(what: &str, model: &Model, golden: &Fixtures, names: &[String]) {
     let mut checked = 0;
     for name in names.iter().filter(|n| n.starts_with("merged.")) {
         let rest = name.strip_prefix("merged.").unwrap();
-        let (network, key) = if let Some(k) = rest.strip_prefix("unet.") {
-            (Network::Unet, k)
-        } else if let Some(k) = rest.strip_prefix("text_encoder_2.") {
-            (Network::TextEncoder(1), k)
-        } else {
-            (
-                Network::TextEncoder(0),
-                rest.strip_prefix("text_encoder.").unwrap(),
-            )
-        };
-        let ours = read_weight(model, network, key).unwrap_or_else(|| panic!("{what}: {key}"));
-        let expected = golden.get(name).f64();
-        let max = expected.iter().fold(0f64, |m, v| m.max(v.abs()));
-        assert_close_scaled(
-            &format!("{what}: {name}"),
-            &ours,
-            &expected,
-            1e-6 * max.max(1.0),
-        );
+        check_weight(what, model, rest, &golden.get(name).f64());
         checked += 1;
     }
     assert!(checked > 0, "{what}: no merged weights in the golden file");

@@ -2,34 +2,19 @@
 //! full), LoCon and DoRA give A1111's merged weights, and a LoHa's networks and run reproduce
 //! diffusers'.
 
-use ember_tests::{Fixtures, assert_close_scaled, json};
-use inference::lora::{Network, read_weight, set};
+use ember_tests::{Fixtures, json};
+use inference::lora::set;
 use inference::model::Model;
 use inference::schedule::diffusers::SchedulerConfig;
 
-use crate::lora::{check_networks, model, scale_of, spec};
+use crate::lora::{check_networks, check_weight, model, scale_of, spec};
 use crate::pipelines::{check_run_request, request_for};
 
 /// `merged_<kind>.safetensors`: `<unet|text_encoder>.<path>.weight` -> the merged weight.
 fn check_merged_file(what: &str, model: &Model, merged: &Fixtures) {
     assert!(!merged.tensors.is_empty(), "{what}: empty merged file");
     for (name, fixture) in &merged.tensors {
-        let (network, key) = match name.strip_prefix("unet.") {
-            Some(k) => (Network::Unet, k),
-            None => (
-                Network::TextEncoder(0),
-                name.strip_prefix("text_encoder.").unwrap(),
-            ),
-        };
-        let ours = read_weight(model, network, key).unwrap_or_else(|| panic!("{what}: {key}"));
-        let expected = fixture.f64();
-        let max = expected.iter().fold(0f64, |m, v| m.max(v.abs()));
-        assert_close_scaled(
-            &format!("{what}: {name}"),
-            &ours,
-            &expected,
-            1e-6 * max.max(1.0),
-        );
+        check_weight(what, model, name, &fixture.f64());
     }
 }
 

@@ -10,7 +10,9 @@ use ember_tests::{json, run_input};
 use inference::canvas::blur_mask;
 use inference::imaging::{self, read_png_text};
 
-use crate::{Window, app, click, drop_files, open, open_with_reference_model, step_until};
+use crate::{
+    Window, app, click, drop_files, open, open_with_reference_model, press_in_one_frame, step_until,
+};
 
 fn masked(w: &Window) -> usize {
     app(w)
@@ -248,17 +250,8 @@ fn the_brush_keys_pick_the_tool_and_size_it() {
     w.step();
     assert!(!app(&w).canvas.brush.erase, "B: the brush");
 
-    // Three presses in one frame (a busy frame; `key_press` gives each its own).
-    for _ in 0..3 {
-        w.input_mut().events.push(egui::Event::Key {
-            key: egui::Key::OpenBracket,
-            physical_key: None,
-            pressed: true,
-            repeat: false,
-            modifiers: Modifiers::NONE,
-        });
-    }
-    w.step();
+    // Three presses in one frame all count.
+    press_in_one_frame(&mut w, &[egui::Key::OpenBracket; 3]);
     let size = app(&w).settings.canvas.brush_size;
     assert!((size - 40.0 / 1.25f32.powi(3)).abs() < 1e-3, "{size}");
     w.key_press(egui::Key::CloseBracket);

@@ -8,7 +8,9 @@ use ember_app::gui::action::View;
 use ember_app::gui::paths::Paths;
 use ember_tests::fake_engine::FakeEngine;
 
-use crate::{Window, app, click, drop_files, fake_model, has_notice, open, step_until};
+use crate::{
+    Window, app, click, drop_files, fake_model, has_notice, open, press_in_one_frame, step_until,
+};
 
 /// A window with a loaded fake model and two saved results (seeds 700 and 701).
 fn window_with_two_results(home: &std::path::Path) -> Window {
@@ -184,6 +186,12 @@ fn saved_name(w: &Window) -> String {
         .into_owned()
 }
 
+/// The file name of the gallery's selected image.
+fn selected_name(w: &Window) -> Option<String> {
+    let selected = app(w).gallery.selected.as_ref();
+    selected.map(|s| s.path.file_name().unwrap().to_string_lossy().into_owned())
+}
+
 /// The arrow keys step through the gallery in its order (Left and Right one image, Up and
 /// Down a row), stop at either end, count every press of a frame, and move nothing in
 /// another view.
@@ -196,8 +204,7 @@ fn the_arrow_keys_step_through_the_gallery() {
     let mut press = |key| {
         w.key_press(key);
         w.step();
-        let selected = app(&w).gallery.selected.as_ref();
-        selected.map(|s| s.path.file_name().unwrap().to_string_lossy().into_owned())
+        selected_name(&w)
     };
     let (newest, older) = (Some("00001-701.png".into()), Some("00000-700.png".into()));
     assert_eq!(
@@ -212,45 +219,30 @@ fn the_arrow_keys_step_through_the_gallery() {
     // Both fit one row: a row down stops at the last image, a row up at the first.
     assert_eq!(press(egui::Key::ArrowDown), older);
     assert_eq!(press(egui::Key::ArrowUp), newest);
-    w.step();
     assert!(
         app(&w).gallery.columns >= 2,
         "the 1280-pixel window fits two thumbnails a row"
     );
 
-    // Presses that arrive in one frame (a busy frame; `key_press` gives each its own) all
-    // count, in order: left, right, right from the first is one to the right (right, right,
-    // left would be back at the first, as the second right stops at the end).
-    for key in [
-        egui::Key::ArrowLeft,
-        egui::Key::ArrowRight,
-        egui::Key::ArrowRight,
-    ] {
-        w.input_mut().events.push(egui::Event::Key {
-            key,
-            physical_key: None,
-            pressed: true,
-            repeat: false,
-            modifiers: egui::Modifiers::NONE,
-        });
-    }
-    w.step();
-    let selected = app(&w).gallery.selected.as_ref().map(|s| s.path.clone());
+    // Every press of a frame counts, in order: left, right, right from the first is one to
+    // the right (right, right, left would be back at the first, as the second right stops
+    // at the end).
+    use egui::Key::{ArrowLeft, ArrowRight};
+    press_in_one_frame(&mut w, &[ArrowLeft, ArrowRight, ArrowRight]);
+    assert_eq!(selected_name(&w), older, "all three presses counted");
+    press_in_one_frame(&mut w, &[ArrowRight, ArrowRight, ArrowLeft]);
     assert_eq!(
-        selected.as_deref().and_then(|p| p.file_name()),
-        Some(std::ffi::OsStr::new("00000-700.png")),
-        "all three presses counted"
+        selected_name(&w),
+        newest,
+        "the second right stopped at the end"
     );
-    w.key_press(egui::Key::ArrowLeft);
-    w.step();
 
     click(&mut w, "Create");
-    w.key_press(egui::Key::ArrowRight);
+    w.key_press(ArrowRight);
     w.step();
-    let selected = app(&w).gallery.selected.as_ref().map(|s| s.path.clone());
     assert_eq!(
-        selected.as_deref().and_then(|p| p.file_name()),
-        Some(std::ffi::OsStr::new("00001-701.png")),
+        selected_name(&w),
+        newest,
         "the arrow keys belong to the gallery only"
     );
 }

@@ -152,6 +152,21 @@ pub fn pngs_in(dir: &Path) -> usize {
         .count()
 }
 
+/// Presses `keys` in one frame, as a busy frame receives them (`key_press` gives each press
+/// a frame of its own).
+pub fn press_in_one_frame(window: &mut Window, keys: &[egui::Key]) {
+    for &key in keys {
+        window.input_mut().events.push(egui::Event::Key {
+            key,
+            physical_key: None,
+            pressed: true,
+            repeat: false,
+            modifiers: egui::Modifiers::NONE,
+        });
+    }
+    window.step();
+}
+
 /// Whether some notice contains `text`.
 pub fn has_notice(app: &EmberApp, text: &str) -> bool {
     app.session.notices.iter().any(|n| n.text.contains(text))
