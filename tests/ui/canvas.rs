@@ -251,7 +251,7 @@ fn the_brush_keys_pick_the_tool_and_size_it() {
     assert!(!app(&w).canvas.brush.erase, "B: the brush");
 
     // Three presses in one frame all count.
-    press_in_one_frame(&mut w, &[egui::Key::OpenBracket; 3]);
+    press_in_one_frame(&mut w, egui::Modifiers::NONE, &[egui::Key::OpenBracket; 3]);
     let size = app(&w).settings.canvas.brush_size;
     assert!((size - 40.0 / 1.25f32.powi(3)).abs() < 1e-3, "{size}");
     w.key_press(egui::Key::CloseBracket);

@@ -228,9 +228,17 @@ fn the_arrow_keys_step_through_the_gallery() {
     // the right (right, right, left would be back at the first, as the second right stops
     // at the end).
     use egui::Key::{ArrowLeft, ArrowRight};
-    press_in_one_frame(&mut w, &[ArrowLeft, ArrowRight, ArrowRight]);
+    press_in_one_frame(
+        &mut w,
+        egui::Modifiers::NONE,
+        &[ArrowLeft, ArrowRight, ArrowRight],
+    );
     assert_eq!(selected_name(&w), older, "all three presses counted");
-    press_in_one_frame(&mut w, &[ArrowRight, ArrowRight, ArrowLeft]);
+    press_in_one_frame(
+        &mut w,
+        egui::Modifiers::NONE,
+        &[ArrowRight, ArrowRight, ArrowLeft],
+    );
     assert_eq!(
         selected_name(&w),
         newest,

@@ -152,18 +152,21 @@ pub fn pngs_in(dir: &Path) -> usize {
         .count()
 }
 
-/// Presses `keys` in one frame, as a busy frame receives them (`key_press` gives each press
-/// a frame of its own).
-pub fn press_in_one_frame(window: &mut Window, keys: &[egui::Key]) {
+/// Presses `keys` (with `modifiers` held) in one frame, as a busy frame receives them
+/// (`key_press` gives each press a frame of its own).
+pub fn press_in_one_frame(window: &mut Window, modifiers: egui::Modifiers, keys: &[egui::Key]) {
+    let events = &mut window.input_mut().events;
+    events.push(egui::Event::ModifiersChanged(modifiers));
     for &key in keys {
-        window.input_mut().events.push(egui::Event::Key {
+        events.push(egui::Event::Key {
             key,
             physical_key: None,
             pressed: true,
             repeat: false,
-            modifiers: egui::Modifiers::NONE,
+            modifiers,
         });
     }
+    events.push(egui::Event::ModifiersChanged(egui::Modifiers::NONE));
     window.step();
 }
 

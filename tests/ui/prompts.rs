@@ -37,6 +37,13 @@ fn the_prompt_counts_tokens_and_ctrl_arrows_weigh_the_word() {
     w.key_press_modifiers(Modifiers::COMMAND, egui::Key::ArrowDown);
     w.step();
     assert_eq!(app(&w).settings.prompt, "a red fox");
+    // Every press of a frame counts (a busy frame, a held key).
+    let up = [egui::Key::ArrowUp; 3];
+    crate::press_in_one_frame(&mut w, Modifiers::COMMAND, &up);
+    assert_eq!(app(&w).settings.prompt, "a red (fox:1.3)");
+    let down = [egui::Key::ArrowDown; 3];
+    crate::press_in_one_frame(&mut w, Modifiers::COMMAND, &down);
+    assert_eq!(app(&w).settings.prompt, "a red fox");
     // A long prompt shows the chunks it fills.
     w.state_mut().as_mut().unwrap().settings.prompt = "cat ".repeat(80);
     w.step();

@@ -64,8 +64,10 @@ fn shortcuts(ctx: &egui::Context, app: &mut Parts<'_>) {
         }
         let smaller = i.count_and_consume_key(egui::Modifiers::NONE, egui::Key::OpenBracket);
         let larger = i.count_and_consume_key(egui::Modifiers::NONE, egui::Key::CloseBracket);
-        let factor = 1.25f32.powi(larger as i32 - smaller as i32);
-        settings.brush_size = (settings.brush_size * factor).clamp(1.0, 1024.0);
+        if larger != smaller {
+            let factor = 1.25f32.powi(larger as i32 - smaller as i32);
+            settings.brush_size = (settings.brush_size * factor).clamp(1.0, 1024.0);
+        }
         if i.consume_key(egui::Modifiers::NONE, egui::Key::E) {
             canvas.brush.erase = true;
         }

@@ -179,18 +179,21 @@ pub fn prompt_box(
             && let Some(range) = state.cursor.char_range()
         {
             let (a, b): (usize, usize) = (range.primary.index.into(), range.secondary.index.into());
-            let mut selection = (a.min(b), a.max(b));
+            let mut selection = None;
             for _ in 0..presses.unsigned_abs() {
-                let Some((edited, range)) = edit_attention(text, selection, presses > 0) else {
+                let from = selection.unwrap_or((a.min(b), a.max(b)));
+                let Some((edited, range)) = edit_attention(text, from, presses > 0) else {
                     break;
                 };
-                (*text, selection) = (edited, range);
+                (*text, selection) = (edited, Some(range));
             }
-            state.cursor.set_char_range(Some(CCursorRange::two(
-                CCursor::new(selection.0),
-                CCursor::new(selection.1),
-            )));
-            state.store(ui.ctx(), id);
+            if let Some((start, end)) = selection {
+                state.cursor.set_char_range(Some(CCursorRange::two(
+                    CCursor::new(start),
+                    CCursor::new(end),
+                )));
+                state.store(ui.ctx(), id);
+            }
         }
     }
     let known: Vec<&str> = embeddings.iter().map(String::as_str).collect();
