@@ -259,6 +259,17 @@ fn the_brush_keys_pick_the_tool_and_size_it() {
     let size = app(&w).settings.canvas.brush_size;
     assert!((size - 40.0 / 1.25f32.powi(2)).abs() < 1e-3, "{size}");
 
+    // `]` stops at the slider's end.
+    press_in_one_frame(
+        &mut w,
+        egui::Modifiers::NONE,
+        &[egui::Key::CloseBracket; 40],
+    );
+    w.step();
+    assert_eq!(app(&w).settings.canvas.brush_size, 512.0);
+    w.state_mut().as_mut().unwrap().settings.canvas.brush_size = size;
+    w.step();
+
     w.get_by_label("Prompt").focus();
     w.step();
     w.key_press(egui::Key::E);

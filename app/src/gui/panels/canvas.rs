@@ -45,6 +45,9 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     });
 }
 
+/// The largest brush, in image pixels (the slider's end; `]` stops there too).
+const MAX_BRUSH: f32 = 512.0;
+
 /// `[` / `]` brush size, `B` brush, `E` eraser, Ctrl+Z undo, Ctrl+Shift+Z redo — unless a
 /// text field has the keyboard.
 fn shortcuts(ctx: &egui::Context, app: &mut Parts<'_>) {
@@ -66,7 +69,7 @@ fn shortcuts(ctx: &egui::Context, app: &mut Parts<'_>) {
         let larger = i.count_and_consume_key(egui::Modifiers::NONE, egui::Key::CloseBracket);
         if larger != smaller {
             let factor = 1.25f32.powi(larger as i32 - smaller as i32);
-            settings.brush_size = (settings.brush_size * factor).clamp(1.0, 1024.0);
+            settings.brush_size = (settings.brush_size * factor).clamp(1.0, MAX_BRUSH);
         }
         if i.consume_key(egui::Modifiers::NONE, egui::Key::E) {
             canvas.brush.erase = true;
@@ -116,7 +119,7 @@ fn options(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
         }
     });
     ui.add(
-        egui::Slider::new(&mut s.brush_size, 1.0..=512.0)
+        egui::Slider::new(&mut s.brush_size, 1.0..=MAX_BRUSH)
             .logarithmic(true)
             .text("Size ([ ])"),
     );
