@@ -103,12 +103,14 @@ pub fn fake_capabilities(path: &Path) -> ModelCapabilities {
     } else {
         Family::Sd1
     };
+    // Sizes as tiny as the reference models', twice as large for SDXL as for SD 1.x.
+    let side = if family == Family::Sd1 { 64 } else { 128 };
     ModelCapabilities {
         family,
         inpainting: false,
         prediction: Prediction::Epsilon,
         zero_terminal_snr: false,
-        native_size: (64, 64),
+        native_size: (side, side),
         min_side: 8,
         max_clip_skip: 12,
         default_sampler: SamplerChoice::a1111_default(),
@@ -155,9 +157,9 @@ impl Engine for FakeEngine {
             path: path.to_path_buf(),
             name: "fake".into(),
             family: capabilities.label(),
+            native_size: capabilities.native_size,
             capabilities,
             layout: "fake".into(),
-            native_size: (64, 64),
             inpainting: false,
             notes: vec!["this is a fake model".into()],
             default_sampler: None,

@@ -27,6 +27,7 @@ fn paint_undo_invert_then_inpaint_and_find_it_in_the_gallery() {
     let home = tempfile::tempdir().unwrap();
     let mut w = open_with_reference_model(home.path());
 
+    let form_size = (app(&w).settings.width, app(&w).settings.height);
     click(&mut w, "Canvas");
     let source_path = run_input(&json("sd15/runs/inpaint_blend.json"), "init_image").unwrap();
     drop_files(&mut w, &[&source_path]);
@@ -41,7 +42,7 @@ fn paint_undo_invert_then_inpaint_and_find_it_in_the_gallery() {
     );
     assert_eq!(
         (app(&w).settings.width, app(&w).settings.height),
-        (512, 512),
+        form_size,
         "Create keeps its own size"
     );
 

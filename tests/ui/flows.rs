@@ -71,6 +71,15 @@ fn a_dropped_model_loads_and_generate_shows_progress_then_saves_the_png() {
         app(&w).settings.last_model.as_deref(),
         Some(model.as_path())
     );
+    assert_eq!(
+        (app(&w).settings.width, app(&w).settings.height),
+        (64, 64),
+        "the size follows the model's native side from the default 512×512"
+    );
+    assert!(has_notice(
+        app(&w),
+        "size 64×64 for fake's native 64 px (was 512×512)"
+    ));
 
     let prompt = w.get_by_label("Prompt");
     prompt.focus();
@@ -101,7 +110,7 @@ fn a_dropped_model_loads_and_generate_shows_progress_then_saves_the_png() {
     let png = image::open(&saved).unwrap();
     assert_eq!(
         (png.width(), png.height()),
-        (512, 512),
+        (64, 64),
         "the size in the form"
     );
     let text = read_png_text(&saved).unwrap();

@@ -13,6 +13,7 @@ mod gallery;
 mod prompts;
 mod quit;
 mod real_engine;
+mod restore_model;
 mod typed_path;
 mod upscale;
 

@@ -9,10 +9,11 @@ use crate::{app, click, open_with_reference_model, step_until};
 fn the_window_makes_the_same_png_as_the_command_line() {
     let home = tempfile::tempdir().unwrap();
     let mut w = open_with_reference_model(home.path());
+    let native = app(&w).session.model().unwrap().native_size;
     assert_eq!(
         (app(&w).settings.width, app(&w).settings.height),
-        (512, 512),
-        "defaults"
+        native,
+        "the default 512×512 follows the model to its native size"
     );
     {
         let s = &mut w.state_mut().as_mut().unwrap().settings;

@@ -23,6 +23,53 @@ pub struct Restored {
     /// name: the app finds the model and keeps each unit's current image (metadata holds
     /// none).
     pub controlnets: Vec<(super::controlnet::ControlUnitSettings, Option<String>)>,
+    /// The model the image was made with, as it names it; the app loads it when its
+    /// models hold it (A1111 does the same unless told not to).
+    pub model: Option<ImageModel>,
+}
+
+/// A model as an image names it: A1111's `Model` and `Model hash`, ComfyUI's checkpoint
+/// loader, Fooocus' `base_model` and `base_model_hash`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ImageModel {
+    /// Without folder, extension or `[hash]`.
+    pub name: Option<String>,
+    /// A1111's hash (AutoV2: the first 10 hex digits of the file's SHA-256).
+    pub hash: Option<String>,
+}
+
+impl ImageModel {
+    /// From a name and a hash field, either of which may be absent or empty; `None` when
+    /// both are.
+    fn from_fields(name: Option<&str>, hash: Option<&str>) -> Option<Self> {
+        let name = name
+            .map(model_name)
+            .filter(|n| !n.is_empty() && n != "None");
+        let hash = hash
+            .map(|h| h.trim().to_ascii_lowercase())
+            .filter(|h| !h.is_empty());
+        (name.is_some() || hash.is_some()).then_some(Self { name, hash })
+    }
+
+    /// For notices: the name, with the hash in brackets as A1111 writes it.
+    pub fn describe(&self) -> String {
+        match (&self.name, &self.hash) {
+            (Some(name), Some(hash)) => format!("{name} [{hash}]"),
+            (Some(name), None) => name.clone(),
+            (None, Some(hash)) => format!("the model of hash {hash}"),
+            (None, None) => "an unnamed model".into(),
+        }
+    }
+
+    /// Whether this is the model at `path`, whose hash is `hash` when known: the hashes
+    /// decide where both are known, else the file's (or folder's) name does.
+    pub fn is(&self, path: &std::path::Path, hash: Option<&str>) -> bool {
+        if let (Some(mine), Some(theirs)) = (&self.hash, hash) {
+            return mine.eq_ignore_ascii_case(theirs);
+        }
+        let stem = model_name(&path.file_name().unwrap_or_default().to_string_lossy());
+        self.name.as_deref() == Some(stem.as_str())
+    }
 }
 
 impl Restored {
@@ -73,6 +120,7 @@ pub fn apply(metadata: &ImageMetadata, settings: &mut Settings, with_seed: bool)
             settings.negative_prompt_2 =
                 second_text(sampler, "negative", &settings.negative_prompt, &mut r);
             apply_fields(sampler, settings, with_seed, &mut r, &COMFY_KEYS);
+            r.model = ImageModel::from_fields(sampler.get("ckpt_name").map(String::as_str), None);
             apply_comfy_refiner(samplers, settings, &mut r);
         }
         ImageMetadata::Fooocus(fields) => {
@@ -84,6 +132,10 @@ pub fn apply(metadata: &ImageMetadata, settings: &mut Settings, with_seed: bool)
                 &mut r,
             );
             apply_fields(fields, settings, with_seed, &mut r, &FOOOCUS_KEYS);
+            r.model = ImageModel::from_fields(
+                fields.get("base_model").map(String::as_str),
+                fields.get("base_model_hash").map(String::as_str),
+            );
             if let Some((w, h)) = fields.get("resolution").and_then(|v| parse_size(v)) {
                 (settings.width, settings.height) = (w, h);
                 r.applied.push("size");

@@ -37,6 +37,12 @@ pub struct Settings {
     pub cfg_scale: f32,
     pub width: u32,
     pub height: u32,
+    /// The native short side of the model `width` × `height` were chosen for: when a
+    /// model of another native side loads, the size is scaled to it (SD 1.5's 512×768
+    /// becomes SDXL's 1024×1536). `None` (a settings file from before, or a size restored
+    /// from an image made with a model not loaded): the next model keeps the size.
+    #[serde(default)]
+    pub size_for: Option<u32>,
     /// Stored by its ComfyUI name (`dpmpp_2m`).
     #[serde(with = "by_name")]
     pub sampler: SamplerName,
@@ -225,6 +231,7 @@ impl Default for Settings {
             cfg_scale: 7.0,
             width: 512,
             height: 512,
+            size_for: Some(512),
             sampler: SamplerName::DpmPp2M,
             schedule: ScheduleName::Karras,
             batch_count: 1,
@@ -287,6 +294,22 @@ impl Settings {
     }
 
     /// Puts `path` first in the recent-models list.
+    /// A model of native short side `native` loaded: the size follows it from the side it
+    /// was chosen for, keeping its shape, in multiples of 8. Returns the size before, when
+    /// it changed.
+    pub fn follow_model_size(&mut self, native: u32) -> Option<(u32, u32)> {
+        let before = (self.width, self.height);
+        if let Some(chosen_for) = self.size_for.filter(|&side| side != native && side > 0) {
+            let scale = |side: u32| {
+                let scaled = f64::from(side) * f64::from(native) / f64::from(chosen_for);
+                ((scaled / 8.0).round() as u32 * 8).clamp(8, inference::api::MAX_SIDE)
+            };
+            (self.width, self.height) = (scale(self.width), scale(self.height));
+        }
+        self.size_for = Some(native);
+        (before != (self.width, self.height)).then_some(before)
+    }
+
     pub fn remember_model(&mut self, path: &Path) {
         self.recent_models.retain(|p| p != path);
         self.recent_models.insert(0, path.to_path_buf());
@@ -319,6 +342,30 @@ mod tests {
         assert_eq!(settings.steps, 9);
         assert_eq!(settings.sampler, SamplerName::DpmPp2M);
         assert_eq!(settings.canvas.resize_mode, FitMode::Resize);
+    }
+
+    #[test]
+    fn the_size_follows_a_model_of_another_native_side() {
+        let mut s = Settings::default();
+        assert_eq!(s.follow_model_size(512), None);
+        (s.width, s.height) = (512, 768);
+        assert_eq!(s.follow_model_size(1024), Some((512, 768)));
+        assert_eq!((s.width, s.height), (1024, 1536));
+        // Another model of the same side keeps the size the user chose.
+        (s.width, s.height) = (1216, 832);
+        assert_eq!(s.follow_model_size(1024), None);
+        assert_eq!(s.follow_model_size(768), Some((1216, 832)));
+        assert_eq!((s.width, s.height), (912, 624));
+        // A settings file from before says nothing of it: the size stays with the next model.
+        let mut old: Settings = serde_json::from_str(r#"{"width": 1024, "height": 1024}"#).unwrap();
+        assert_eq!(old.size_for, None);
+        assert_eq!(old.follow_model_size(512), None);
+        assert_eq!(old.size_for, Some(512));
+        assert_eq!((old.width, old.height), (1024, 1024));
+        // Far apart sides stay within the sizes Ember makes.
+        (s.width, s.height) = (8, 8);
+        s.follow_model_size(32);
+        assert_eq!((s.width, s.height), (8, 8));
     }
 
     #[test]

@@ -29,6 +29,14 @@ impl EmberApp {
             } = &event
             {
                 self.settings.remember_model(&summary.path);
+                let native = summary.native_size.0.min(summary.native_size.1);
+                if let Some((w, h)) = self.settings.follow_model_size(native) {
+                    let text = format!(
+                        "size {}×{} for {}'s native {native} px (was {w}×{h})",
+                        self.settings.width, self.settings.height, summary.name
+                    );
+                    self.session.notify(crate::gui::session::Level::Info, text);
+                }
             }
             if let inference::worker::Event::GpuLost { error, .. } = &event {
                 self.device = DeviceNote::after_gpu_lost(error);

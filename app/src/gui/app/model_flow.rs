@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use inference::worker::{CancelToken, ModelRole};
 
 use super::EmberApp;
+use crate::gui::action::Action;
 use crate::gui::models;
+use crate::gui::restore::ImageModel;
+use crate::gui::session::Level;
 
 impl EmberApp {
     /// Lists the models folder `dir` (stopping the hashing of an earlier scan).
@@ -75,6 +78,72 @@ impl EmberApp {
                 self.settings.refiner.enabled = false;
                 let command = self.session.unload_refiner();
                 self.worker.send(command);
+            }
+        }
+    }
+
+    /// After a restore: loads the model the image was made with when it is not the one
+    /// loaded and the models folder or Recent holds it (found by hash, else by name), or
+    /// says that the image will come out differently. The restored size then belongs to that
+    /// model, so it is kept when the model loads.
+    pub(super) fn restore_model(&mut self, wanted: Option<&ImageModel>) {
+        let Some(wanted) = wanted else { return };
+        let known_hash = |path: &Path| {
+            self.models
+                .iter()
+                .find(|e| e.path == path)
+                .and_then(|e| match &e.hash {
+                    models::Hash::Known(hash) => Some(hash.clone()),
+                    _ => None,
+                })
+        };
+        let current = self.session.model_path().map(Path::to_path_buf);
+        if let Some(path) = &current
+            && wanted.is(path, known_hash(path).as_deref())
+        {
+            return;
+        }
+        self.settings.size_for = None;
+        let loadable = self
+            .models
+            .iter()
+            .filter(|e| e.kind == models::EntryKind::Model);
+        let by_hash = loadable
+            .clone()
+            .find(|e| matches!(&e.hash, models::Hash::Known(h) if wanted.hash.as_deref() == Some(h.as_str())));
+        let found = by_hash
+            .or_else(|| loadable.clone().find(|e| wanted.is(&e.path, None)))
+            .map(|e| e.path.clone())
+            .or_else(|| {
+                self.settings
+                    .recent_models
+                    .iter()
+                    .find(|p| wanted.is(p, None))
+                    .cloned()
+            });
+        let wanted_name = wanted.describe();
+        match found {
+            Some(path) => {
+                self.session.notify(
+                    Level::Info,
+                    format!("loading {wanted_name}, the model the image was made with"),
+                );
+                self.perform(Action::LoadModel(path));
+            }
+            None => {
+                let instead = match self.session.model() {
+                    Some(loaded) => {
+                        format!("it will be made with {} and look different", loaded.name)
+                    }
+                    None => "load it to make the same image".to_string(),
+                };
+                self.session.notify(
+                    Level::Warning,
+                    format!(
+                        "the image was made with {wanted_name}, which is not in the models \
+                         folder or Recent: {instead}"
+                    ),
+                );
             }
         }
     }

@@ -116,6 +116,7 @@ impl EmberApp {
                 let restored = restore::apply(meta, &mut self.settings, with_seed);
                 self.session
                     .notify(Level::Info, format!("{name}: {}", restored.summary()));
+                self.restore_model(restored.model.as_ref());
                 self.restore_refiner(restored.refiner.as_deref());
                 self.restore_controlnets(restored.controlnets);
                 self.check_restored_loras(meta);

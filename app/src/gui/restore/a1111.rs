@@ -7,7 +7,9 @@ use inference::metadata::Parameters;
 use inference::schedule::named::{SamplerName, ScheduleName};
 use inference::text::emphasis::Emphasis;
 
-use super::{Restored, model_name, parse_pair, parse_size, set_number, set_sampler, set_schedule};
+use super::{
+    ImageModel, Restored, model_name, parse_pair, parse_size, set_number, set_sampler, set_schedule,
+};
 use crate::gui::settings::Settings;
 
 /// Applies A1111's (and Forge's, and Ember's own) `parameters`.
@@ -15,6 +17,7 @@ pub(super) fn apply(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut R
     s.prompt = p.prompt.clone();
     s.negative_prompt = p.negative_prompt.clone();
     r.applied.extend(["prompt", "negative prompt"]);
+    r.model = ImageModel::from_fields(p.get("Model"), p.get("Model hash"));
     set_number(p.get("Steps"), &mut s.steps, "steps", r);
     set_number(p.get("CFG scale"), &mut s.cfg_scale, "CFG scale", r);
     set_number(p.get("Clip skip"), &mut s.clip_skip, "CLIP skip", r);

@@ -47,6 +47,11 @@ fn an_sdxl_a1111_image_restores_its_refiner_and_second_prompts() {
     let mut s = Settings::default();
     let r = apply(&ImageMetadata::A1111(Parameters::parse(text)), &mut s, true);
     assert_eq!(r.refiner.as_deref(), Some("sd_xl_refiner_1.0"));
+    let model = r.model.as_ref().unwrap();
+    assert_eq!(
+        (model.name.as_deref(), model.hash.as_deref()),
+        (Some("sd_xl_base_1.0"), None)
+    );
     assert_eq!(s.refiner.switch_at, 0.7);
     assert_eq!(s.prompt_2, "oil painting");
     assert_eq!(s.cfg_rescale, 0.5);
@@ -69,7 +74,7 @@ fn an_sdxl_a1111_image_restores_its_refiner_and_second_prompts() {
 }
 
 #[test]
-fn comfy_and_fooocus_name_their_refiners() {
+fn comfy_and_fooocus_name_their_models_and_refiners() {
     let sampler = |pairs: &[(&str, &str)]| {
         pairs
             .iter()
@@ -97,6 +102,7 @@ fn comfy_and_fooocus_name_their_refiners() {
         false,
     );
     assert_eq!(r.refiner.as_deref(), Some("refiner"));
+    assert_eq!(r.model.unwrap().name.as_deref(), Some("base"));
     assert_eq!(s.refiner.switch_at, 0.8);
     assert_eq!(
         (s.prompt.as_str(), s.prompt_2.as_str()),
@@ -105,12 +111,66 @@ fn comfy_and_fooocus_name_their_refiners() {
 
     let fooocus = sampler(&[
         ("prompt", "a dog"),
+        ("base_model", "juggernautXL_v8Rundiffusion.safetensors"),
+        ("base_model_hash", "AEB7E9E689"),
         ("refiner_model", "sd_xl_refiner_1.0.safetensors"),
         ("refiner_switch", "0.667"),
     ]);
     let r = apply(&ImageMetadata::Fooocus(fooocus), &mut s, false);
     assert_eq!(r.refiner.as_deref(), Some("sd_xl_refiner_1.0"));
+    assert_eq!(
+        r.model,
+        Some(ImageModel {
+            name: Some("juggernautXL_v8Rundiffusion".into()),
+            hash: Some("aeb7e9e689".into())
+        })
+    );
     assert_eq!(s.refiner.switch_at, 0.667);
+}
+
+#[test]
+fn an_image_names_its_model_by_hash_first_then_by_name() {
+    use std::path::Path;
+    let parse = |fields: &str| {
+        let text = format!("x\nSteps: 5, {fields}");
+        let mut s = Settings::default();
+        apply(
+            &ImageMetadata::A1111(Parameters::parse(&text)),
+            &mut s,
+            false,
+        )
+        .model
+    };
+    let named = parse("Model hash: 31E35C80FC, Model: sd_xl_base_1.0").unwrap();
+    assert_eq!(named.describe(), "sd_xl_base_1.0 [31e35c80fc]");
+    let file = Path::new("/models/SDXL/sd_xl_base_1.0.safetensors");
+    assert!(
+        named.is(file, None),
+        "by name where the file's hash is not known"
+    );
+    assert!(named.is(file, Some("31e35c80fc")));
+    assert!(
+        !named.is(file, Some("0000000000")),
+        "a file of that name with another hash is another model"
+    );
+    assert!(
+        named.is(Path::new("/m/renamed.safetensors"), Some("31E35C80FC")),
+        "a renamed file by its hash"
+    );
+    assert!(
+        named.is(Path::new("/m/sd_xl_base_1.0"), None),
+        "a diffusers folder"
+    );
+    assert!(!named.is(Path::new("/m/sd_xl_refiner_1.0.safetensors"), None));
+    let hash_only = parse("Model hash: 31e35c80fc").unwrap();
+    assert_eq!(hash_only.describe(), "the model of hash 31e35c80fc");
+    assert!(!hash_only.is(file, None), "no name to go by");
+    assert_eq!(parse("Seed: 1"), None);
+    assert_eq!(
+        parse("Model: None"),
+        None,
+        "Fooocus' and A1111's word for none"
+    );
 }
 
 #[test]

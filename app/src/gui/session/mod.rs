@@ -87,6 +87,15 @@ impl Session {
         }
     }
 
+    /// The main model loaded, or being loaded (which will replace the loaded one).
+    pub fn model_path(&self) -> Option<&Path> {
+        match &self.model {
+            ModelState::Ready(summary) => Some(&summary.path),
+            ModelState::Loading { path, .. } => Some(path),
+            ModelState::Empty => None,
+        }
+    }
+
     /// The loaded refiner, if one is ready.
     pub fn refiner(&self) -> Option<&ModelSummary> {
         match &self.refiner {
