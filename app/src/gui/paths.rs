@@ -54,3 +54,37 @@ impl Paths {
         }
     }
 }
+
+/// Where a damaged `file` is moved aside: `NAME.bad`, or `NAME.bad.2`, `.3`, ... where
+/// earlier copies are there, so that a second damaged file never writes over the first's.
+pub fn set_aside_name(file: &std::path::Path) -> PathBuf {
+    let name = file.file_name().unwrap_or_default().to_string_lossy();
+    let numbered = |n: u32| file.with_file_name(format!("{name}.bad.{n}"));
+    std::iter::once(file.with_file_name(format!("{name}.bad")))
+        .chain((2..1000).map(numbered))
+        .find(|candidate| !candidate.exists())
+        .unwrap_or_else(|| numbered(1000))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_file_set_aside_never_writes_over_an_earlier_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("settings.json");
+        assert_eq!(
+            super::set_aside_name(&file),
+            dir.path().join("settings.json.bad")
+        );
+        std::fs::write(dir.path().join("settings.json.bad"), "first").unwrap();
+        assert_eq!(
+            super::set_aside_name(&file),
+            dir.path().join("settings.json.bad.2")
+        );
+        std::fs::write(dir.path().join("settings.json.bad.2"), "second").unwrap();
+        assert_eq!(
+            super::set_aside_name(&file),
+            dir.path().join("settings.json.bad.3")
+        );
+    }
+}

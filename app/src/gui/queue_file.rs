@@ -161,7 +161,7 @@ impl KeptQueue {
                 Ok(file)
             }
             Err(why) => {
-                let bad = self.path.with_extension("json.bad");
+                let bad = crate::gui::paths::set_aside_name(&self.path);
                 let kept = match std::fs::rename(&self.path, &bad) {
                     Ok(()) => format!("it is kept as {}", bad.display()),
                     Err(e) => format!("it could not be moved aside ({e})"),
@@ -321,20 +321,23 @@ mod tests {
     fn a_damaged_or_foreign_file_is_kept_aside_and_reported() {
         let dir = tempfile::tempdir().unwrap();
         let queue = KeptQueue::in_dir(dir.path());
-        for text in [
-            &b"{\"format\": 1, \"jobs\": [tru"[..],
-            b"{\"format\": 99, \"jobs\": []}",
+        // The second one kept aside does not write over the first.
+        for (text, kept) in [
+            (&b"{\"format\": 1, \"jobs\": [tru"[..], "queue.json.bad"),
+            (b"{\"format\": 99, \"jobs\": []}", "queue.json.bad.2"),
         ] {
             std::fs::write(dir.path().join("queue.json"), text).unwrap();
             let Err(error) = queue.take() else {
                 panic!("an unreadable file is reported")
             };
             assert!(error.contains("could not be read"), "{error}");
-            assert_eq!(
-                std::fs::read(dir.path().join("queue.json.bad")).unwrap(),
-                text
-            );
+            assert!(error.contains(kept), "{error}");
+            assert_eq!(std::fs::read(dir.path().join(kept)).unwrap(), text);
             assert!(!dir.path().join("queue.json").exists());
         }
+        assert_eq!(
+            std::fs::read(dir.path().join("queue.json.bad")).unwrap(),
+            b"{\"format\": 1, \"jobs\": [tru"
+        );
     }
 }

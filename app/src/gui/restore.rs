@@ -184,8 +184,11 @@ fn apply_comfy_refiner(samplers: &[BTreeMap<String, String>], s: &mut Settings, 
     let [base, second, ..] = samplers else {
         return;
     };
-    let number =
-        |m: &BTreeMap<String, String>, k: &str| m.get(k).and_then(|v| v.parse::<f32>().ok());
+    let number = |m: &BTreeMap<String, String>, k: &str| {
+        m.get(k)
+            .and_then(|v| v.parse::<f32>().ok())
+            .filter(|v| v.is_finite())
+    };
     let (Some(start), Some(steps)) = (number(second, "start_at_step"), number(second, "steps"))
     else {
         return;
@@ -272,26 +275,42 @@ fn set_text(value: Option<&String>, field: &mut String, name: &'static str, r: &
     }
 }
 
-fn set_number<T: std::str::FromStr>(
+/// A number a setting can hold: a finite one. `f32::from_str` takes "NaN", "inf" and
+/// "1e39" (infinite), which the settings file cannot keep (JSON has no such numbers: it
+/// would not read back, and every setting would be lost).
+trait SettingNumber: std::str::FromStr {
+    fn is_finite(&self) -> bool {
+        true
+    }
+}
+
+impl SettingNumber for f32 {
+    fn is_finite(&self) -> bool {
+        f32::is_finite(*self)
+    }
+}
+
+impl SettingNumber for u32 {}
+
+impl SettingNumber for u64 {}
+
+fn set_number<T: SettingNumber>(
     value: Option<&str>,
     field: &mut T,
     name: &'static str,
     r: &mut Restored,
 ) -> bool {
     let Some(text) = value else { return false };
-    // `f32::from_str` takes "NaN" and "inf", which no setting can hold: the settings file
-    // (JSON has no such numbers) would not read back, and every setting would be lost.
-    let lower = text.trim().to_ascii_lowercase();
-    if lower.contains("nan") || lower.contains("inf") {
-        r.skipped
-            .push(format!("{name} {text:?} is not a finite number"));
-        return false;
-    }
-    match text.trim().parse() {
-        Ok(v) => {
+    match text.trim().parse::<T>() {
+        Ok(v) if v.is_finite() => {
             *field = v;
             r.applied.push(name);
             true
+        }
+        Ok(_) => {
+            r.skipped
+                .push(format!("{name} {text:?} is not a finite number"));
+            false
         }
         Err(_) => {
             r.skipped.push(format!("{name} {text:?} is not a number"));

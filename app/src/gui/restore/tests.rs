@@ -199,10 +199,12 @@ fn sde_noise_is_brownian_unless_the_image_says_generator() {
 fn non_finite_numbers_are_skipped_and_the_settings_still_save() {
     let text = "a fox\nSteps: 20, CFG scale: inf, Seed: 3, Size: 512x512, \
                 Refiner: r, Refiner switch at: NaN, Aesthetic score: nan, \
-                CFG Rescale φ: -inf, Denoising strength: nan, Hires upscale: inf";
+                CFG Rescale φ: -inf, Denoising strength: nan, Hires upscale: inf, \
+                Negative aesthetic score: 1e39";
     let mut s = Settings::default();
     let r = apply(&ImageMetadata::A1111(Parameters::parse(text)), &mut s, true);
-    for name in ["CFG scale", "CFG rescale"] {
+    // 1e39 is a number, but no f32 one: it reads as infinite.
+    for name in ["CFG scale", "CFG rescale", "negative aesthetic score"] {
         assert!(
             r.skipped.iter().any(|why| why.starts_with(name)),
             "{name} is reported skipped: {:?}",

@@ -68,7 +68,7 @@ impl SettingsFile {
                 problem: None,
             },
             Err(e) => {
-                let backup = self.path.with_extension("json.bad");
+                let backup = crate::gui::paths::set_aside_name(&self.path);
                 let kept = match std::fs::rename(&self.path, &backup) {
                     Ok(()) => format!("the old file is kept as {}", backup.display()),
                     Err(err) => format!(
