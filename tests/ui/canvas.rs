@@ -281,4 +281,94 @@ fn the_brush_keys_pick_the_tool_and_size_it() {
         "typed into the prompt, not the brush"
     );
     assert_eq!(app(&w).settings.canvas.brush_size, size);
+
+    // With the settings panel folded away, the keys still size the brush that paints.
+    w.state_mut()
+        .as_mut()
+        .unwrap()
+        .settings
+        .layout
+        .settings_panel = false;
+    w.state_mut()
+        .as_mut()
+        .unwrap()
+        .settings
+        .canvas
+        .brush_hardness = 0.25;
+    w.step();
+    w.key_press(egui::Key::Escape); // the prompt gives the keyboard back
+    w.step();
+    w.key_press(egui::Key::CloseBracket);
+    w.step();
+    let a = app(&w);
+    assert!(!a.settings.layout.settings_panel);
+    assert!((a.settings.canvas.brush_size - size * 1.25).abs() < 1e-3);
+    assert_eq!(
+        (a.canvas.brush.size, a.canvas.brush.hardness),
+        (a.settings.canvas.brush_size, 0.25)
+    );
+}
+
+/// A canvas job's result becomes the canvas's only while the image it was made from is on
+/// the canvas (Outpaint goes on from that result), and canvas jobs that end without an
+/// image (cleared, cancelled) let go of their image and mask.
+#[test]
+fn a_result_from_a_replaced_image_is_saved_not_shown_and_ended_jobs_let_go() {
+    use ember_app::gui::action::{Action, CanvasAction};
+    use ember_tests::fake_engine::FakeEngine;
+    use inference::imaging::ImageRgb8;
+
+    let home = tempfile::tempdir().unwrap();
+    let model = crate::fake_model(home.path());
+    let mut w = open(
+        FakeEngine::new(std::time::Duration::from_millis(10)),
+        Paths::under(home.path()),
+    );
+    w.step();
+    crate::drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    let paste = |w: &mut Window, value: u8| {
+        let image = ImageRgb8 {
+            width: 40,
+            height: 24,
+            pixels: vec![value; 40 * 24 * 3],
+        };
+        let app = w.state_mut().as_mut().unwrap();
+        app.perform(Action::Canvas(CanvasAction::ImagePasted(Box::new(image))));
+        w.step();
+    };
+    paste(&mut w, 90);
+    {
+        let s = &mut w.state_mut().as_mut().unwrap().settings;
+        (s.steps, s.batch_count) = (30, 3);
+    }
+    click(&mut w, "Generate");
+    step_until(&mut w, "the first job to run", |a| {
+        a.session.running.as_ref().is_some_and(|r| r.step >= 1)
+    });
+    assert_eq!(app(&w).canvas_jobs_waiting(), 3);
+
+    // Another image while the first one's jobs run.
+    paste(&mut w, 200);
+    step_until(&mut w, "the first job's image", |a| {
+        a.display.results.iter().any(|s| s.path.is_some())
+    });
+    assert!(
+        app(&w).canvas.result.is_none(),
+        "the first image's result is saved, not taken for the second image's"
+    );
+    click(&mut w, "Clear queue");
+    w.get_all_by_label("Cancel").next().unwrap().click();
+    step_until(&mut w, "the job to stop", |a| a.session.running.is_none());
+    assert_eq!(app(&w).canvas_jobs_waiting(), 0, "nothing kept for them");
+    assert!(app(&w).canvas.jobs_from_source.is_empty());
+
+    // A job from the image on the canvas gives it its result.
+    {
+        let s = &mut w.state_mut().as_mut().unwrap().settings;
+        (s.steps, s.batch_count) = (2, 1);
+    }
+    click(&mut w, "Generate");
+    step_until(&mut w, "the canvas result", |a| a.canvas.result.is_some());
+    assert_eq!(app(&w).canvas_jobs_waiting(), 0);
 }

@@ -191,6 +191,11 @@ impl EmberApp {
             .unwrap_or_else(|| self.paths.default_output.clone())
     }
 
+    /// How many canvas jobs wait to be pasted back (each holds its image and mask).
+    pub fn canvas_jobs_waiting(&self) -> usize {
+        self.canvas_jobs.len()
+    }
+
     /// Writes the settings file (eframe calls this periodically and on exit).
     pub fn save_settings(&mut self) {
         if let Err(e) = self.settings_file.save(&self.settings) {

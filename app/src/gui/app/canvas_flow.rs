@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use inference::api::GenerateRequest;
 use inference::canvas::{self, CanvasJob, CanvasOptions, Extension, InpaintArea, InpaintOptions};
 use inference::imaging::{ImageGray8, ImageRgb8};
-use inference::worker::ResultImage;
+use inference::worker::{JobId, ResultImage};
 
 use super::EmberApp;
 use crate::gui::action::{CanvasAction, View};
@@ -146,15 +146,31 @@ impl EmberApp {
     }
 
     /// Puts a canvas job's images back onto its source and notes its settings; keeps the
-    /// last result (composited and raw) for the canvas view.
-    pub(super) fn finish_canvas(&mut self, job: &CanvasJob, images: &mut [ResultImage]) {
+    /// last result (composited and raw) for the canvas view when the job was made from the
+    /// image on the canvas now.
+    pub(super) fn finish_canvas(&mut self, id: JobId, job: &CanvasJob, images: &mut [ResultImage]) {
+        let on_canvas = self.canvas.jobs_from_source.remove(&id);
         for result in images.iter_mut() {
-            let (shown, raw) = (job.finish(&result.image), job.finish_raw(&result.image));
-            result.image = shown.clone();
+            let shown = job.finish(&result.image);
+            if on_canvas {
+                self.canvas.result = Some((shown.clone(), job.finish_raw(&result.image)));
+                self.canvas.result_texture = None;
+            }
+            result.image = shown;
             result.parameters = format!("{}, {}", result.parameters, job.fields_text());
-            self.canvas.result = Some((shown, raw));
-            self.canvas.result_texture = None;
         }
+    }
+
+    /// Lets go of the canvas jobs that will not finish (failed, cancelled, cleared from the
+    /// queue): each holds its image and mask.
+    pub(super) fn forget_ended_canvas_jobs(&mut self) {
+        let session = &self.session;
+        let waiting = |id: &JobId| {
+            session.running.as_ref().is_some_and(|r| r.id == *id)
+                || session.queue.iter().any(|q| q.id == *id)
+        };
+        self.canvas_jobs.retain(|id, _| waiting(id));
+        self.canvas.jobs_from_source.retain(waiting);
     }
 }
 

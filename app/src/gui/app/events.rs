@@ -52,6 +52,7 @@ impl EmberApp {
                 self.look_up_model_hashes();
             }
         }
+        self.forget_ended_canvas_jobs();
         if start.elapsed() >= DRAIN_BUDGET {
             self.ctx.request_repaint();
         }
@@ -92,7 +93,7 @@ impl EmberApp {
     /// Shows a finished job's images and sends each to be saved at once.
     fn show_results(&mut self, id: JobId, mut images: Vec<ResultImage>) {
         if let Some(job) = self.canvas_jobs.remove(&id) {
-            self.finish_canvas(&job, &mut images);
+            self.finish_canvas(id, &job, &mut images);
         }
         self.display.preview = None;
         self.display.results.clear();

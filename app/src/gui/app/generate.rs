@@ -60,6 +60,7 @@ impl EmberApp {
             let id = self.session.enqueue(job);
             if let Some(canvas_job) = &canvas_job {
                 self.canvas_jobs.insert(id, canvas_job.clone());
+                self.canvas.jobs_from_source.insert(id);
             }
         }
     }

@@ -4,9 +4,12 @@
 
 pub mod brush;
 
+use std::collections::HashSet;
+
 use egui::{Color32, ColorImage, TextureHandle, TextureOptions};
 use inference::canvas::{self as ops, Extension};
 use inference::imaging::{ImageGray8, ImageRgb8};
+use inference::worker::JobId;
 
 use super::texture;
 use brush::Brush;
@@ -45,6 +48,10 @@ pub struct CanvasState {
     pub size: (u32, u32),
     /// What to do next, after an edit whose effect waits for Generate (outpainting).
     pub hint: Option<String>,
+    /// The jobs made from the image on the canvas now: only their results become its
+    /// result (one made from an image since replaced or outpainted is saved, not shown
+    /// here, where Outpaint would go on from it).
+    pub jobs_from_source: HashSet<JobId>,
 }
 
 impl CanvasState {
@@ -57,6 +64,7 @@ impl CanvasState {
         });
         self.size = ops::generation_size(image.width, image.height);
         self.source = Some(image);
+        self.jobs_from_source.clear();
         self.undo.clear();
         self.redo.clear();
         self.source_texture = None;
@@ -222,6 +230,7 @@ impl CanvasState {
             grown.width, grown.height
         ));
         self.source = Some(grown);
+        self.jobs_from_source.clear();
         self.mask = Some(combined);
         self.undo.clear();
         self.redo.clear();

@@ -41,6 +41,9 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
         if let Some(hint) = &app.canvas.hint {
             ui.label(egui::RichText::new(hint).strong());
         }
+        // The brush is the saved one whether or not the settings panel shows its sliders.
+        app.canvas.brush.size = app.settings.canvas.brush_size;
+        app.canvas.brush.hardness = app.settings.canvas.brush_hardness;
         painter(ui, app);
     });
 }
@@ -124,8 +127,6 @@ fn options(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
             .text("Size ([ ])"),
     );
     ui.add(egui::Slider::new(&mut s.brush_hardness, 0.0..=1.0).text("Hardness"));
-    canvas.brush.size = s.brush_size;
-    canvas.brush.hardness = s.brush_hardness;
     if ui
         .add(egui::Slider::new(&mut s.overlay_opacity, 0.0..=1.0).text("Mask opacity"))
         .changed()
