@@ -29,6 +29,8 @@ pub struct FakeEngine {
     pub step_time: Duration,
     /// Counts every step run, for tests that check a cancel stopped the work.
     pub steps_run: Arc<AtomicUsize>,
+    /// Counts every load begun, cancelled ones too.
+    pub loads_begun: Arc<AtomicUsize>,
     /// What [`Engine::cost`] answers (`Err`: the request is refused).
     pub cost: Option<std::result::Result<Cost, String>>,
     /// The loaded models (main, refiner); a failed load keeps them, as the real engine does.
@@ -42,6 +44,7 @@ impl FakeEngine {
         Self {
             step_time,
             steps_run: Arc::default(),
+            loads_begun: Arc::default(),
             cost: None,
             loaded: Default::default(),
             on_gpu: false,
@@ -134,6 +137,7 @@ impl Engine for FakeEngine {
         role: ModelRole,
         progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
     ) -> Result<ModelSummary> {
+        self.loads_begun.fetch_add(1, Ordering::SeqCst);
         if progress(0, 1).is_break() {
             return Err(Error::Cancelled);
         }

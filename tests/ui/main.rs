@@ -10,6 +10,7 @@ mod files;
 mod first_minutes;
 mod flows;
 mod gallery;
+mod model_slots;
 mod prompts;
 mod quit;
 mod real_engine;

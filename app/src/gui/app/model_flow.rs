@@ -50,8 +50,12 @@ impl EmberApp {
         }
     }
 
-    /// Loads `path` as `role`, with the config folder chosen for it before, if any.
+    /// Loads `path` as `role`, with the config folder chosen for it before, if any; a model
+    /// already being loaded there goes on loading (a second click does not start over).
     pub(super) fn load_model(&mut self, role: ModelRole, path: &Path) {
+        if self.session.is_loading(role, path) {
+            return;
+        }
         let config = self.settings.config_dirs.get(path).cloned();
         let command = self.session.load_into(role, path, config);
         self.worker.send(command);

@@ -85,6 +85,11 @@ impl Session {
         self.notify(Level::Error, error.clone());
         self.gpu_lost = Some(error);
         for model in reload {
+            // Another model asked for meanwhile loads (on the CPU) instead.
+            if matches!(self.slot(model.role), ModelState::Loading { path, .. } if *path != model.path)
+            {
+                continue;
+            }
             let load = self.load_into(model.role, &model.path, model.config_dir);
             self.reloads.push_back(load);
         }

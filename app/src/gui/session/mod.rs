@@ -111,6 +111,15 @@ impl Session {
         }
     }
 
+    /// Whether `path` is being loaded into `role`'s slot (the worker will load it).
+    pub fn is_loading(&self, role: ModelRole, path: &Path) -> bool {
+        let slot = match role {
+            ModelRole::Main => &self.model,
+            ModelRole::Refiner => &self.refiner,
+        };
+        matches!(slot, ModelState::Loading { path: p, .. } if p == path)
+    }
+
     /// Starts loading `path` into a slot, with the architecture in `config_dir` when given
     /// (the worker keeps the slot's old model until the new one has loaded).
     #[must_use]
@@ -254,7 +263,14 @@ impl Session {
                 kept,
                 needs_config,
             } => self.model_failed(path, role, &error, kept, needs_config),
-            Event::ModelUnloaded(role) => *self.slot(role) = ModelState::Empty,
+            Event::ModelUnloaded(role) => {
+                // The worker let go of the model it had; a load asked for since (the slot
+                // is loading) comes after the unload and goes on.
+                let slot = self.slot(role);
+                if matches!(slot, ModelState::Ready(_)) {
+                    *slot = ModelState::Empty;
+                }
+            }
             Event::GpuLost { error, reload } => self.gpu_was_lost(error, reload),
             Event::JobStarted { .. } => {}
             Event::Progress {

@@ -1,0 +1,112 @@
+//! The model slots while loads wait behind a job: a second click on the model being loaded,
+//! an unload the worker reports after a newer load was asked for, and a lost GPU's reload
+//! against a model chosen meanwhile.
+
+use std::time::{Duration, Instant};
+
+use ember_app::gui::action::Action;
+use ember_app::gui::paths::Paths;
+use ember_app::gui::session::ModelState;
+use ember_tests::fake_engine::FakeEngine;
+use inference::worker::{CancelToken, Event, ModelRole, ModelToReload};
+
+use crate::{app, click, drop_files, fake_model, has_notice, open, step_until};
+
+#[test]
+fn a_second_click_on_the_model_being_loaded_lets_the_load_go_on() {
+    let home = tempfile::tempdir().unwrap();
+    let first = fake_model(home.path());
+    let other = home.path().join("other-model.safetensors");
+    std::fs::write(&other, b"fake").unwrap();
+    let engine = FakeEngine::new(Duration::from_millis(20));
+    let loads = engine.loads_begun.clone();
+    let mut w = open(engine, Paths::under(home.path()));
+    w.step();
+    drop_files(&mut w, &[&first]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    w.state_mut().as_mut().unwrap().settings.steps = 15;
+    click(&mut w, "Generate");
+    step_until(&mut w, "the job to run", |a| {
+        a.session.running.as_ref().is_some_and(|r| r.step >= 1)
+    });
+    // The loads wait behind the job; the second click must not cancel the first (whose
+    // failure, "loading was cancelled", would be taken for the second's).
+    for _ in 0..2 {
+        let app = w.state_mut().as_mut().unwrap();
+        app.perform(Action::LoadModel(other.clone()));
+        w.step();
+    }
+    // A load error goes once the next load succeeds: watched for at every frame.
+    let failed = std::cell::Cell::new(false);
+    step_until(&mut w, "the other model", |a| {
+        failed.set(failed.get() || has_notice(a, "cancelled") || has_notice(a, "could not load"));
+        a.session.model().is_some_and(|m| m.path == other)
+    });
+    assert!(!failed.get(), "no load failed");
+    let loads = loads.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(loads, 2, "the first model, then the other once");
+    assert!(
+        !has_notice(app(&w), "could not load"),
+        "{:?}",
+        app(&w).session.notices
+    );
+}
+
+#[test]
+fn an_unload_reported_after_a_newer_load_was_asked_for_leaves_that_load_waiting() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    let refiner = home.path().join("refiner.safetensors");
+    let loading = |path: &std::path::Path| ModelState::Loading {
+        path: path.to_path_buf(),
+        step: 0,
+        total: 0,
+        cancel: CancelToken::new(),
+    };
+    let session = &mut w.state_mut().as_mut().unwrap().session;
+    // Refiner off, then on again, while a job runs: the worker unloads, then loads.
+    session.refiner = loading(&refiner);
+    let _ = session.apply(Event::ModelUnloaded(ModelRole::Refiner), Instant::now());
+    assert!(session.is_loading(ModelRole::Refiner, &refiner));
+
+    // The GPU lost with model A loaded while the user's choice B waits: B loads instead.
+    let (a, b) = (
+        home.path().join("a.safetensors"),
+        home.path().join("b.safetensors"),
+    );
+    session.model = loading(&b);
+    let lost = Event::GpuLost {
+        error: "the GPU stopped working".into(),
+        reload: vec![ModelToReload {
+            role: ModelRole::Main,
+            path: a.clone(),
+            config_dir: None,
+        }],
+    };
+    let _ = session.apply(lost, Instant::now());
+    assert!(
+        session.is_loading(ModelRole::Main, &b),
+        "{:?}",
+        session.model
+    );
+    // A load the loss interrupted, of the model the slot waits for, starts again.
+    let interrupted = Event::GpuLost {
+        error: "the GPU stopped working".into(),
+        reload: vec![ModelToReload {
+            role: ModelRole::Main,
+            path: b.clone(),
+            config_dir: None,
+        }],
+    };
+    let before = match &session.model {
+        ModelState::Loading { cancel, .. } => cancel.clone(),
+        other => panic!("{other:?}"),
+    };
+    let _ = session.apply(interrupted, Instant::now());
+    assert!(
+        before.is_cancelled(),
+        "a new load of b replaces the interrupted one"
+    );
+    assert!(session.is_loading(ModelRole::Main, &b));
+}
