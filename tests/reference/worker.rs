@@ -294,6 +294,37 @@ fn the_real_engine_through_the_worker_makes_the_engines_image() {
     );
 }
 
+/// An upscale cancelled while it waited ends as cancelled without starting (the fake
+/// engine has no upscalers: had it started, it would have failed saying so).
+#[test]
+fn an_upscale_cancelled_before_it_starts_ends_as_cancelled() {
+    let (worker, _, _) = fake_worker(1);
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let image = inference::imaging::ImageRgb8 {
+        width: 8,
+        height: 8,
+        pixels: vec![0; 8 * 8 * 3],
+    };
+    worker.send(Command::Upscale {
+        job: JobId(7),
+        request: Box::new(inference::upscale::UpscaleRequest {
+            image,
+            model: "4x.pth".into(),
+            options: Default::default(),
+            source_parameters: None,
+        }),
+        cancel,
+    });
+    let events = events_until(&worker, |e| {
+        matches!(e, Event::Cancelled { .. } | Event::Failed { .. })
+    });
+    assert!(
+        matches!(events.last(), Some(Event::Cancelled { job: JobId(7) })),
+        "{events:?}"
+    );
+}
+
 #[test]
 fn loading_can_be_cancelled() {
     let worker =

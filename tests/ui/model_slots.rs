@@ -110,3 +110,25 @@ fn an_unload_reported_after_a_newer_load_was_asked_for_leaves_that_load_waiting(
     );
     assert!(session.is_loading(ModelRole::Main, &b));
 }
+
+/// Esc stops the running image, never a model load: an Esc meant for a job that ended in
+/// the same frame would otherwise stop the load waiting behind it.
+#[test]
+fn esc_without_a_running_job_leaves_a_model_load_alone() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
+    w.step();
+    let cancel = CancelToken::new();
+    w.state_mut().as_mut().unwrap().session.model = ModelState::Loading {
+        path: home.path().join("big-model.safetensors"),
+        step: 1,
+        total: 4,
+        cancel: cancel.clone(),
+    };
+    w.step();
+    w.key_press(egui::Key::Escape);
+    w.step();
+    assert!(!cancel.is_cancelled());
+    click(&mut w, "Cancel loading");
+    assert!(cancel.is_cancelled(), "the model panel's button stops it");
+}

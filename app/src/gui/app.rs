@@ -263,13 +263,9 @@ impl EmberApp {
             Action::Quit(quit) => self.perform_quit(quit),
             Action::Notice(text) => self.session.notify(Level::Warning, text),
             Action::Generate => self.generate(),
-            Action::Cancel => {
-                if self.session.running.is_some() {
-                    self.session.cancel_running();
-                } else {
-                    self.session.cancel_loading();
-                }
-            }
+            // The running image only: an Esc meant for a job that ended in this very frame
+            // must not stop a model load (the model panel's "Cancel loading" does that).
+            Action::Cancel => self.session.cancel_running(),
             Action::SetModelsFolder(dir) => self.set_models_folder(dir),
             Action::SetOutputFolder(dir) => self.set_output_folder(dir),
             Action::ClearQueue => self.session.clear_queue(),

@@ -201,7 +201,15 @@ impl<E: Engine> Server<'_, E> {
             go_on(&question)
         };
         let engine = &mut self.engine;
-        let outcome = catch_unwind(AssertUnwindSafe(|| engine.upscale(request, &mut on_tile)));
+        // An upscale cancelled while it waited (behind a model load) does not start; one
+        // cancelled inside a tile's long kernel calls stops there, as a generation does.
+        let outcome = if question() {
+            Ok(Err(crate::Error::Cancelled))
+        } else {
+            catch_unwind(AssertUnwindSafe(|| {
+                cancel_in_kernels(&question, || engine.upscale(request, &mut on_tile))
+            }))
+        };
         emit(match outcome {
             Ok(Ok((image, extras))) => Event::Upscaled {
                 job,
