@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::named::find_by_name;
+use super::named::{ScheduleName, find_by_name};
 use crate::error::{Error, Result};
 use crate::sampling::{Algorithm, UniPcFlavor, UniPcOptions, UniPcVariant};
 
@@ -168,6 +168,24 @@ impl SamplerName {
             // DDIM is Euler ancestral with eta (see `sampling::ancestral`), deterministic by default.
             SamplerName::Ddim => Entry("ddim", "DDIM", A::EulerAncestral, 0.0),
             SamplerName::Pndm => Entry("pndm", "PLMS", A::Plms, 0.0),
+        }
+    }
+    /// A1111's "Automatic" schedule for this sampler: the `scheduler` of its
+    /// `sd_samplers_kdiffusion` options (Karras for DPM++ 2M, SDE, 2S a and DPM2,
+    /// exponential for the DPM++ 2M/3M SDE ones), its own timesteps for DDIM, else the
+    /// model's discrete sigmas (normal).
+    pub fn a1111_automatic_schedule(self) -> ScheduleName {
+        match self {
+            SamplerName::DpmPp2M
+            | SamplerName::DpmPpSde
+            | SamplerName::DpmPp2SAncestral
+            | SamplerName::Dpm2
+            | SamplerName::Dpm2Ancestral => ScheduleName::Karras,
+            SamplerName::DpmPp2MSde | SamplerName::DpmPp2MSdeHeun | SamplerName::DpmPp3MSde => {
+                ScheduleName::Exponential
+            }
+            SamplerName::Ddim => ScheduleName::DdimUniform,
+            _ => ScheduleName::Normal,
         }
     }
 

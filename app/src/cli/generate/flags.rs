@@ -208,25 +208,9 @@ pub(super) fn sampler_choice(args: &GenerateArgs) -> Result<Option<SamplerChoice
     };
     let schedule = match &args.schedule {
         Some(name) => ScheduleName::parse(name).map_err(|e| e.to_string())?,
-        None => default_schedule(sampler),
+        None => sampler.a1111_automatic_schedule(),
     };
     Ok(Some(SamplerChoice::Named { sampler, schedule }))
-}
-
-/// A1111's "Automatic" schedule for a sampler (its `sd_samplers_kdiffusion` options).
-fn default_schedule(sampler: SamplerName) -> ScheduleName {
-    match sampler {
-        SamplerName::DpmPp2M
-        | SamplerName::DpmPpSde
-        | SamplerName::DpmPp2SAncestral
-        | SamplerName::Dpm2
-        | SamplerName::Dpm2Ancestral => ScheduleName::Karras,
-        SamplerName::DpmPp2MSde | SamplerName::DpmPp2MSdeHeun | SamplerName::DpmPp3MSde => {
-            ScheduleName::Exponential
-        }
-        SamplerName::Ddim => ScheduleName::DdimUniform,
-        _ => ScheduleName::Normal,
-    }
 }
 
 /// `--width`/`--height`, else the init image's size (rounded down to multiples of 8), else

@@ -67,6 +67,7 @@ pub(super) fn apply(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut R
     if r.controlnets.iter().any(|(unit, _)| unit.enabled) {
         r.applied.push("ControlNet");
     }
+    let mut schedule_in_name = false;
     if let Some(name) = p.get("Sampler") {
         // Before A1111 1.9 the schedule was part of the sampler's name ("DPM++ 2M Karras").
         let split = ScheduleName::ALL.iter().find_map(|schedule| {
@@ -77,20 +78,17 @@ pub(super) fn apply(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut R
             Some((base, schedule)) if SamplerName::parse(name).is_err() => {
                 set_sampler(base, s, r);
                 s.schedule = schedule;
+                schedule_in_name = true;
             }
             _ => set_sampler(name, s, r),
         }
     }
+    // A1111's "Automatic" is each sampler's own default, and an image without the field
+    // (any made before 1.9) has it, as A1111 reads one.
     match p.get("Schedule type") {
-        // A1111's "Automatic" is each sampler's own default: Karras for DPM++, else normal.
-        Some("Automatic") => {
-            s.schedule = if s.sampler.comfy_name().starts_with("dpmpp") {
-                ScheduleName::Karras
-            } else {
-                ScheduleName::Normal
-            };
-        }
+        Some("Automatic") => s.schedule = s.sampler.a1111_automatic_schedule(),
         Some(name) => set_schedule(name, s, r),
+        None if !schedule_in_name => s.schedule = s.sampler.a1111_automatic_schedule(),
         None => {}
     }
 }

@@ -219,3 +219,43 @@ fn non_finite_numbers_are_skipped_and_the_settings_still_save() {
     assert!(loaded.problem.is_none(), "{:?}", loaded.problem);
     assert_eq!(loaded.settings.steps, 20);
 }
+
+#[test]
+fn an_image_without_a_schedule_type_takes_a1111s_automatic_one() {
+    let restore = |fields: &str| {
+        // What the form had before says nothing of the image.
+        let mut s = Settings {
+            schedule: ScheduleName::Beta,
+            ..Settings::default()
+        };
+        let text = format!("a fox\nSteps: 20, {fields}, Seed: 1");
+        apply(
+            &ImageMetadata::A1111(Parameters::parse(&text)),
+            &mut s,
+            false,
+        );
+        (s.sampler, s.schedule)
+    };
+    // Before A1111 1.9 (no `Schedule type`): the sampler's own, as A1111 reads it now.
+    assert_eq!(
+        restore("Sampler: Euler a"),
+        (SamplerName::EulerAncestral, ScheduleName::Normal)
+    );
+    assert_eq!(
+        restore("Sampler: DPM++ 2M SDE"),
+        (SamplerName::DpmPp2MSde, ScheduleName::Exponential)
+    );
+    assert_eq!(
+        restore("Sampler: DPM++ 2M Karras"),
+        (SamplerName::DpmPp2M, ScheduleName::Karras),
+        "the schedule in the old name"
+    );
+    assert_eq!(
+        restore("Sampler: DPM++ 3M SDE, Schedule type: Automatic"),
+        (SamplerName::DpmPp3MSde, ScheduleName::Exponential)
+    );
+    assert_eq!(
+        restore("Sampler: Euler, Schedule type: Karras"),
+        (SamplerName::Euler, ScheduleName::Karras)
+    );
+}
