@@ -2,7 +2,9 @@
 //! inputs and back, shared by the app's canvas and `ember generate`, so both make the same
 //! image and write the same metadata for the same settings.
 
-use super::{FitMode, InpaintArea, InpaintOptions, Paste, finish, fit, fit_mask, prepare};
+use super::{
+    FitMode, InpaintArea, InpaintOptions, Paste, blur_mask, finish, fit, fit_mask, prepare,
+};
 use crate::api::MaskedContent;
 use crate::error::Result;
 use crate::imaging::{ImageGray8, ImageRgb8};
@@ -56,6 +58,7 @@ pub fn canvas_job(
     };
     // A whole-picture generation fits the canvas to its size first ("only masked" crops
     // the canvas at its own size instead).
+    let (source_at_own_size, mask_at_own_size) = (source, mask);
     let fitted;
     let (source, mask) = match inpaint.area {
         InpaintArea::Whole if resized => {
@@ -67,7 +70,18 @@ pub fn canvas_job(
         }
         _ => (source, mask),
     };
-    let prepared = prepare(source, mask, size, &inpaint)?;
+    let mut prepared = prepare(source, mask, size, &inpaint)?;
+    // A whole picture generated at another size by "Just resize" goes back at the canvas's
+    // own size, over the canvas itself: what the mask leaves stays exactly as it was (a
+    // canvas rounded down to multiples of 8 would otherwise come back resampled and
+    // smaller). The other modes keep the generation size, as A1111 does.
+    if let (InpaintArea::Whole, true, FitMode::Resize) = (inpaint.area, resized, options.fit) {
+        prepared.paste = Paste {
+            source: source_at_own_size.clone(),
+            mask: blur_mask(mask_at_own_size, inpaint.mask_blur),
+            region: None,
+        };
+    }
     fields.push(("Mask blur".into(), inpaint.mask_blur.to_string()));
     if let InpaintArea::OnlyMasked { padding } = inpaint.area {
         fields.push(("Inpaint area".into(), "Only masked".into()));

@@ -179,8 +179,8 @@ pub fn finish(generated: &ImageRgb8, paste: &Paste, composite_on: bool) -> Image
     let canvas = (paste.source.width, paste.source.height);
     let placed = match paste.region {
         None if (generated.width, generated.height) == canvas => generated.clone(),
-        // Only from a damaged kept queue (its request and its canvas job disagree): the
-        // image still covers the canvas.
+        // A whole picture generated at another size by "Just resize" (or, from a damaged
+        // kept queue, a request and canvas job that disagree): the image covers the canvas.
         None => resize(generated, canvas),
         Some(region) => {
             let patch = resize(generated, (region.width(), region.height()));

@@ -331,3 +331,56 @@ fn a_whole_picture_paste_covers_the_canvas_whatever_size_comes_back() {
     assert_eq!((out.width, out.height), (40, 24));
     assert_eq!(out.pixels.len(), 40 * 24 * 3);
 }
+
+#[test]
+fn a_whole_picture_just_resized_comes_back_at_the_canvas_size_with_the_rest_untouched() {
+    // A canvas of 83x51 generates at 80x48 (multiples of 8).
+    let source = image(83, 51);
+    let mask = rect_mask(83, 51, rect(10, 5, 40, 35));
+    let generated = ImageRgb8 {
+        width: 80,
+        height: 48,
+        pixels: vec![255; 80 * 48 * 3],
+    };
+    let options = |fit| CanvasOptions {
+        inpaint: InpaintOptions::default(),
+        fit,
+        composite: true,
+    };
+    let job = canvas_job(&source, Some(&mask), (80, 48), &options(FitMode::Resize)).unwrap();
+    assert_eq!(
+        (job.init.width, job.init.height),
+        (80, 48),
+        "generated at its size"
+    );
+    let out = job.finish(&generated);
+    assert_eq!(
+        (out.width, out.height),
+        (83, 51),
+        "back at the canvas's size"
+    );
+    let blurred = blur_mask(&mask, InpaintOptions::default().mask_blur);
+    let mut kept = 0;
+    for (i, &m) in blurred.pixels.iter().enumerate() {
+        if m == 0 {
+            assert_eq!(
+                out.pixels[i * 3..i * 3 + 3],
+                source.pixels[i * 3..i * 3 + 3]
+            );
+            kept += 1;
+        }
+    }
+    assert!(
+        kept > 83 * 51 / 4,
+        "much of the canvas is outside the mask ({kept})"
+    );
+    assert_eq!(
+        &out.pixels[(20 * 83 + 25) * 3..][..3],
+        &[255; 3],
+        "inside: generated"
+    );
+    // Crop and fill keep the generation's size, as A1111 does.
+    let cropped = canvas_job(&source, Some(&mask), (80, 48), &options(FitMode::Crop)).unwrap();
+    let out = cropped.finish(&generated);
+    assert_eq!((out.width, out.height), (80, 48));
+}
