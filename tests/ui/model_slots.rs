@@ -24,7 +24,10 @@ fn a_second_click_on_the_model_being_loaded_lets_the_load_go_on() {
     w.step();
     drop_files(&mut w, &[&first]);
     step_until(&mut w, "the model to load", |a| a.session.model().is_some());
-    w.state_mut().as_mut().unwrap().settings.steps = 15;
+    {
+        let s = &mut w.state_mut().as_mut().unwrap().settings;
+        (s.steps, s.batch_count) = (15, 2);
+    }
     click(&mut w, "Generate");
     step_until(&mut w, "the job to run", |a| {
         a.session.running.as_ref().is_some_and(|r| r.step >= 1)
@@ -36,6 +39,14 @@ fn a_second_click_on_the_model_being_loaded_lets_the_load_go_on() {
         app.perform(Action::LoadModel(other.clone()));
         w.step();
     }
+    assert!(
+        has_notice(
+            app(&w),
+            "the 1 image waiting in the queue will be made with other-model.safetensors"
+        ),
+        "{:?}",
+        app(&w).session.notices
+    );
     // A load error goes once the next load succeeds: watched for at every frame.
     let failed = std::cell::Cell::new(false);
     step_until(&mut w, "the other model", |a| {

@@ -59,6 +59,18 @@ impl EmberApp {
         let config = self.settings.config_dirs.get(path).cloned();
         let command = self.session.load_into(role, path, config);
         self.worker.send(command);
+        // The load goes ahead of the images still waiting: they are made with this model.
+        let waiting = (self.session.queue.iter())
+            .filter(|job| matches!(job.work, crate::gui::session::Work::Generate(_)))
+            .count();
+        if role == ModelRole::Main && waiting > 0 {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            let images = if waiting == 1 { "image" } else { "images" };
+            self.session.notify(
+                Level::Info,
+                format!("the {waiting} {images} waiting in the queue will be made with {name}"),
+            );
+        }
     }
 
     /// Loads `model` as `role` with the config folder `config`, remembered for it.
