@@ -325,6 +325,25 @@ fn an_upscale_cancelled_before_it_starts_ends_as_cancelled() {
     );
 }
 
+/// A panic outside any job or load ends the worker, which says so as its last event.
+#[test]
+fn a_worker_that_fails_outside_a_job_says_it_stopped() {
+    let engine = FakeEngine {
+        panic_on_unload: true,
+        ..FakeEngine::new(Duration::ZERO)
+    };
+    let worker = WorkerHandle::spawn(engine, || {}).unwrap();
+    worker.send(Command::Unload(ModelRole::Refiner));
+    let events = events_until(&worker, |e| matches!(e, Event::Stopped { .. }));
+    assert!(
+        matches!(events.last(), Some(Event::Stopped { error }) if error.contains("fails to unload")),
+        "{events:?}"
+    );
+    worker.send(Command::Unload(ModelRole::Main));
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(worker.try_event().is_none(), "nothing after it");
+}
+
 #[test]
 fn loading_can_be_cancelled() {
     let worker =

@@ -37,6 +37,8 @@ pub struct FakeEngine {
     pub loaded: [Option<ModelSummary>; 2],
     /// Runs "on a GPU" until it is lost ([`Engine::fall_back_to_cpu`]).
     pub on_gpu: bool,
+    /// Unloading panics: a failure outside any job or load, which stops the worker.
+    pub panic_on_unload: bool,
 }
 
 impl FakeEngine {
@@ -48,6 +50,7 @@ impl FakeEngine {
             cost: None,
             loaded: Default::default(),
             on_gpu: false,
+            panic_on_unload: false,
         }
     }
 
@@ -198,6 +201,7 @@ impl Engine for FakeEngine {
     }
 
     fn unload(&mut self, role: ModelRole) {
+        assert!(!self.panic_on_unload, "the fake engine fails to unload");
         self.loaded[role as usize] = None;
     }
 

@@ -143,3 +143,48 @@ fn esc_without_a_running_job_leaves_a_model_load_alone() {
     click(&mut w, "Cancel loading");
     assert!(cancel.is_cancelled(), "the model panel's button stops it");
 }
+
+/// The worker stopped by a failure outside any job: the image it had been sent waits again
+/// in the queue (kept for the next start), and Generate says what happened and what to do.
+#[test]
+fn a_stopped_worker_keeps_the_queue_and_generate_says_to_start_again() {
+    let home = tempfile::tempdir().unwrap();
+    let model = fake_model(home.path());
+    let engine = FakeEngine {
+        panic_on_unload: true,
+        ..FakeEngine::new(Duration::from_millis(10))
+    };
+    let mut w = open(engine, Paths::under(home.path()));
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    {
+        let s = &mut w.state_mut().as_mut().unwrap().settings;
+        (s.steps, s.batch_count) = (10, 2);
+    }
+    click(&mut w, "Generate");
+    step_until(&mut w, "the first image to run", |a| {
+        a.session.running.as_ref().is_some_and(|r| r.step >= 1)
+    });
+    // Turning the refiner off unloads it once the image is made: the fake engine panics.
+    let app_mut = w.state_mut().as_mut().unwrap();
+    app_mut.perform(Action::SetRefiner(None));
+    step_until(&mut w, "the worker to stop", |a| {
+        a.session.stopped.is_some()
+    });
+    assert!(app(&w).session.running.is_none());
+    assert_eq!(
+        app(&w).session.queue.len(),
+        1,
+        "the second image still waits"
+    );
+    assert!(has_notice(app(&w), "Quit and start Ember again"));
+    let notices = app(&w).session.notices.len();
+    click(&mut w, "Generate");
+    assert_eq!(app(&w).session.queue.len(), 1, "nothing more is queued");
+    assert!(app(&w).session.notices.len() >= notices);
+    assert!(has_notice(
+        app(&w),
+        "engine stopped after an internal error"
+    ));
+}

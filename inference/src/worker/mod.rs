@@ -75,7 +75,16 @@ impl WorkerHandle {
             .name("inference".into())
             .spawn(move || {
                 let _stopped = stopped_tx; // dropped (disconnecting) when serving ends
-                serve::serve(engine, &command_rx, &event_tx, &slot, &wake, &stop);
+                let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    serve::serve(engine, &command_rx, &event_tx, &slot, &wake, &stop);
+                }));
+                // Jobs and loads catch their own panics; one outside them ends the thread,
+                // which the UI must hear of rather than wait for forever.
+                if let Err(payload) = served {
+                    let error = panic_message(&*payload);
+                    let _ = event_tx.send(Event::Stopped { error });
+                    wake();
+                }
             })?;
         Ok(Self {
             commands,

@@ -168,6 +168,11 @@ pub enum Event {
         job: JobId,
         error: String,
     },
+    /// The worker itself failed (a panic outside any job or load, which each catch their
+    /// own) and serves no more: nothing sent from now on is done. The last event.
+    Stopped {
+        error: String,
+    },
 }
 
 impl Event {

@@ -22,6 +22,7 @@ impl EmberApp {
                 self.files.send(Request::Open { path });
             }
             ExtrasAction::SetUpscaler(path) => self.settings.extras.upscaler = Some(path),
+            ExtrasAction::Upscale if self.session.refuse_when_stopped() => {}
             ExtrasAction::Upscale => {
                 match self.settings.extras.request(self.extras.source.as_ref()) {
                     Ok(request) => {

@@ -11,6 +11,9 @@ use crate::gui::session::{Level, ModelState};
 impl EmberApp {
     /// Queues `batch_count` jobs from the settings (seeds `seed`, `seed + 1`, ...).
     pub(super) fn generate(&mut self) {
+        if self.session.refuse_when_stopped() {
+            return;
+        }
         if matches!(self.session.model, ModelState::Empty) {
             self.session.notify(
                 Level::Warning,

@@ -126,6 +126,21 @@ impl Session {
         }
     }
 
+    /// The worker serves no more: the image being made waits again at the head of the
+    /// queue (kept with the others for the next start when Ember quits), and the message
+    /// stays until then.
+    pub(super) fn worker_stopped(&mut self, error: String) {
+        if let Some(lost) = self.running.take().filter(|job| !job.cancelling) {
+            self.queue.push_front(QueuedJob {
+                id: lost.id,
+                work: lost.work,
+            });
+        }
+        self.running = None;
+        self.notify(Level::Error, stopped_text(&error));
+        self.stopped = Some(error);
+    }
+
     pub(super) fn job_failed(&mut self, job: JobId, error: String) {
         let upscale = self
             .running
@@ -164,4 +179,12 @@ fn load_error(path: &Path, error: &str, still: &str) -> String {
             .map_or(shown.clone(), |n| n.to_string_lossy().into());
         format!("could not load {name}: {error}{still}")
     }
+}
+
+/// What a stopped worker means for the user: what failed, and what to do.
+pub(super) fn stopped_text(error: &str) -> String {
+    format!(
+        "Ember's engine stopped after an internal error ({error}); nothing more can be made \
+         in this window. Quit and start Ember again: the images waiting are kept for it."
+    )
 }

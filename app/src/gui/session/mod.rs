@@ -56,6 +56,8 @@ pub struct Session {
     reloads: VecDeque<Command>,
     /// What the GPU's loss was reported as: the failed job says the same, once is enough.
     gpu_lost: Option<String>,
+    /// Why the worker stopped serving ([`Event::Stopped`]): nothing more is sent to it.
+    pub stopped: Option<String>,
     next_id: u64,
     next_notice: u64,
 }
@@ -72,6 +74,7 @@ impl Default for Session {
             all_notices: false,
             reloads: VecDeque::new(),
             gpu_lost: None,
+            stopped: None,
             next_id: 1,
             next_notice: 1,
         }
@@ -85,6 +88,16 @@ impl Session {
             ModelState::Ready(summary) => Some(summary.as_ref()),
             _ => None,
         }
+    }
+
+    /// Says why nothing new can be made when the worker has stopped; `true` then.
+    pub fn refuse_when_stopped(&mut self) -> bool {
+        let Some(error) = &self.stopped else {
+            return false;
+        };
+        let text = events::stopped_text(error);
+        self.notify(Level::Error, text);
+        true
     }
 
     /// The main model loaded, or being loaded (which will replace the loaded one).
@@ -187,6 +200,9 @@ impl Session {
     /// next job when none is running and a model is loaded or loading.
     #[must_use]
     pub fn next_command(&mut self) -> Option<Command> {
+        if self.stopped.is_some() {
+            return None;
+        }
         if let Some(load) = self.reloads.pop_front() {
             return Some(load);
         }
@@ -317,6 +333,7 @@ impl Session {
             }
             Event::Failed { job, error } => self.job_failed(job, error),
             Event::Notice { message, .. } => self.notify(Level::Warning, message),
+            Event::Stopped { error } => self.worker_stopped(error),
         }
         None
     }
