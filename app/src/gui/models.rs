@@ -238,14 +238,35 @@ fn is_loadable(family: &str) -> bool {
 
 /// Names that repeat get their parent folder (`sdxl/model.safetensors`).
 fn disambiguate(entries: &mut [ModelEntry]) {
-    let names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
-    for entry in entries.iter_mut() {
-        if names.iter().filter(|n| **n == entry.name).count() > 1
-            && let Some(parent) = entry.path.parent().and_then(Path::file_name)
-        {
-            entry.name = format!("{}/{}", parent.to_string_lossy(), entry.name);
-        }
+    let shown = shown_names(entries.iter().map(|e| e.path.as_path()));
+    for (entry, name) in entries.iter_mut().zip(shown) {
+        entry.name = name;
     }
+}
+
+/// How a list shows each of `paths`: its file name, with its parent folder where another
+/// has the same name (`sdxl/model.safetensors`).
+pub fn shown_names<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Vec<String> {
+    let paths: Vec<&Path> = paths.into_iter().collect();
+    let name = |p: &Path| {
+        p.file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned()
+    };
+    let names: Vec<String> = paths.iter().map(|p| name(p)).collect();
+    paths
+        .iter()
+        .zip(&names)
+        .map(
+            |(path, own)| match path.parent().and_then(Path::file_name) {
+                Some(parent) if names.iter().filter(|n| *n == own).count() > 1 => {
+                    format!("{}/{own}", parent.to_string_lossy())
+                }
+                _ => own.clone(),
+            },
+        )
+        .collect()
 }
 
 /// Collects model paths, and in A1111's add-on folders every weight file with its kind.
@@ -310,6 +331,19 @@ mod tests {
         assert_eq!(human_size(999), "999 B");
         assert_eq!(human_size(1_990_000_000), "1.99 GB");
         assert_eq!(human_size(312_000), "312.00 KB");
+    }
+
+    #[test]
+    fn repeated_names_show_their_folder() {
+        let paths = [
+            Path::new("/ref/sd15/pipeline"),
+            Path::new("/ref/sdxl/pipeline"),
+            Path::new("/models/dreamshaper.safetensors"),
+        ];
+        assert_eq!(
+            shown_names(paths),
+            ["sd15/pipeline", "sdxl/pipeline", "dreamshaper.safetensors"]
+        );
     }
 
     #[test]

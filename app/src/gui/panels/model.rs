@@ -11,7 +11,7 @@ const CARD_PICTURE: f32 = 40.0;
 use crate::gui::action::Action;
 use crate::gui::dialogs::PathPurpose;
 use crate::gui::gallery::ThumbState;
-use crate::gui::models::{EntryKind, Hash, ModelEntry, human_size};
+use crate::gui::models::{EntryKind, Hash, ModelEntry, human_size, shown_names};
 use crate::gui::session::ModelState;
 
 pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
@@ -122,8 +122,9 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     if !app.settings.recent_models.is_empty() {
         ui.separator();
         ui.heading("Recent");
-        for path in &app.settings.recent_models {
-            let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let recent = &app.settings.recent_models;
+        let names = shown_names(recent.iter().map(|p| p.as_path()));
+        for (path, name) in recent.iter().zip(names) {
             if ui
                 .selectable_label(loaded == Some(path.as_path()), name)
                 .on_hover_text(path.display().to_string())
