@@ -157,3 +157,76 @@ fn a_lost_window_gpu_starts_ember_again_and_the_new_window_makes_the_kept_queue(
     assert_eq!(made, seeds, "each kept job made once: {:?}", images());
     drop(display);
 }
+
+/// A logout or Ctrl+C (SIGTERM, SIGINT) while images are being made: Ember closes as if
+/// asked to keep them, so the next start makes them, where the signal alone would have
+/// ended it with the queue lost.
+#[cfg(unix)]
+#[test]
+fn sigterm_keeps_the_jobs_still_to_make_for_the_next_start() {
+    let home = tempfile::tempdir().unwrap();
+    let paths = Paths::under(home.path());
+    let settings = Settings {
+        last_model: Some(reference("sd15/pipeline")),
+        ..Settings::default()
+    };
+    SettingsFile::in_dir(&paths.config_dir)
+        .save(&settings)
+        .unwrap();
+    // Long enough to be under way when the signal comes.
+    let jobs = [21_u64, 22].map(|seed| KeptJob {
+        work: Work::Generate(Box::new(GenerateRequest {
+            prompt: "a harbour".into(),
+            width: 64,
+            height: 64,
+            steps: 5000,
+            seed,
+            ..Default::default()
+        })),
+        canvas: None,
+    });
+    let queue = paths.config_dir.join("queue.json");
+    KeptQueue::in_dir(&paths.config_dir)
+        .keep(Kept::new(jobs.to_vec(), Vec::new()))
+        .unwrap();
+
+    let display = Xvfb::start();
+    let log = home.path().join("ember.log");
+    let output = std::fs::File::create(&log).unwrap();
+    let runtime = tempfile::tempdir().unwrap();
+    let mut ember = Command::new(env!("CARGO_BIN_EXE_ember"))
+        .env("EMBER_HOME", home.path())
+        .env("EMBER_CACHE_DIR", home.path().join("cache"))
+        .env("EMBER_DEVICE", "cpu")
+        .env("DISPLAY", &display.display)
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env_remove("WAYLAND_DISPLAY")
+        .stdout(output.try_clone().unwrap())
+        .stderr(output)
+        .spawn()
+        .expect("the ember binary runs");
+    let minutes = Duration::from_secs(240);
+    wait_for("the window to take the queue", minutes, &log, || {
+        !queue.exists()
+    });
+    let killed = Command::new("kill")
+        .args(["-TERM", &ember.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let mut status = None;
+    wait_for("Ember to close", minutes, &log, || {
+        status = ember.try_wait().unwrap();
+        status.is_some()
+    });
+    assert!(status.unwrap().success(), "a clean exit: {status:?}");
+    let kept = KeptQueue::in_dir(&paths.config_dir).take().unwrap();
+    let seeds: Vec<u64> = (kept.jobs.iter())
+        .filter_map(|job| match &job.work {
+            Work::Generate(request) => Some(request.seed),
+            Work::Upscale(_) => None,
+        })
+        .collect();
+    assert_eq!(seeds, [21, 22], "both kept, the one under way first");
+    drop(display);
+}

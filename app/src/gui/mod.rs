@@ -26,6 +26,7 @@ pub mod session;
 pub mod settings;
 pub mod shared_device;
 pub mod start_again;
+pub mod termination;
 pub mod texture;
 pub mod window_gpu_lost;
 
@@ -50,6 +51,9 @@ impl eframe::App for EframeApp {
     /// Runs before each frame, also while the window is minimised (when `ui` does not run).
     fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
         if let Some(app) = &mut self.app {
+            if termination::requested() {
+                app.end_on_request();
+            }
             app.check_close(ctx);
         }
     }
@@ -219,6 +223,7 @@ fn open_window(
             started_here.store(true, Ordering::Relaxed);
             let (engine, note) = shared_device::engine(cc);
             let mut app = EmberApp::with_files(&cc.egui_ctx, engine, paths, files);
+            termination::watch(&cc.egui_ctx);
             app.session.notify(session::Level::Info, note.short.clone());
             if let Some(problem) = &note.problem {
                 app.session.notify(session::Level::Warning, problem.clone());

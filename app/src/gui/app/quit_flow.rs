@@ -40,6 +40,25 @@ impl EmberApp {
         }
     }
 
+    /// Asked to end (a logout, Ctrl+C: [`crate::gui::termination`]): once the images being
+    /// written are saved, closes keeping the jobs still to make and the images waiting
+    /// unsaved for the next start, without asking.
+    pub fn end_on_request(&mut self) {
+        if self.quitting.confirmed {
+            return;
+        }
+        if self.saves_in_flight > 0 {
+            self.ctx.request_repaint();
+            return;
+        }
+        let keep = self.jobs_to_make() > 0 || !self.unsaved.is_empty();
+        self.perform_quit(if keep {
+            QuitAction::KeepQueue
+        } else {
+            QuitAction::DropQueue
+        });
+    }
+
     /// Each frame: the jobs the question was about are done and saved (and no finished image
     /// waits unsaved), so the window closes, as asked.
     pub(super) fn quit_frame(&mut self) {
