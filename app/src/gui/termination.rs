@@ -3,8 +3,9 @@
 //! settings, jobs still to make and images waiting unsaved are not lost, where the signal's
 //! default would end the process at once.
 //!
-//! The handler only sets a flag (all a signal handler may safely do); a watcher thread
-//! wakes the UI, whose next frame closes the window ([`EmberApp::end_on_request`]).
+//! The handler only sets a flag (all a signal handler may safely do; a second signal ends
+//! the process at once); a watcher thread wakes the UI, whose next frame closes the window
+//! ([`EmberApp::end_on_request`]).
 //!
 //! [`EmberApp::end_on_request`]: crate::gui::app::EmberApp::end_on_request
 
@@ -41,7 +42,11 @@ pub fn watch(ctx: &egui::Context) {
 #[allow(unsafe_code)] // installing a signal handler has no safe form in libc
 fn install() -> bool {
     extern "C" fn on_signal(_: libc::c_int) {
-        REQUESTED.store(true, Ordering::Relaxed);
+        // A second signal (Ctrl+C again while a save holds the close up) ends at once.
+        if REQUESTED.swap(true, Ordering::Relaxed) {
+            // SAFETY: `_exit` is async-signal-safe.
+            unsafe { libc::_exit(1) };
+        }
     }
     let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     [libc::SIGTERM, libc::SIGINT, libc::SIGHUP]
