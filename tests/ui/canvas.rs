@@ -372,3 +372,28 @@ fn a_result_from_a_replaced_image_is_saved_not_shown_and_ended_jobs_let_go() {
     step_until(&mut w, "the canvas result", |a| a.canvas.result.is_some());
     assert_eq!(app(&w).canvas_jobs_waiting(), 0);
 }
+
+/// An image wider than Ember reads does not go on the canvas (its jobs could not be kept in
+/// the queue file, nor the canvas opened again), as a pasted one does not.
+#[test]
+fn an_image_past_the_largest_side_stays_off_the_canvas() {
+    use ember_tests::fake_engine::FakeEngine;
+
+    let home = tempfile::tempdir().unwrap();
+    let mut w = open(
+        FakeEngine::new(std::time::Duration::ZERO),
+        Paths::under(home.path()),
+    );
+    w.step();
+    click(&mut w, "Canvas");
+    let wide = home.path().join("panorama.png");
+    image::GrayImage::new(imaging::MAX_INPUT_SIDE + 8, 1)
+        .save(&wide)
+        .unwrap();
+    drop_files(&mut w, &[&wide]);
+    let limit = format!("up to {} pixels a side", imaging::MAX_INPUT_SIDE);
+    step_until(&mut w, "the refusal", |a| {
+        crate::has_notice(a, "panorama.png cannot go on the canvas") && crate::has_notice(a, &limit)
+    });
+    assert!(app(&w).canvas.source.is_none());
+}

@@ -187,4 +187,42 @@ fn a_stopped_worker_keeps_the_queue_and_generate_says_to_start_again() {
         app(&w),
         "engine stopped after an internal error"
     ));
+    // Nor does a model load: the slot does not wait for a load that cannot happen.
+    let other = home.path().join("other-model.safetensors");
+    std::fs::write(&other, b"fake").unwrap();
+    let app_mut = w.state_mut().as_mut().unwrap();
+    app_mut.perform(Action::LoadModel(other.clone()));
+    assert!(!app(&w).session.is_loading(ModelRole::Main, &other));
+}
+
+/// A load cancelled while it waits, then asked for again, loads.
+#[test]
+fn a_model_asked_for_again_after_its_load_was_cancelled_loads() {
+    let home = tempfile::tempdir().unwrap();
+    let first = fake_model(home.path());
+    let other = home.path().join("other-model.safetensors");
+    std::fs::write(&other, b"fake").unwrap();
+    let mut w = open(
+        FakeEngine::new(Duration::from_millis(20)),
+        Paths::under(home.path()),
+    );
+    w.step();
+    drop_files(&mut w, &[&first]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    w.state_mut().as_mut().unwrap().settings.steps = 15;
+    click(&mut w, "Generate");
+    step_until(&mut w, "the job to run", |a| {
+        a.session.running.as_ref().is_some_and(|r| r.step >= 1)
+    });
+    for action in [
+        Action::LoadModel(other.clone()),
+        Action::CancelLoad,
+        Action::LoadModel(other.clone()),
+    ] {
+        w.state_mut().as_mut().unwrap().perform(action);
+        w.step();
+    }
+    step_until(&mut w, "the other model", |a| {
+        a.session.model().is_some_and(|m| m.path == other)
+    });
 }

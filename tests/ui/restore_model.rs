@@ -131,3 +131,42 @@ fn a_restored_image_loads_the_model_it_was_made_with_or_says_it_is_missing() {
         "size 128×192 for fake's native 128 px (was 64×96)"
     ));
 }
+
+/// An image restored while its model is loading: the load goes on, and the image's size
+/// stays when it is done.
+#[test]
+fn an_image_of_the_model_being_loaded_keeps_its_size() {
+    let home = tempfile::tempdir().unwrap();
+    let first = fake_model(home.path());
+    let sdxl = home.path().join("other-xl.safetensors");
+    std::fs::write(&sdxl, b"fake").unwrap();
+    let engine = FakeEngine::new(Duration::from_millis(20));
+    let loads = engine.loads_begun.clone();
+    let mut w = open(engine, Paths::under(home.path()));
+    w.step();
+    drop_files(&mut w, &[&first]);
+    step_until(&mut w, "the first model", |a| a.session.model().is_some());
+    w.state_mut().as_mut().unwrap().settings.steps = 15;
+    crate::click(&mut w, "Generate");
+    step_until(&mut w, "the job to run", |a| {
+        a.session.running.as_ref().is_some_and(|r| r.step >= 1)
+    });
+    // The SDXL model waits behind the job; its image comes meanwhile.
+    w.state_mut()
+        .as_mut()
+        .unwrap()
+        .perform(Action::LoadModel(sdxl.clone()));
+    let png = home.path().join("made-with-other-xl.png");
+    image_with(&png, "Seed: 3, Size: 96x64, Model: other-xl");
+    drop_files(&mut w, &[&png]);
+    step_until(&mut w, "the SDXL model", |a| {
+        a.session.model().is_some_and(|m| m.path == sdxl)
+    });
+    assert_eq!(
+        (app(&w).settings.width, app(&w).settings.height),
+        (96, 64),
+        "not scaled from SD 1.x's side"
+    );
+    let loads = loads.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(loads, 2, "one load of the SDXL model");
+}

@@ -24,7 +24,8 @@ pub struct Restored {
     /// none).
     pub controlnets: Vec<(super::controlnet::ControlUnitSettings, Option<String>)>,
     /// The model the image was made with, as it names it; the app loads it when its
-    /// models hold it (A1111 does the same unless told not to).
+    /// models hold it (as ComfyUI and InvokeAI do; A1111 keeps its model unless told
+    /// otherwise).
     pub model: Option<ImageModel>,
 }
 

@@ -71,11 +71,13 @@ pub fn canvas_job(
         _ => (source, mask),
     };
     let mut prepared = prepare(source, mask, size, &inpaint)?;
-    // A whole picture generated at another size by "Just resize" goes back at the canvas's
-    // own size, over the canvas itself: what the mask leaves stays exactly as it was (a
-    // canvas rounded down to multiples of 8 would otherwise come back resampled and
-    // smaller). The other modes keep the generation size, as A1111 does.
-    if let (InpaintArea::Whole, true, FitMode::Resize) = (inpaint.area, resized, options.fit) {
+    // A whole picture generated at the canvas's own size rounded down to multiples of 8
+    // goes back at the canvas's size, over the canvas itself: what the mask leaves stays
+    // exactly as it was instead of coming back resampled and smaller. A size asked for
+    // (another size or resize mode) gives the generation's size, as in A1111.
+    let own_size = super::generation_size(source_at_own_size.width, source_at_own_size.height);
+    let rounded_only = resized && size == own_size && options.fit == FitMode::Resize;
+    if inpaint.area == InpaintArea::Whole && rounded_only {
         prepared.paste = Paste {
             source: source_at_own_size.clone(),
             mask: blur_mask(mask_at_own_size, inpaint.mask_blur),

@@ -333,7 +333,8 @@ fn a_whole_picture_paste_covers_the_canvas_whatever_size_comes_back() {
 }
 
 #[test]
-fn a_whole_picture_just_resized_comes_back_at_the_canvas_size_with_the_rest_untouched() {
+fn a_whole_picture_rounded_to_multiples_of_8_comes_back_at_the_canvas_size_untouched_outside_the_mask()
+ {
     // A canvas of 83x51 generates at 80x48 (multiples of 8).
     let source = image(83, 51);
     let mask = rect_mask(83, 51, rect(10, 5, 40, 35));
@@ -379,8 +380,11 @@ fn a_whole_picture_just_resized_comes_back_at_the_canvas_size_with_the_rest_unto
         &[255; 3],
         "inside: generated"
     );
-    // Crop and fill keep the generation's size, as A1111 does.
+    // Crop and fill, and a size asked for, keep the generation's size, as A1111 does.
     let cropped = canvas_job(&source, Some(&mask), (80, 48), &options(FitMode::Crop)).unwrap();
     let out = cropped.finish(&generated);
     assert_eq!((out.width, out.height), (80, 48));
+    let smaller = canvas_job(&source, Some(&mask), (40, 24), &options(FitMode::Resize)).unwrap();
+    let out = smaller.finish(&image(40, 24));
+    assert_eq!((out.width, out.height), (40, 24));
 }

@@ -98,8 +98,8 @@ impl WorkerHandle {
 
     /// Sends a command (never blocks).
     pub fn send(&self, command: Command) {
-        // The worker only stops on Shutdown or Drop, so a send error cannot happen while
-        // the handle lives.
+        // The worker stops on Shutdown or Drop, or after `Event::Stopped`, when nothing
+        // sent is done any more: the UI sends nothing then.
         let _ = self.commands.send(command);
     }
 

@@ -89,7 +89,17 @@ impl EmberApp {
             .to_string_lossy()
             .to_string();
         match incoming {
-            Incoming::Source(_) => self.use_as_source(to_rgb(rgba)),
+            // As a pasted image: a canvas larger than Ember reads could not be kept in the
+            // queue file (its jobs' paste-back holds it), nor opened again.
+            Incoming::Source(_) => {
+                let (width, height) = (rgba.width as u32, rgba.height as u32);
+                match inference::imaging::check_input_size(width, height) {
+                    Ok(()) => self.use_as_source(to_rgb(rgba)),
+                    Err(e) => self
+                        .session
+                        .notify(Level::Error, format!("{name} cannot go on the canvas: {e}")),
+                }
+            }
             Incoming::Mask(_) => {
                 self.canvas.load_mask(to_gray(rgba));
                 self.session

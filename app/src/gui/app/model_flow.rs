@@ -53,7 +53,7 @@ impl EmberApp {
     /// Loads `path` as `role`, with the config folder chosen for it before, if any; a model
     /// already being loaded there goes on loading (a second click does not start over).
     pub(super) fn load_model(&mut self, role: ModelRole, path: &Path) {
-        if self.session.is_loading(role, path) {
+        if self.session.is_loading(role, path) || self.session.refuse_when_stopped() {
             return;
         }
         let config = self.settings.config_dirs.get(path).cloned();
@@ -75,6 +75,9 @@ impl EmberApp {
 
     /// Loads `model` as `role` with the config folder `config`, remembered for it.
     pub(super) fn load_with_config(&mut self, model: PathBuf, config: PathBuf, role: ModelRole) {
+        if self.session.refuse_when_stopped() {
+            return;
+        }
         self.settings
             .config_dirs
             .insert(model.clone(), config.clone());
@@ -92,6 +95,9 @@ impl EmberApp {
             }
             None => {
                 self.settings.refiner.enabled = false;
+                if self.session.stopped.is_some() {
+                    return;
+                }
                 let command = self.session.unload_refiner();
                 self.worker.send(command);
             }
@@ -99,9 +105,10 @@ impl EmberApp {
     }
 
     /// After a restore: loads the model the image was made with when it is not the one
-    /// loaded and the models folder or Recent holds it (found by hash, else by name), or
-    /// says that the image will come out differently. The restored size then belongs to that
-    /// model, so it is kept when the model loads.
+    /// loaded (or being loaded) and the models folder or Recent holds it (found by hash,
+    /// else by name where the hash is not known), or says that the image will come out
+    /// differently. The restored size then belongs to that model, so it is kept when the
+    /// model loads.
     pub(super) fn restore_model(&mut self, wanted: Option<&ImageModel>) {
         let Some(wanted) = wanted else { return };
         let known_hash = |path: &Path| {
@@ -113,54 +120,56 @@ impl EmberApp {
                     _ => None,
                 })
         };
-        let current = self.session.model_path().map(Path::to_path_buf);
-        if let Some(path) = &current
-            && wanted.is(path, known_hash(path).as_deref())
+        if let Some(path) = self.session.model_path().map(Path::to_path_buf)
+            && wanted.is(&path, known_hash(&path).as_deref())
         {
+            if self.session.model().is_none() {
+                // The model loading is the image's: the size waits for it.
+                self.settings.size_for = None;
+            }
             return;
         }
         self.settings.size_for = None;
-        let loadable = self
-            .models
-            .iter()
-            .filter(|e| e.kind == models::EntryKind::Model);
-        let by_hash = loadable
-            .clone()
-            .find(|e| matches!(&e.hash, models::Hash::Known(h) if wanted.hash.as_deref() == Some(h.as_str())));
+        let loadable = (self.models.iter()).filter(|e| e.kind == models::EntryKind::Model);
+        let by_hash = loadable.clone().find(|e| {
+            matches!(&e.hash, models::Hash::Known(h) if wanted.hash.as_deref() == Some(h.as_str()))
+        });
         let found = by_hash
-            .or_else(|| loadable.clone().find(|e| wanted.is(&e.path, None)))
+            .or_else(|| {
+                loadable
+                    .clone()
+                    .find(|e| wanted.is(&e.path, known_hash(&e.path).as_deref()))
+            })
             .map(|e| e.path.clone())
             .or_else(|| {
-                self.settings
-                    .recent_models
-                    .iter()
-                    .find(|p| wanted.is(p, None))
+                (self.settings.recent_models.iter())
+                    .find(|p| p.exists() && wanted.is(p, known_hash(p).as_deref()))
                     .cloned()
             });
         let wanted_name = wanted.describe();
-        match found {
-            Some(path) => {
-                self.session.notify(
-                    Level::Info,
-                    format!("loading {wanted_name}, the model the image was made with"),
-                );
-                self.perform(Action::LoadModel(path));
-            }
-            None => {
-                let instead = match self.session.model() {
-                    Some(loaded) => {
-                        format!("it will be made with {} and look different", loaded.name)
-                    }
-                    None => "load it to make the same image".to_string(),
-                };
-                self.session.notify(
-                    Level::Warning,
-                    format!(
-                        "the image was made with {wanted_name}, which is not in the models \
-                         folder or Recent: {instead}"
-                    ),
-                );
-            }
+        if let Some(path) = found {
+            self.session.notify(
+                Level::Info,
+                format!("loading {wanted_name}, the model the image was made with"),
+            );
+            self.perform(Action::LoadModel(path));
+            return;
         }
+        let instead = match self.session.model() {
+            Some(loaded) => format!("it will be made with {} and look different", loaded.name),
+            None => "load it to make the same image".to_string(),
+        };
+        let missing = match (&wanted.name, &wanted.hash) {
+            (None, Some(hash)) => format!(
+                "the image names its model only by its hash {hash}, which no model Ember has \
+                 hashed (those that made an image) has"
+            ),
+            _ => format!(
+                "the image was made with {wanted_name}, which is not in the models folder or \
+                 Recent"
+            ),
+        };
+        self.session
+            .notify(Level::Warning, format!("{missing}: {instead}"));
     }
 }

@@ -241,23 +241,13 @@ pub fn scan(dir: &Path) -> Vec<Entry> {
     entries
 }
 
-/// Decodes an image (fitted into `max_side` when given) as RGBA. At full size (`None`: an
-/// image to work on) it must be one Ember reads ([`inference::imaging::check_input_size`]),
-/// as a pasted image must: a canvas larger could not be kept in the queue file.
+/// Decodes an image (fitted into `max_side` when given) as RGBA.
 pub fn read_rgba(path: &Path, max_side: Option<u32>) -> Result<Rgba, String> {
-    let open = || {
-        image::ImageReader::open(path)
-            .and_then(|r| r.with_guessed_format())
-            .map_err(|e| format!("{}: {e}", path.display()))
-    };
-    let unreadable =
-        |e: image::ImageError| format!("{} is not a readable image: {e}", path.display());
-    if max_side.is_none() {
-        let (width, height) = open()?.into_dimensions().map_err(unreadable)?;
-        inference::imaging::check_input_size(width, height)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    let decoded = open()?.decode().map_err(unreadable)?;
+    let decoded = image::ImageReader::open(path)
+        .and_then(|r| r.with_guessed_format())
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .decode()
+        .map_err(|e| format!("{} is not a readable image: {e}", path.display()))?;
     let decoded = match max_side {
         Some(side) => decoded.thumbnail(side, side),
         None => decoded,
@@ -380,18 +370,5 @@ mod tests {
         let broken = dir.path().join("broken.png");
         std::fs::write(&broken, b"\x89PNG\r\n\x1a\nnot really").unwrap();
         assert!(read_rgba(&broken, Some(8)).is_err());
-    }
-
-    #[test]
-    fn an_image_to_work_on_is_refused_past_the_largest_side_ember_reads() {
-        let dir = tempfile::tempdir().unwrap();
-        let wide = dir.path().join("panorama.png");
-        let side = inference::imaging::MAX_INPUT_SIDE + 8;
-        image::GrayImage::new(side, 1).save(&wide).unwrap();
-        let refused = read_rgba(&wide, None).unwrap_err();
-        let limit = format!("up to {} pixels a side", inference::imaging::MAX_INPUT_SIDE);
-        assert!(refused.contains(&limit), "{refused}");
-        let thumb = read_rgba(&wide, Some(64)).unwrap();
-        assert_eq!(thumb.width, 64, "its thumbnail still shows");
     }
 }

@@ -83,12 +83,19 @@ pub(super) fn apply(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut R
             _ => set_sampler(name, s, r),
         }
     }
-    // A1111's "Automatic" is each sampler's own default, and an image without the field
-    // (any made before 1.9) has it, as A1111 reads one.
     match p.get("Schedule type") {
+        // Each sampler's own default (A1111 1.9 on).
         Some("Automatic") => s.schedule = s.sampler.a1111_automatic_schedule(),
         Some(name) => set_schedule(name, s, r),
-        None if !schedule_in_name => s.schedule = s.sampler.a1111_automatic_schedule(),
+        // Made before 1.9, where a sampler's name without a schedule ran the model's own
+        // sigmas (A1111 1.9 would read it as Automatic and make another image).
+        None if !schedule_in_name => {
+            s.schedule = if s.sampler == SamplerName::Ddim {
+                ScheduleName::DdimUniform
+            } else {
+                ScheduleName::Normal
+            };
+        }
         None => {}
     }
 }

@@ -221,7 +221,7 @@ fn non_finite_numbers_are_skipped_and_the_settings_still_save() {
 }
 
 #[test]
-fn an_image_without_a_schedule_type_takes_a1111s_automatic_one() {
+fn an_image_without_a_schedule_type_takes_the_schedule_it_was_made_with() {
     let restore = |fields: &str| {
         // What the form had before says nothing of the image.
         let mut s = Settings {
@@ -236,14 +236,14 @@ fn an_image_without_a_schedule_type_takes_a1111s_automatic_one() {
         );
         (s.sampler, s.schedule)
     };
-    // Before A1111 1.9 (no `Schedule type`): the sampler's own, as A1111 reads it now.
+    // Before A1111 1.9 (no `Schedule type`): the model's own sigmas, as it was made.
     assert_eq!(
         restore("Sampler: Euler a"),
         (SamplerName::EulerAncestral, ScheduleName::Normal)
     );
     assert_eq!(
         restore("Sampler: DPM++ 2M SDE"),
-        (SamplerName::DpmPp2MSde, ScheduleName::Exponential)
+        (SamplerName::DpmPp2MSde, ScheduleName::Normal)
     );
     assert_eq!(
         restore("Sampler: DPM++ 2M Karras"),

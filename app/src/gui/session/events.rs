@@ -86,8 +86,9 @@ impl Session {
         self.gpu_lost = Some(error);
         for model in reload {
             // Another model asked for meanwhile loads (on the CPU) instead.
-            if matches!(self.slot(model.role), ModelState::Loading { path, .. } if *path != model.path)
-            {
+            let chosen_meanwhile = matches!(self.slot(model.role),
+                ModelState::Loading { path, cancel, .. } if *path != model.path && !cancel.is_cancelled());
+            if chosen_meanwhile {
                 continue;
             }
             let load = self.load_into(model.role, &model.path, model.config_dir);
@@ -137,6 +138,12 @@ impl Session {
             });
         }
         self.running = None;
+        // A load asked for will not happen either.
+        for slot in [&mut self.model, &mut self.refiner] {
+            if matches!(slot, ModelState::Loading { .. }) {
+                *slot = ModelState::Empty;
+            }
+        }
         self.notify(Level::Error, stopped_text(&error));
         self.stopped = Some(error);
     }

@@ -100,12 +100,13 @@ impl Session {
         true
     }
 
-    /// The main model loaded, or being loaded (which will replace the loaded one).
+    /// The main model loaded, or being loaded (which will replace the loaded one); `None`
+    /// while a cancelled load ends (the model it leaves is not known yet).
     pub fn model_path(&self) -> Option<&Path> {
         match &self.model {
             ModelState::Ready(summary) => Some(&summary.path),
-            ModelState::Loading { path, .. } => Some(path),
-            ModelState::Empty => None,
+            ModelState::Loading { path, cancel, .. } if !cancel.is_cancelled() => Some(path),
+            _ => None,
         }
     }
 
@@ -124,13 +125,14 @@ impl Session {
         }
     }
 
-    /// Whether `path` is being loaded into `role`'s slot (the worker will load it).
+    /// Whether `path` is being loaded into `role`'s slot (the worker will load it: the load
+    /// was not cancelled).
     pub fn is_loading(&self, role: ModelRole, path: &Path) -> bool {
         let slot = match role {
             ModelRole::Main => &self.model,
             ModelRole::Refiner => &self.refiner,
         };
-        matches!(slot, ModelState::Loading { path: p, .. } if p == path)
+        matches!(slot, ModelState::Loading { path: p, cancel, .. } if p == path && !cancel.is_cancelled())
     }
 
     /// Starts loading `path` into a slot, with the architecture in `config_dir` when given
