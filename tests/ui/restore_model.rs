@@ -170,3 +170,45 @@ fn an_image_of_the_model_being_loaded_keeps_its_size() {
     let loads = loads.load(std::sync::atomic::Ordering::SeqCst);
     assert_eq!(loads, 2, "one load of the SDXL model");
 }
+
+/// A size chosen in the form while another model loads is chosen for that model: it stays
+/// when the model is done loading.
+#[test]
+fn a_size_chosen_while_a_model_loads_stays_with_it() {
+    let home = tempfile::tempdir().unwrap();
+    let first = fake_model(home.path());
+    let sdxl = home.path().join("other-xl.safetensors");
+    std::fs::write(&sdxl, b"fake").unwrap();
+    let mut w = open(
+        FakeEngine::new(Duration::from_millis(20)),
+        Paths::under(home.path()),
+    );
+    w.step();
+    drop_files(&mut w, &[&first]);
+    step_until(&mut w, "the first model", |a| a.session.model().is_some());
+    w.state_mut().as_mut().unwrap().settings.steps = 15;
+    crate::click(&mut w, "Generate");
+    step_until(&mut w, "the job to run", |a| {
+        a.session.running.as_ref().is_some_and(|r| r.step >= 1)
+    });
+    w.state_mut()
+        .as_mut()
+        .unwrap()
+        .perform(Action::LoadModel(sdxl.clone()));
+    w.step();
+    // With no model ready the menu offers sizes around 512.
+    crate::click(&mut w, "Size");
+    crate::click(&mut w, "2:3  512×768");
+    assert_eq!(
+        (app(&w).settings.width, app(&w).settings.height),
+        (512, 768)
+    );
+    step_until(&mut w, "the SDXL model", |a| {
+        a.session.model().is_some_and(|m| m.path == sdxl)
+    });
+    assert_eq!(
+        (app(&w).settings.width, app(&w).settings.height),
+        (512, 768),
+        "not scaled from SD 1.x's side"
+    );
+}

@@ -14,6 +14,7 @@ use super::size::{size_conditioning, size_fields};
 use crate::gui::action::{Action, View};
 use crate::gui::dialogs::PathPurpose;
 use crate::gui::models::EntryKind;
+use crate::gui::session::ModelState;
 
 /// A prompt's label with A1111's token counter at the right.
 fn prompt_label(
@@ -130,14 +131,20 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     // The canvas generates at its own size (the image's), never changing Create's.
     if app.view == View::Canvas && app.canvas.source.is_none() {
         ui.label("Size: the image's, once there is one");
+    } else if app.view == View::Canvas {
+        let size = &mut app.canvas.size;
+        size_fields(ui, &mut size.0, &mut size.1, caps.as_ref());
     } else {
-        let (width, height) = if app.view == View::Canvas {
-            let size = &mut app.canvas.size;
-            (&mut size.0, &mut size.1)
-        } else {
-            (&mut s.width, &mut s.height)
-        };
-        size_fields(ui, width, height, caps.as_ref());
+        let before = (s.width, s.height);
+        size_fields(ui, &mut s.width, &mut s.height, caps.as_ref());
+        if (s.width, s.height) != before {
+            // Chosen for the model loaded, or for the one loading (whose side is not known
+            // yet: it keeps the size).
+            s.size_for = match &app.session.model {
+                ModelState::Ready(model) => Some(model.native_size.0.min(model.native_size.1)),
+                _ => None,
+            };
+        }
     }
 
     egui::ComboBox::from_label("Sampler")
