@@ -10,28 +10,16 @@ use ember_app::gui::session::ModelState;
 use ember_tests::fake_engine::FakeEngine;
 use inference::worker::{CancelToken, Event, ModelRole, ModelToReload};
 
-use crate::{app, click, drop_files, fake_model, has_notice, open, step_until};
+use crate::{app, busy_on, click, has_notice, open, step_until};
 
 #[test]
 fn a_second_click_on_the_model_being_loaded_lets_the_load_go_on() {
     let home = tempfile::tempdir().unwrap();
-    let first = fake_model(home.path());
     let other = home.path().join("other-model.safetensors");
     std::fs::write(&other, b"fake").unwrap();
     let engine = FakeEngine::new(Duration::from_millis(20));
     let loads = engine.loads_begun.clone();
-    let mut w = open(engine, Paths::under(home.path()));
-    w.step();
-    drop_files(&mut w, &[&first]);
-    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
-    {
-        let s = &mut w.state_mut().as_mut().unwrap().settings;
-        (s.steps, s.batch_count) = (15, 2);
-    }
-    click(&mut w, "Generate");
-    step_until(&mut w, "the job to run", |a| {
-        a.session.running.as_ref().is_some_and(|r| r.step >= 1)
-    });
+    let mut w = busy_on(home.path(), engine, 15, 2);
     // The loads wait behind the job; the second click must not cancel the first (whose
     // failure, "loading was cancelled", would be taken for the second's).
     for _ in 0..2 {
@@ -149,23 +137,11 @@ fn esc_without_a_running_job_leaves_a_model_load_alone() {
 #[test]
 fn a_stopped_worker_keeps_the_queue_and_generate_says_to_start_again() {
     let home = tempfile::tempdir().unwrap();
-    let model = fake_model(home.path());
     let engine = FakeEngine {
         panic_on_unload: true,
         ..FakeEngine::new(Duration::from_millis(10))
     };
-    let mut w = open(engine, Paths::under(home.path()));
-    w.step();
-    drop_files(&mut w, &[&model]);
-    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
-    {
-        let s = &mut w.state_mut().as_mut().unwrap().settings;
-        (s.steps, s.batch_count) = (10, 2);
-    }
-    click(&mut w, "Generate");
-    step_until(&mut w, "the first image to run", |a| {
-        a.session.running.as_ref().is_some_and(|r| r.step >= 1)
-    });
+    let mut w = busy_on(home.path(), engine, 10, 2);
     // Turning the refiner off unloads it once the image is made: the fake engine panics.
     let app_mut = w.state_mut().as_mut().unwrap();
     app_mut.perform(Action::SetRefiner(None));
@@ -199,21 +175,10 @@ fn a_stopped_worker_keeps_the_queue_and_generate_says_to_start_again() {
 #[test]
 fn a_model_asked_for_again_after_its_load_was_cancelled_loads() {
     let home = tempfile::tempdir().unwrap();
-    let first = fake_model(home.path());
     let other = home.path().join("other-model.safetensors");
     std::fs::write(&other, b"fake").unwrap();
-    let mut w = open(
-        FakeEngine::new(Duration::from_millis(20)),
-        Paths::under(home.path()),
-    );
-    w.step();
-    drop_files(&mut w, &[&first]);
-    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
-    w.state_mut().as_mut().unwrap().settings.steps = 15;
-    click(&mut w, "Generate");
-    step_until(&mut w, "the job to run", |a| {
-        a.session.running.as_ref().is_some_and(|r| r.step >= 1)
-    });
+    let engine = FakeEngine::new(Duration::from_millis(20));
+    let mut w = busy_on(home.path(), engine, 15, 1);
     for action in [
         Action::LoadModel(other.clone()),
         Action::CancelLoad,

@@ -137,20 +137,11 @@ fn a_restored_image_loads_the_model_it_was_made_with_or_says_it_is_missing() {
 #[test]
 fn an_image_of_the_model_being_loaded_keeps_its_size() {
     let home = tempfile::tempdir().unwrap();
-    let first = fake_model(home.path());
     let sdxl = home.path().join("other-xl.safetensors");
     std::fs::write(&sdxl, b"fake").unwrap();
     let engine = FakeEngine::new(Duration::from_millis(20));
     let loads = engine.loads_begun.clone();
-    let mut w = open(engine, Paths::under(home.path()));
-    w.step();
-    drop_files(&mut w, &[&first]);
-    step_until(&mut w, "the first model", |a| a.session.model().is_some());
-    w.state_mut().as_mut().unwrap().settings.steps = 15;
-    crate::click(&mut w, "Generate");
-    step_until(&mut w, "the job to run", |a| {
-        a.session.running.as_ref().is_some_and(|r| r.step >= 1)
-    });
+    let mut w = crate::busy_on(home.path(), engine, 15, 1);
     // The SDXL model waits behind the job; its image comes meanwhile.
     w.state_mut()
         .as_mut()
@@ -176,21 +167,10 @@ fn an_image_of_the_model_being_loaded_keeps_its_size() {
 #[test]
 fn a_size_chosen_while_a_model_loads_stays_with_it() {
     let home = tempfile::tempdir().unwrap();
-    let first = fake_model(home.path());
     let sdxl = home.path().join("other-xl.safetensors");
     std::fs::write(&sdxl, b"fake").unwrap();
-    let mut w = open(
-        FakeEngine::new(Duration::from_millis(20)),
-        Paths::under(home.path()),
-    );
-    w.step();
-    drop_files(&mut w, &[&first]);
-    step_until(&mut w, "the first model", |a| a.session.model().is_some());
-    w.state_mut().as_mut().unwrap().settings.steps = 15;
-    crate::click(&mut w, "Generate");
-    step_until(&mut w, "the job to run", |a| {
-        a.session.running.as_ref().is_some_and(|r| r.step >= 1)
-    });
+    let engine = FakeEngine::new(Duration::from_millis(20));
+    let mut w = crate::busy_on(home.path(), engine, 15, 1);
     w.state_mut()
         .as_mut()
         .unwrap()
