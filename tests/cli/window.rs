@@ -71,11 +71,14 @@ fn wait_for(what: &str, limit: Duration, log: &Path, mut done: impl FnMut() -> b
     }
 }
 
-#[test]
-fn a_lost_window_gpu_starts_ember_again_and_the_new_window_makes_the_kept_queue() {
-    let home = tempfile::tempdir().unwrap();
-    let paths = Paths::under(home.path());
-    let model = reference("sd15/checkpoint.safetensors");
+/// Settings that load `model` at start, and a kept queue of one image of `steps` steps per
+/// seed (64², "a lighthouse"), as a start-again leaves them; the queue file's path.
+fn kept_jobs(
+    paths: &Paths,
+    model: std::path::PathBuf,
+    seeds: &[u64],
+    steps: u32,
+) -> std::path::PathBuf {
     let settings = Settings {
         last_model: Some(model),
         ..Settings::default()
@@ -83,38 +86,51 @@ fn a_lost_window_gpu_starts_ember_again_and_the_new_window_makes_the_kept_queue(
     SettingsFile::in_dir(&paths.config_dir)
         .save(&settings)
         .unwrap();
-    let seeds = [11_u64, 12];
-    let jobs = seeds.map(|seed| KeptJob {
+    let jobs = seeds.iter().map(|&seed| KeptJob {
         work: Work::Generate(Box::new(GenerateRequest {
             prompt: "a lighthouse".into(),
             width: 64,
             height: 64,
-            steps: 12,
+            steps,
             seed,
             ..Default::default()
         })),
         canvas: None,
     });
-    let queue = paths.config_dir.join("queue.json");
     KeptQueue::in_dir(&paths.config_dir)
-        .keep(Kept::new(jobs.to_vec(), Vec::new()))
+        .keep(Kept::new(jobs.collect(), Vec::new()))
         .unwrap();
+    paths.config_dir.join("queue.json")
+}
 
-    let display = Xvfb::start();
-    let lose = home.path().join("lose the window's GPU");
-    let log = home.path().join("ember.log");
-    let output = std::fs::File::create(&log).unwrap();
-    let runtime = tempfile::tempdir().unwrap();
-    let mut first = Command::new(env!("CARGO_BIN_EXE_ember"))
-        .env("EMBER_HOME", home.path())
-        .env("EMBER_CACHE_DIR", home.path().join("cache"))
+/// Ember's window on `display` with everything under `home`, its output in `log`.
+fn ember(home: &Path, display: &Xvfb, runtime: &Path, log: &Path) -> Command {
+    let output = std::fs::File::create(log).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ember"));
+    command
+        .env("EMBER_HOME", home)
+        .env("EMBER_CACHE_DIR", home.join("cache"))
         .env("DISPLAY", &display.display)
-        .env("XDG_RUNTIME_DIR", runtime.path())
-        .env("EMBER_DEBUG_DESTROY_WINDOW_GPU_WHEN", &lose)
+        .env("XDG_RUNTIME_DIR", runtime)
         .env_remove("WAYLAND_DISPLAY")
         .env_remove("EMBER_DEVICE")
         .stdout(output.try_clone().unwrap())
-        .stderr(output)
+        .stderr(output);
+    command
+}
+
+#[test]
+fn a_lost_window_gpu_starts_ember_again_and_the_new_window_makes_the_kept_queue() {
+    let home = tempfile::tempdir().unwrap();
+    let paths = Paths::under(home.path());
+    let seeds = [11_u64, 12];
+    let queue = kept_jobs(&paths, reference("sd15/checkpoint.safetensors"), &seeds, 12);
+    let display = Xvfb::start();
+    let lose = home.path().join("lose the window's GPU");
+    let log = home.path().join("ember.log");
+    let runtime = tempfile::tempdir().unwrap();
+    let mut first = ember(home.path(), &display, runtime.path(), &log)
+        .env("EMBER_DEBUG_DESTROY_WINDOW_GPU_WHEN", &lose)
         .spawn()
         .expect("the ember binary runs");
 
@@ -166,43 +182,13 @@ fn a_lost_window_gpu_starts_ember_again_and_the_new_window_makes_the_kept_queue(
 fn sigterm_keeps_the_jobs_still_to_make_for_the_next_start() {
     let home = tempfile::tempdir().unwrap();
     let paths = Paths::under(home.path());
-    let settings = Settings {
-        last_model: Some(reference("sd15/pipeline")),
-        ..Settings::default()
-    };
-    SettingsFile::in_dir(&paths.config_dir)
-        .save(&settings)
-        .unwrap();
     // Long enough to be under way when the signal comes.
-    let jobs = [21_u64, 22].map(|seed| KeptJob {
-        work: Work::Generate(Box::new(GenerateRequest {
-            prompt: "a harbour".into(),
-            width: 64,
-            height: 64,
-            steps: 5000,
-            seed,
-            ..Default::default()
-        })),
-        canvas: None,
-    });
-    let queue = paths.config_dir.join("queue.json");
-    KeptQueue::in_dir(&paths.config_dir)
-        .keep(Kept::new(jobs.to_vec(), Vec::new()))
-        .unwrap();
-
+    let queue = kept_jobs(&paths, reference("sd15/pipeline"), &[21, 22], 5000);
     let display = Xvfb::start();
     let log = home.path().join("ember.log");
-    let output = std::fs::File::create(&log).unwrap();
     let runtime = tempfile::tempdir().unwrap();
-    let mut ember = Command::new(env!("CARGO_BIN_EXE_ember"))
-        .env("EMBER_HOME", home.path())
-        .env("EMBER_CACHE_DIR", home.path().join("cache"))
+    let mut ember = ember(home.path(), &display, runtime.path(), &log)
         .env("EMBER_DEVICE", "cpu")
-        .env("DISPLAY", &display.display)
-        .env("XDG_RUNTIME_DIR", runtime.path())
-        .env_remove("WAYLAND_DISPLAY")
-        .stdout(output.try_clone().unwrap())
-        .stderr(output)
         .spawn()
         .expect("the ember binary runs");
     let minutes = Duration::from_secs(240);
