@@ -128,15 +128,15 @@ impl egui::DroppedFile for Dropped {
     }
 }
 
-/// The app with the fake engine (40 ms a step) in `home`, a fake model loaded and Generate
-/// clicked `jobs` times, the first job under way and the others waiting.
+/// The app with the fake engine (40 ms a step) in `home`, a fake model loaded and `jobs`
+/// images asked for, the first under way and the others waiting.
 pub fn busy(home: &Path, jobs: usize) -> Window {
     let engine = ember_tests::fake_engine::FakeEngine::new(Duration::from_millis(40));
     busy_on(home, engine, 20, jobs)
 }
 
-/// The app on `engine` in `home` with a fake model loaded and Generate clicked
-/// `jobs` times for images of `steps` steps, the first under way and the others waiting,
+/// The app on `engine` in `home` with a fake model loaded and `jobs` images of `steps`
+/// steps asked for (a batch count), the first under way and the others waiting,
 /// so that what is asked meanwhile waits behind them in the worker.
 pub fn busy_on(home: &Path, engine: impl Engine + 'static, steps: u32, jobs: usize) -> Window {
     let model = fake_model(home);
@@ -144,10 +144,13 @@ pub fn busy_on(home: &Path, engine: impl Engine + 'static, steps: u32, jobs: usi
     w.step();
     drop_files(&mut w, &[&model]);
     step_until(&mut w, "the model to load", |a| a.session.model().is_some());
-    w.state_mut().as_mut().unwrap().settings.steps = steps;
-    for _ in 0..jobs {
-        click(&mut w, "Generate");
+    {
+        let s = &mut w.state_mut().as_mut().unwrap().settings;
+        (s.steps, s.batch_count) = (steps, jobs as u32);
     }
+    // One click queues them all at once: the first cannot end before the last is queued.
+    click(&mut w, "Generate");
+    w.state_mut().as_mut().unwrap().settings.batch_count = 1;
     step_until(&mut w, "the jobs to be under way and waiting", |a| {
         a.session.running.as_ref().is_some_and(|r| r.step >= 1) && a.session.queue.len() + 1 == jobs
     });

@@ -190,4 +190,24 @@ fn a_model_asked_for_again_after_its_load_was_cancelled_loads() {
     step_until(&mut w, "the other model", |a| {
         a.session.model().is_some_and(|m| m.path == other)
     });
+
+    // The cancelled load's end, reported while the new one waits, is not taken for the
+    // new one's (here both end in one frame, so it is shown on the session itself).
+    let session = &mut w.state_mut().as_mut().unwrap().session;
+    let _ = session.load_into(ModelRole::Main, &other, None);
+    let cancelled_end = Event::ModelFailed {
+        path: other.clone(),
+        role: ModelRole::Main,
+        error: "loading was cancelled".into(),
+        kept: None,
+        needs_config: false,
+        cancelled: true,
+    };
+    let _ = session.apply(cancelled_end, Instant::now());
+    assert!(
+        session.is_loading(ModelRole::Main, &other),
+        "{:?}",
+        session.model
+    );
+    assert!(!has_notice(app(&w), "could not load"));
 }

@@ -63,9 +63,13 @@ impl ImageModel {
     }
 
     /// Whether this is the model at `path`, whose hash is `hash` when known: the hashes
-    /// decide where both are known, else the file's (or folder's) name does.
+    /// decide where both are known and of one kind (A1111's AutoV2, 10 hex digits; images
+    /// from before 2023 carry its 8-digit first hash, which Ember does not compute), else
+    /// the file's (or folder's) name does.
     pub fn is(&self, path: &std::path::Path, hash: Option<&str>) -> bool {
-        if let (Some(mine), Some(theirs)) = (&self.hash, hash) {
+        if let (Some(mine), Some(theirs)) = (&self.hash, hash)
+            && mine.len() == theirs.len()
+        {
             return mine.eq_ignore_ascii_case(theirs);
         }
         let stem = model_name(&path.file_name().unwrap_or_default().to_string_lossy());

@@ -293,7 +293,6 @@ impl Settings {
         (s, dropped)
     }
 
-    /// Puts `path` first in the recent-models list.
     /// A model of native short side `native` loaded: the size follows it from the side it
     /// was chosen for, keeping its shape, in multiples of 8. Returns the size before, when
     /// it changed.
@@ -310,6 +309,7 @@ impl Settings {
         (before != (self.width, self.height)).then_some(before)
     }
 
+    /// Puts `path` first in the recent-models list.
     pub fn remember_model(&mut self, path: &Path) {
         self.recent_models.retain(|p| p != path);
         self.recent_models.insert(0, path.to_path_buf());

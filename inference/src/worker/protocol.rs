@@ -122,6 +122,9 @@ pub enum Event {
         /// The file is not its family's released size and needs a config folder
         /// (`Command::LoadModel { config_dir }`) to load.
         needs_config: bool,
+        /// The load was cancelled (its token), not failed: a newer load of the same file
+        /// may be waiting behind it.
+        cancelled: bool,
     },
     ModelUnloaded(ModelRole),
     /// The GPU stopped working for good; the engine goes on on the CPU without its models

@@ -139,6 +139,7 @@ impl<E: Engine> Server<'_, E> {
             engine.load(&path, config_dir.as_deref(), role, &mut progress)
         }));
         let needs_config = matches!(outcome, Ok(Err(crate::Error::NeedsConfig { .. })));
+        let cancelled = matches!(outcome, Ok(Err(crate::Error::Cancelled)));
         let this_load = || {
             Some(ModelToReload {
                 role,
@@ -182,6 +183,7 @@ impl<E: Engine> Server<'_, E> {
             error,
             kept,
             needs_config,
+            cancelled,
         });
     }
 

@@ -111,6 +111,9 @@ impl EmberApp {
     /// model loads.
     pub(super) fn restore_model(&mut self, wanted: Option<&ImageModel>) {
         let Some(wanted) = wanted else { return };
+        if self.session.stopped.is_some() {
+            return;
+        }
         let known_hash = |path: &Path| {
             self.models
                 .iter()
@@ -161,8 +164,8 @@ impl EmberApp {
         };
         let missing = match (&wanted.name, &wanted.hash) {
             (None, Some(hash)) => format!(
-                "the image names its model only by its hash {hash}, which no model Ember has \
-                 hashed (those that made an image) has"
+                "the image names its model only by its hash {hash}, which no model in the \
+                 models folder that Ember has hashed (those that made an image) has"
             ),
             _ => format!(
                 "the image was made with {wanted_name}, which is not in the models folder or \

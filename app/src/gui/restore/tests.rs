@@ -162,6 +162,11 @@ fn an_image_names_its_model_by_hash_first_then_by_name() {
         "a diffusers folder"
     );
     assert!(!named.is(Path::new("/m/sd_xl_refiner_1.0.safetensors"), None));
+    let old = parse("Model hash: 31e35c80, Model: sd_xl_base_1.0").unwrap();
+    assert!(
+        old.is(file, Some("31e35c80fc")),
+        "an image's 8-digit first hash is no other hash kind: the name decides"
+    );
     let hash_only = parse("Model hash: 31e35c80fc").unwrap();
     assert_eq!(hash_only.describe(), "the model of hash 31e35c80fc");
     assert!(!hash_only.is(file, None), "no name to go by");

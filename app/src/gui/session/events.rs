@@ -52,7 +52,8 @@ impl Session {
         self.notify_about(Topic::Load, Level::Info, text);
     }
 
-    /// A load failed; the slot keeps the model it had (`kept`), if any.
+    /// A load failed (or was `cancelled`); the slot keeps the model it had (`kept`), if
+    /// any.
     pub(super) fn model_failed(
         &mut self,
         path: PathBuf,
@@ -60,10 +61,14 @@ impl Session {
         error: &str,
         kept: Option<Box<ModelSummary>>,
         needs_config: bool,
+        cancelled: bool,
     ) {
-        // A load replaced by a newer one fails quietly; the newer one is shown.
+        // A load replaced by a newer one fails quietly; the newer one is shown. That includes
+        // a cancelled load of the same file asked for again: the slot's load is not the
+        // cancelled one.
         let slot = self.slot(role);
-        let current = matches!(slot, ModelState::Loading { path: p, .. } if *p == path);
+        let current = matches!(slot, ModelState::Loading { path: p, cancel, .. }
+            if *p == path && (cancel.is_cancelled() || !cancelled));
         if !current {
             return;
         }
@@ -137,7 +142,6 @@ impl Session {
                 work: lost.work,
             });
         }
-        self.running = None;
         // A load asked for will not happen either.
         for slot in [&mut self.model, &mut self.refiner] {
             if matches!(slot, ModelState::Loading { .. }) {

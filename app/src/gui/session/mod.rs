@@ -280,7 +280,8 @@ impl Session {
                 error,
                 kept,
                 needs_config,
-            } => self.model_failed(path, role, &error, kept, needs_config),
+                cancelled,
+            } => self.model_failed(path, role, &error, kept, needs_config, cancelled),
             Event::ModelUnloaded(role) => {
                 // The worker let go of the model it had; a load asked for since (the slot
                 // is loading) comes after the unload and goes on.
