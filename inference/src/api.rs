@@ -16,12 +16,14 @@ use crate::schedule::named::{SamplerName, ScheduleName};
 mod checks;
 mod choices;
 mod hires;
+mod noise;
 mod vae_tiling;
 
 pub use choices::{MaskedContent, SdeNoise};
 pub use hires::{
     DEFAULT_HIRES_STRENGTH, HiresFix, HiresPlan, HiresSize, HiresUpscaler, MAX_HIRES_SCALE,
 };
+pub use noise::{NoiseOptions, RngSource, Variation, parse_resize_from};
 pub use vae_tiling::VaeTiling;
 
 /// What a loaded model can do, as plain data: what requests are validated against, and what
@@ -142,11 +144,16 @@ pub struct GenerateRequest {
     pub steps: u32,
     /// Classifier-free guidance scale; guidance is off at 1 or below.
     pub cfg_scale: f32,
-    /// The seed of the torch-compatible generator all noise of the first image comes from.
+    /// The seed of the generator all noise of the first image comes from.
     pub seed: u64,
     /// Images to make at once; image `i` uses seed `seed + i` with its own generator, so
-    /// each is the image a batch-1 run with that seed makes (A1111's convention).
+    /// each is the image a batch-1 run with that seed makes (A1111's convention). With a
+    /// variation every image has `seed`, and image `i` the variation seed + `i`
+    /// ([`GenerateRequest::image_seed`]).
     pub batch: u32,
+    /// The noise source and A1111's seed extras (variation seed, resize seed from, ENSD).
+    #[serde(default)]
+    pub noise: NoiseOptions,
     pub sampler: SamplerChoice,
     /// Ancestral / DDIM noise amount; `None` = the sampler's default.
     pub eta: Option<f32>,
@@ -222,6 +229,7 @@ impl Default for GenerateRequest {
             cfg_scale: 7.0,
             seed: 0,
             batch: 1,
+            noise: NoiseOptions::default(),
             sampler: SamplerChoice::a1111_default(),
             eta: None,
             clip_skip: 1,

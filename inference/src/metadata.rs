@@ -256,7 +256,7 @@ pub fn for_generation(
         }
     }
     p.push("CFG scale", request.cfg_scale);
-    p.push("Seed", request.seed.wrapping_add(index as u64));
+    p.push("Seed", request.image_seed(index));
     p.push("Size", format!("{}x{}", request.width, request.height));
     if let Some(hash) = model.hash {
         p.push("Model hash", hash);
@@ -268,6 +268,7 @@ pub fn for_generation(
     if let Some(fix) = &request.hires {
         p.push("Denoising strength", fix.strength);
     }
+    push_noise_fields(&mut p, request, index);
     if request.clip_skip > 1 {
         p.push("Clip skip", request.clip_skip);
     }
@@ -298,6 +299,25 @@ pub fn for_generation(
     }
     p.push("Version", concat!("Ember ", env!("CARGO_PKG_VERSION")));
     p
+}
+
+/// A1111's seed extras and noise source. `RNG` is always written: A1111 reads an image
+/// without it as made with its GPU noise, which Ember's CPU noise is not. `ENSD` whenever
+/// it is set (A1111 leaves it out where the sampler draws no step noise; reading it back
+/// there changes nothing).
+fn push_noise_fields(p: &mut Parameters, request: &crate::api::GenerateRequest, index: usize) {
+    let noise = &request.noise;
+    if let Some(v) = noise.active_variation() {
+        p.push("Variation seed", v.seed.wrapping_add(index as u64));
+        p.push("Variation seed strength", v.strength);
+    }
+    if let Some(size) = noise.resize_from {
+        p.push("Seed resize from", size_text(size));
+    }
+    if noise.eta_noise_seed_delta != 0 {
+        p.push("ENSD", noise.eta_noise_seed_delta);
+    }
+    p.push("RNG", noise.rng.a1111_name());
 }
 
 /// A1111's hires-fix fields: `Hires upscale` or `Hires resize`, `Hires steps` (when not the

@@ -4,7 +4,8 @@
 //! scheduler class x every timestep spacing, strength < 1 for img2img and 4- and 9-channel
 //! inpainting, v-prediction with zero-terminal SNR, CFG rescale, SDXL's second prompt; and
 //! (`tests/extra/make_controlnet_runs.py`, in `control_runs/`) an SDXL ControlNet made from
-//! the tiny SDXL UNet, at full guidance and with a scale and start / end fractions.
+//! the tiny SDXL UNet, at full guidance and with a scale and start / end fractions; and
+//! (`tests/extra/make_a1111_noise.py`, in `noise_runs/`) runs started from A1111's noise.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -87,6 +88,11 @@ fn check(
     r.width = run["width"].as_u64().unwrap() as u32;
     r.height = run["height"].as_u64().unwrap() as u32;
     r.sampler = SamplerChoice::Diffusers(config);
+    // The A1111 noise runs (`noise_runs/`): its noise source and seed extras, and a batch.
+    if run["rng"].is_string() {
+        r.noise = super::a1111_noise::noise_options(run);
+        r.batch = run["batch"].as_u64().unwrap() as u32;
+    }
     let size = Some((r.width, r.height));
     if let Some(init) = run["init_image"].as_str() {
         r.init_image = Some(imaging::load_rgb(&extra.join(init), size).unwrap());
@@ -127,7 +133,12 @@ fn check(
             d.max_abs / d.max_abs_expected
         ));
     }
-    let (worst, _) = pixel_diff(&g.images[0].pixels, &tensors.get("image_u8").i64());
+    let expected = match tensors.tensors.get("images_u8") {
+        Some(images) => images.i64(),
+        None => tensors.get("image_u8").i64(),
+    };
+    let ours: Vec<u8> = g.images.iter().flat_map(|i| i.pixels.clone()).collect();
+    let (worst, _) = pixel_diff(&ours, &expected);
     if worst > PIXEL_TOLERANCE {
         return Err(format!("a pixel differs by {worst} levels"));
     }
@@ -144,6 +155,14 @@ fn check(
 #[test]
 fn extra_diffusers_runs_reproduce() {
     check_runs_in("runs");
+}
+
+/// Runs started from A1111's noise (`tests/extra/make_a1111_noise.py`): the NV source, a
+/// variation seed over a batch, "resize seed from", and ancestral step noise from A1111's
+/// generators after an eta noise seed delta.
+#[test]
+fn a1111_noise_runs_reproduce() {
+    check_runs_in("noise_runs");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Golden tests: every engine stage against `../shared/reference` (one test binary, one link).
 
+mod a1111_noise;
 mod brownian;
 mod canny;
 mod components;

@@ -18,6 +18,15 @@ impl GenerateRequest {
         }
     }
 
+    /// The seed of image `index` of the batch: `seed + index`, or `seed` for every image
+    /// when a variation is set (A1111 then steps the variation seed instead).
+    pub fn image_seed(&self, index: usize) -> u64 {
+        match self.noise.active_variation() {
+            Some(_) => self.seed,
+            None => self.seed.wrapping_add(index as u64),
+        }
+    }
+
     /// Checks the settings that do not depend on the model (so a front end can fail fast,
     /// before loading one); [`GenerateRequest::validate`] runs these too.
     pub fn validate_settings(&self) -> Result<()> {
@@ -38,6 +47,7 @@ impl GenerateRequest {
                 return bad(format!("{name} must be a multiple of 8, got {v}; {hint}"));
             }
         }
+        self.noise.validate(MAX_SIDE)?;
         if self.steps == 0 || self.steps > MAX_STEPS {
             return bad(format!(
                 "steps must be between 1 and {MAX_STEPS}, got {}",

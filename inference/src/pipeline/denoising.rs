@@ -112,7 +112,7 @@ impl<'a> Denoising<'a> {
                 elapsed: self.started.elapsed(),
             })
         };
-        let mut noise_source = StepNoise::new(rng, plan, self.request.seed, shape);
+        let mut noise_source = StepNoise::new(rng, plan, shape);
         let last_uncond = RefCell::new(None);
         let mut x = x;
         let mut decoder = model;

@@ -132,7 +132,7 @@ pub fn generate_refined(
     if let Some(transfer) = plan.transfer.as_mut() {
         transfer.combines_v = model.prediction == Prediction::V;
     }
-    let mut rng = BatchRng::new(request.seed, batch);
+    let mut rng = BatchRng::for_request(request);
     // The prompts are encoded: on a GPU short of memory the text encoders make room.
     let working = super::residency::working_bytes(model, request)?;
     let free = memory::available_on(&model.device);

@@ -135,7 +135,10 @@ pub fn second_pass_request(
         steps: fix.steps_or(request.steps),
         strength: fix.strength,
         exact_steps: true,
-        seed: request.seed.wrapping_add(index as u64),
+        // A1111's second pass draws with the first pass's seed, variation seed and
+        // seed resize.
+        seed: request.image_seed(index),
+        noise: request.noise.for_image(index),
         batch: 1,
         hires: None,
         refiner_switch: None,

@@ -22,7 +22,7 @@ pub struct StepNoise<'a> {
 }
 
 impl<'a> StepNoise<'a> {
-    pub fn new(rng: &'a mut BatchRng, plan: &Plan, seed: u64, shape: [usize; 4]) -> Self {
+    pub fn new(rng: &'a mut BatchRng, plan: &Plan, shape: [usize; 4]) -> Self {
         let trees = plan.brownian.and_then(|brownian| {
             let (sigma_min, sigma_max) = brownian.range.or_else(|| sigma_range(&plan.sigmas))?;
             let per_image: usize = shape[1..].iter().product();
@@ -30,11 +30,9 @@ impl<'a> StepNoise<'a> {
                 Some(entropy) => {
                     BrownianNoise::new(sigma_min, sigma_max, &[entropy], per_image * shape[0])
                 }
-                None => {
-                    let seeds: Vec<u64> =
-                        (0..shape[0] as u64).map(|i| seed.wrapping_add(i)).collect();
-                    BrownianNoise::new(sigma_min, sigma_max, &seeds, per_image)
-                }
+                // Each image's own seed, as A1111 seeds its trees (with a variation, the
+                // one seed of every image).
+                None => BrownianNoise::new(sigma_min, sigma_max, rng.seeds(), per_image),
             })
         });
         Self { rng, trees }
@@ -99,7 +97,9 @@ impl Start {
             ),
             _ => None,
         };
-        let noise = tensor_from_vec(rng.randn(shape[1..].iter().product()), shape, &model.device);
+        let [_, c, h, w] = shape;
+        let first = rng.first_noise([c, h, w], model.vae_factor());
+        let noise = tensor_from_vec(first, shape, &model.device);
         // A1111's latent masked content: the masked latents start as noise or as nothing.
         let start_latents = match (&image_latents, &request.mask, request.masked_content) {
             (Some(latents), Some(m), MaskedContent::LatentNoise | MaskedContent::LatentNothing) => {
@@ -128,6 +128,7 @@ impl Start {
             )?),
             _ => None,
         };
+        rng.begin_step_noise();
         Ok(Self {
             x,
             noise,

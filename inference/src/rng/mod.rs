@@ -1,9 +1,11 @@
-//! The PyTorch CPU random-number generator, reproduced bit for bit.
+//! The random numbers of a generation: the PyTorch CPU generator reproduced bit for bit,
+//! and A1111's "NV" imitation of torch's CUDA one ([`philox`]).
 //!
-//! Artists share seeds: the same seed must give the same image as diffusers, A1111 and
-//! ComfyUI, which all draw their noise from `torch.Generator('cpu')`. This module is the
-//! only source of randomness in a generation (see ARCHITECTURE.md). Noise is made on the
-//! host and uploaded, so the same seed gives the same image on every backend.
+//! Artists share seeds: the same seed must give the same image as diffusers, ComfyUI and
+//! A1111 with CPU noise, which draw from `torch.Generator('cpu')`, and as A1111 with its
+//! default GPU noise on an NVIDIA card ([`RngSource::Nv`]). This module is the only source
+//! of randomness in a generation (see ARCHITECTURE.md). Noise is made on the host and
+//! uploaded, so the same seed gives the same image on every backend.
 //!
 //! The algorithm follows `../shared/reference/rng/` (torch 2.15, `aten/src/ATen/native/cpu/
 //! DistributionTemplates.h` and `core/DistributionsHelper.h`): MT19937 for raw bits, a
@@ -13,10 +15,15 @@
 
 mod avx_mathfun;
 pub mod brownian;
+pub mod first_noise;
 mod mt19937;
+pub mod philox;
 mod seed_sequence;
 
 pub use mt19937::Mt19937;
+pub use philox::PhiloxRng;
+
+use crate::api::{GenerateRequest, NoiseOptions, RngSource};
 
 /// Which float32 kernel `randn` uses for tensors of 16 or more elements.
 ///
@@ -152,19 +159,65 @@ fn box_muller_16_scalar(block: &mut [f32]) {
     }
 }
 
-/// One generator per image of a batch, seeded `seed, seed + 1, ...` (A1111's convention):
-/// every image of a batch is the image a batch-1 run with its own seed makes.
+/// One image's generator, of the request's source.
+#[derive(Clone)]
+pub enum ImageGenerator {
+    /// Boxed: MT19937's state is 2.5 KB, Philox's 12 bytes.
+    Torch(Box<TorchRng>),
+    Philox(PhiloxRng),
+}
+
+impl ImageGenerator {
+    /// A generator of `source` seeded with `seed`.
+    pub fn new(source: RngSource, seed: u64) -> Self {
+        match source {
+            RngSource::Cpu => Self::Torch(Box::new(TorchRng::new(seed))),
+            RngSource::Nv => Self::Philox(PhiloxRng::new(seed)),
+        }
+    }
+
+    /// `randn` of `numel` values.
+    pub fn randn(&mut self, numel: usize) -> Vec<f32> {
+        match self {
+            Self::Torch(rng) => rng.randn(numel),
+            Self::Philox(rng) => rng.randn(numel),
+        }
+    }
+}
+
+/// One generator per image of a batch, seeded `seed, seed + 1, ...` (A1111's convention;
+/// with a variation every image has the seed and its own variation seed): every image of a
+/// batch is the image a batch-1 run with its own seeds makes.
 pub struct BatchRng {
-    rngs: Vec<TorchRng>,
+    rngs: Vec<ImageGenerator>,
+    seeds: Vec<u64>,
+    options: NoiseOptions,
 }
 
 impl BatchRng {
-    /// Generators for `batch` images starting at `seed`.
+    /// CPU generators for `batch` images starting at `seed`, without seed extras.
     pub fn new(seed: u64, batch: usize) -> Self {
+        let seeds = (0..batch as u64).map(|i| seed.wrapping_add(i)).collect();
+        Self::with_seeds(seeds, NoiseOptions::default())
+    }
+
+    /// The generators of a request's images ([`GenerateRequest::image_seed`]), of its
+    /// noise source, drawing its first noise with its seed extras.
+    pub fn for_request(request: &GenerateRequest) -> Self {
+        let seeds = (0..request.batch as usize)
+            .map(|i| request.image_seed(i))
+            .collect();
+        Self::with_seeds(seeds, request.noise)
+    }
+
+    fn with_seeds(seeds: Vec<u64>, options: NoiseOptions) -> Self {
         Self {
-            rngs: (0..batch as u64)
-                .map(|i| TorchRng::new(seed.wrapping_add(i)))
+            rngs: seeds
+                .iter()
+                .map(|&seed| ImageGenerator::new(options.rng, seed))
                 .collect(),
+            seeds,
+            options,
         }
     }
 
@@ -173,12 +226,43 @@ impl BatchRng {
         self.rngs.len()
     }
 
+    /// Each image's seed (what its Brownian tree is seeded with too, as in A1111).
+    pub fn seeds(&self) -> &[u64] {
+        &self.seeds
+    }
+
     /// `randn` of `per_image` elements from each generator, concatenated in image order.
     pub fn randn(&mut self, per_image: usize) -> Vec<f32> {
         self.rngs
             .iter_mut()
             .flat_map(|rng| rng.randn(per_image))
             .collect()
+    }
+
+    /// The starting noise of every image, `shape` each (A1111's `ImageRNG.first`): a
+    /// plain draw, or with a variation seed or "resize seed from" the noise A1111 makes
+    /// of them ([`first_noise::draw`]); `factor` is the VAE's pixels per latent cell.
+    pub fn first_noise(&mut self, shape: first_noise::NoiseShape, factor: usize) -> Vec<f32> {
+        let options = self.options;
+        self.rngs
+            .iter_mut()
+            .zip(&self.seeds)
+            .enumerate()
+            .flat_map(|(i, (rng, &seed))| {
+                first_noise::draw(rng, (seed, i), shape, &options, factor)
+            })
+            .collect()
+    }
+
+    /// From here on the samplers' step noise: with an eta noise seed delta, each image's
+    /// generator starts again from its seed + delta (A1111 does this after the first noise).
+    pub fn begin_step_noise(&mut self) {
+        let delta = self.options.eta_noise_seed_delta;
+        if delta != 0 {
+            for (rng, &seed) in self.rngs.iter_mut().zip(&self.seeds) {
+                *rng = ImageGenerator::new(self.options.rng, seed.wrapping_add(delta));
+            }
+        }
     }
 }
 

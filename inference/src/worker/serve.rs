@@ -320,7 +320,7 @@ impl<E: Engine> Server<'_, E> {
                     .enumerate()
                     .map(|(i, (image, parameters))| ResultImage {
                         image,
-                        seed: request.seed.wrapping_add(i as u64),
+                        seed: request.image_seed(i),
                         parameters,
                         extras: None,
                     })
