@@ -290,6 +290,26 @@ fn every_bad_input_is_a_one_line_error() {
             vec!["--sde-noise", "pink"],
             "valid: brownian, generator",
         ),
+        (
+            "unknown noise source",
+            vec!["--rng", "quantum"],
+            "valid: cpu, nv",
+        ),
+        (
+            "a variation seed without a strength",
+            vec!["--variation-seed", "5"],
+            "--variation-strength",
+        ),
+        (
+            "a variation strength past 1",
+            vec!["--variation-strength", "1.5"],
+            "between 0 and 1",
+        ),
+        (
+            "a seed resize of no size",
+            vec!["--seed-resize-from", "0x512"],
+            "resize seed from",
+        ),
         ("output not a PNG", vec!["--out", "image.jpg"], ".png"),
         (
             "output folder missing",

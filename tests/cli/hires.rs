@@ -11,7 +11,7 @@ use inference::metadata::Parameters;
 use crate::{arg, ember};
 
 /// A small txt2img on the reference SD 1.5 folder; `extra` flags appended.
-fn generate(dir: &Path, out: &str, steps: &str, extra: &[&str]) -> std::process::Output {
+pub(crate) fn generate(dir: &Path, out: &str, steps: &str, extra: &[&str]) -> std::process::Output {
     let model = arg(&reference("sd15/pipeline"));
     let mut args = vec![
         "generate",
@@ -35,7 +35,7 @@ fn generate(dir: &Path, out: &str, steps: &str, extra: &[&str]) -> std::process:
     ember(dir, &args)
 }
 
-fn ok(output: &std::process::Output, what: &str) {
+pub(crate) fn ok(output: &std::process::Output, what: &str) {
     assert!(
         output.status.success(),
         "{what}: {}",
@@ -43,7 +43,7 @@ fn ok(output: &std::process::Output, what: &str) {
     );
 }
 
-fn parameters(path: &Path) -> Parameters {
+pub(crate) fn parameters(path: &Path) -> Parameters {
     let chunks = inference::imaging::read_png_text(path).unwrap();
     let text = &chunks.iter().find(|(k, _)| k == "parameters").unwrap().1;
     Parameters::parse(text)

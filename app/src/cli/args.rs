@@ -133,6 +133,24 @@ pub struct GenerateArgs {
     /// ComfyUI and A1111 do) or generator (fresh draws from the seed's generator).
     #[arg(long, default_value = "brownian")]
     pub sde_noise: String,
+    /// Where the noise comes from: cpu (torch's CPU generator, as diffusers, ComfyUI and
+    /// A1111's CPU setting) or nv (A1111's NV: what its default GPU noise is on NVIDIA cards).
+    #[arg(long, default_value = "cpu")]
+    pub rng: String,
+    /// A1111's variation seed (default with --variation-strength: a random one, printed);
+    /// image i of a batch gets this + i and every image the seed itself.
+    #[arg(long)]
+    pub variation_seed: Option<u64>,
+    /// How far the noise turns from the seed's towards the variation seed's (0 to 1).
+    #[arg(long, allow_negative_numbers = true)]
+    pub variation_strength: Option<f32>,
+    /// A1111's "Resize seed from" WxH: the seed's noise as at this size, pasted into the middle.
+    #[arg(long)]
+    pub seed_resize_from: Option<String>,
+    /// A1111's eta noise seed delta (ENSD; 31337 for NovelAI-style images): the step noise
+    /// of ancestral samplers comes from seed + this.
+    #[arg(long, default_value_t = 0)]
+    pub ensd: u64,
     /// A1111 numbering: 1 = last layer, 2 = penultimate.
     #[arg(long, default_value_t = 1)]
     pub clip_skip: u32,

@@ -49,7 +49,10 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     check_flag_pairs(args)?;
     canvas::validate(args)?;
     let seed = args.seed.unwrap_or_else(inference::rng::random_seed);
-    let mut request = flags::request(args, sampler.clone(), seed)?;
+    let variation_seed = args
+        .variation_seed
+        .unwrap_or_else(inference::rng::random_seed);
+    let mut request = flags::request(args, sampler.clone(), (seed, variation_seed))?;
     // Everything that does not need the model fails now, before a long load.
     request.validate_settings().map_err(err)?;
 
@@ -109,6 +112,9 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     }
     if args.seed.is_none() {
         eprintln!("seed: {seed}");
+    }
+    if args.variation_seed.is_none() && request.noise.variation.is_some() {
+        eprintln!("variation seed: {variation_seed}");
     }
 
     let mut printer = ProgressPrinter {

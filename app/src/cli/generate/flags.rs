@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use inference::add_on_folders::{EMBEDDINGS, LORAS, near_model};
 use inference::api::{
-    GenerateRequest, MaskedContent, SamplerChoice, SdeNoise, SizeConditioning, VaeTiling,
+    GenerateRequest, MaskedContent, NoiseOptions, RngSource, SamplerChoice, SdeNoise,
+    SizeConditioning, VaeTiling, Variation,
 };
 use inference::imaging;
 use inference::schedule::diffusers::{Prediction, SchedulerConfig};
@@ -23,7 +24,7 @@ const DEFAULT_REFINER_SWITCH: f32 = 0.8;
 pub(super) fn request(
     args: &GenerateArgs,
     sampler: Option<SamplerChoice>,
-    seed: u64,
+    (seed, variation_seed): (u64, u64),
 ) -> Result<GenerateRequest, String> {
     let err = |e: inference::Error| e.to_string();
     let size_conditioning = SizeConditioning {
@@ -40,6 +41,7 @@ pub(super) fn request(
         cfg_scale: args.cfg,
         seed,
         batch: args.batch,
+        noise: noise_options(args, variation_seed)?,
         sampler: sampler.unwrap_or_else(SamplerChoice::a1111_default),
         eta: args.eta,
         clip_skip: args.clip_skip,
@@ -71,6 +73,28 @@ pub(super) fn request(
         exact_steps: args.exact_steps,
         hires: crate::cli::hires::from_args(args)?,
         vae_tiling: VaeTiling::parse(&args.vae_tiling).map_err(err)?,
+    })
+}
+
+/// The noise source and A1111's seed extras; `variation_seed` stands in for a
+/// `--variation-seed` not given.
+fn noise_options(args: &GenerateArgs, variation_seed: u64) -> Result<NoiseOptions, String> {
+    let variation = match (args.variation_seed, args.variation_strength) {
+        (Some(_), None) => {
+            return Err("--variation-seed needs --variation-strength (0 to 1)".into());
+        }
+        (seed, Some(strength)) => Some(Variation {
+            seed: seed.unwrap_or(variation_seed),
+            strength,
+        }),
+        (None, None) => None,
+    };
+    let resize_from = parse_size(args.seed_resize_from.as_deref(), "--seed-resize-from")?;
+    Ok(NoiseOptions {
+        rng: RngSource::parse(&args.rng).map_err(|e| e.to_string())?,
+        variation,
+        resize_from,
+        eta_noise_seed_delta: args.ensd,
     })
 }
 

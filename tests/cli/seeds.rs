@@ -1,0 +1,57 @@
+//! `ember generate`'s noise source and A1111's seed extras end to end: a batch of variations
+//! keeps its seed and counts the variation seed up, and every PNG says how its noise was made.
+
+use crate::hires::{generate, ok, parameters};
+
+#[test]
+fn a_batch_of_variations_records_its_noise_in_every_png() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let flags = [
+        "--width",
+        "32",
+        "--height",
+        "32",
+        "--batch",
+        "2",
+        "--rng",
+        "nv",
+        "--variation-strength",
+        "0.3",
+        "--seed-resize-from",
+        "48x40",
+        "--ensd",
+        "31337",
+    ];
+    let output = generate(d, "variation.png", "3", &flags);
+    ok(&output, "variations");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let variation_seed: u64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("variation seed: "))
+        .unwrap_or_else(|| panic!("the random variation seed is printed: {stderr}"))
+        .trim()
+        .parse()
+        .unwrap();
+    for i in 0..2u64 {
+        let p = parameters(&d.join(format!("variation-{i}.png")));
+        assert_eq!(p.get("Seed"), Some("77"), "a variation keeps the seed");
+        let expected = (variation_seed + i).to_string();
+        assert_eq!(p.get("Variation seed"), Some(expected.as_str()));
+        assert_eq!(p.get("Variation seed strength"), Some("0.3"));
+        assert_eq!(p.get("Seed resize from"), Some("48x40"));
+        assert_eq!(p.get("ENSD"), Some("31337"));
+        assert_eq!(p.get("RNG"), Some("NV"));
+    }
+    let a = std::fs::read(d.join("variation-0.png")).unwrap();
+    let b = std::fs::read(d.join("variation-1.png")).unwrap();
+    assert_ne!(a, b, "each image has its own variation seed");
+    // The default: CPU noise, said so, and no extras.
+    ok(
+        &generate(d, "plain.png", "3", &["--width", "32", "--height", "32"]),
+        "plain",
+    );
+    let p = parameters(&d.join("plain.png"));
+    assert_eq!(p.get("RNG"), Some("CPU"));
+    assert_eq!(p.get("Variation seed"), None);
+}
