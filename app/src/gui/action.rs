@@ -66,6 +66,8 @@ pub enum Action {
     /// Show every notice (`true`) or the newest few.
     ShowAllNotices(bool),
     RollSeed,
+    /// A new random variation seed (the seed's Extra options).
+    RollVariationSeed,
     /// Something the user should read (from a background helper).
     Notice(String),
     /// The canvas's own actions (see [`CanvasAction`]).

@@ -304,6 +304,7 @@ impl EmberApp {
             Action::DismissNotice(id) => self.session.dismiss(id),
             Action::ShowAllNotices(all) => self.session.all_notices = all,
             Action::RollSeed => self.settings.seed = random_seed(),
+            Action::RollVariationSeed => self.settings.noise.variation_seed = random_seed(),
         }
     }
 }

@@ -100,6 +100,9 @@ pub fn apply(metadata: &ImageMetadata, settings: &mut Settings, with_seed: bool)
     settings.sde_brownian = true;
     // Only an A1111 image's own `Hires …` fields turn the hires fix on.
     settings.hires.enabled = false;
+    // ComfyUI, Fooocus and InvokeAI draw CPU noise without seed extras; A1111's fields
+    // say where they differ.
+    settings.noise.clear_for_restore();
     match metadata {
         ImageMetadata::A1111(p) => a1111::apply(p, settings, with_seed, &mut r),
         ImageMetadata::ComfyUi { samplers, texts } => {

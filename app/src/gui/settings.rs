@@ -15,9 +15,11 @@ use serde::{Deserialize, Serialize};
 
 mod file;
 mod named;
+mod noise;
 pub use file::{Loaded, SettingsFile};
 pub use named::Named;
 pub(super) use named::by_name;
+pub use noise::NoiseSettings;
 
 /// How many recently used models the model panel lists.
 pub const RECENT_MODELS: usize = 8;
@@ -33,6 +35,8 @@ pub struct Settings {
     pub seed: u64,
     /// Keep the seed between generations (off: a new random seed each time).
     pub seed_locked: bool,
+    /// The noise source and A1111's extra seed options.
+    pub noise: NoiseSettings,
     pub steps: u32,
     pub cfg_scale: f32,
     pub width: u32,
@@ -49,7 +53,8 @@ pub struct Settings {
     /// Stored by its ComfyUI name (`karras`).
     #[serde(with = "by_name")]
     pub schedule: ScheduleName,
-    /// Images per click, run one after another with seeds `seed`, `seed + 1`, ...
+    /// Images per click, run one after another with seeds `seed`, `seed + 1`, ... (with a
+    /// variation: the seed, and variation seeds `variation_seed`, `variation_seed + 1`, ...)
     pub batch_count: u32,
     /// A1111 numbering: 1 = last text-encoder layer.
     pub clip_skip: u32,
@@ -227,6 +232,7 @@ impl Default for Settings {
             negative_prompt: String::new(),
             seed: 0,
             seed_locked: false,
+            noise: NoiseSettings::default(),
             steps: 20,
             cfg_scale: 7.0,
             width: 512,

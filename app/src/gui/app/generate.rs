@@ -9,7 +9,8 @@ use crate::gui::action::View;
 use crate::gui::session::{Level, ModelState};
 
 impl EmberApp {
-    /// Queues `batch_count` jobs from the settings (seeds `seed`, `seed + 1`, ...).
+    /// Queues `batch_count` jobs from the settings (seeds `seed`, `seed + 1`, ...; with a
+    /// variation, variation seeds counting up).
     pub(super) fn generate(&mut self) {
         if self.session.refuse_when_stopped() {
             return;
@@ -52,14 +53,26 @@ impl EmberApp {
         if !self.settings.seed_locked {
             self.settings.seed = random_seed();
         }
+        let noise = &mut self.settings.noise;
+        if !noise.variation_locked {
+            noise.variation_seed = random_seed();
+        }
+        let mut first = request;
+        first.seed = self.settings.seed;
+        if let Some(variation) = first.noise.variation.as_mut() {
+            variation.seed = self.settings.noise.variation_seed;
+        }
         if canvas_job.is_some() {
             self.canvas.hint = None;
         }
         // Clamped here too: the form's field clamps only when it is drawn, and a settings
         // file may say anything.
         for i in 0..self.settings.batch_count.clamp(1, MAX_BATCH) {
-            let mut job = request.clone();
-            job.seed = self.settings.seed.wrapping_add(u64::from(i));
+            // A1111's batch: seeds seed, seed + 1, ..., or with a variation the seed and
+            // variation seeds counting up.
+            let mut job = first.clone();
+            job.seed = first.image_seed(i as usize);
+            job.noise = first.noise.for_image(i as usize);
             let id = self.session.enqueue(job);
             if let Some(canvas_job) = &canvas_job {
                 self.canvas_jobs.insert(id, canvas_job.clone());
@@ -109,6 +122,7 @@ impl EmberApp {
             cfg_scale: s.cfg_scale,
             seed: s.seed,
             batch: 1,
+            noise: s.noise.to_request(),
             sampler: SamplerChoice::Named { sampler, schedule },
             clip_skip: s.clip_skip,
             emphasis: s.emphasis,

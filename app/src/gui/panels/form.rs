@@ -1,5 +1,6 @@
-//! The generate form: prompts, seed, steps, CFG, size, sampler and schedule, batch count,
-//! the SDXL second prompt and refiner, the hires fix, and the Generate / Cancel buttons.
+//! The generate form: prompts, seed (with `seed`'s extras), steps, CFG, size, sampler and
+//! schedule, batch count, the SDXL second prompt and refiner, the hires fix, and the
+//! Generate / Cancel buttons.
 
 use egui::{DragValue, RichText, Slider};
 use inference::api::{MAX_BATCH, MAX_STEPS, ModelCapabilities, VaeTiling};
@@ -100,25 +101,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     });
     ui.separator();
 
-    ui.horizontal(|ui| {
-        let label = ui.label("Seed");
-        let typed = ui
-            .add(DragValue::new(&mut s.seed).speed(1.0))
-            .labelled_by(label.id);
-        if typed.changed() {
-            s.seed_locked = true;
-        }
-        if ui
-            .button("New seed")
-            .on_hover_text("Roll a random seed and lock it")
-            .clicked()
-        {
-            actions.push(Action::RollSeed);
-            s.seed_locked = true;
-        }
-        ui.checkbox(&mut s.seed_locked, "Lock")
-            .on_hover_text("Off: every generation draws a new random seed");
-    });
+    super::seed::seed_rows(ui, s, actions);
 
     ui.add(Slider::new(&mut s.steps, 1..=150.min(MAX_STEPS)).text("Steps"));
     ui.add(
@@ -171,7 +154,10 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
         let label = ui.label("Batch count");
         ui.add(DragValue::new(&mut s.batch_count).range(1..=MAX_BATCH))
             .labelled_by(label.id)
-            .on_hover_text("Images per click, one after another, seeds seed, seed+1, …");
+            .on_hover_text(
+                "Images per click, one after another, seeds seed, seed+1, … (with a \
+                 variation: the seed, variation seeds counting up)",
+            );
     });
     if caps.as_ref().is_some_and(|c| c.family == Family::Sdxl) {
         refiner_section(ui, app, actions);
@@ -253,6 +239,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
                  that is free (and says so); On always tiles images larger than the VAE's \
                  tile (diffusers' enable_tiling); Off refuses what cannot fit",
             );
+        super::seed::noise_advanced(ui, s);
         ui.checkbox(&mut s.sde_brownian, "Brownian-tree SDE noise")
             .on_hover_text(
                 "DPM++ SDE samplers: noise from torchsde's Brownian tree, as ComfyUI and \

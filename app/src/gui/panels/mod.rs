@@ -16,6 +16,7 @@ mod model;
 mod output;
 mod prompt_box;
 mod quit;
+mod seed;
 mod size;
 
 use egui::{Color32, RichText};

@@ -123,7 +123,7 @@ pub fn progress(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
                 .iter()
                 .take(8)
                 .map(|j| match &j.work {
-                    Work::Generate(r) => r.seed.to_string(),
+                    Work::Generate(r) => Work::seed_text(r),
                     Work::Upscale(_) => "an upscale".into(),
                 })
                 .collect();

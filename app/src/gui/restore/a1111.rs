@@ -2,7 +2,7 @@
 //! sampler and schedule (split from pre-1.9 names like "DPM++ 2M Karras"), emphasis, SDXL's
 //! fields, the hires fix and ControlNet units.
 
-use inference::api::SdeNoise;
+use inference::api::{RngSource, SdeNoise, parse_resize_from};
 use inference::metadata::Parameters;
 use inference::schedule::named::{SamplerName, ScheduleName};
 use inference::text::emphasis::Emphasis;
@@ -28,6 +28,7 @@ pub(super) fn apply(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut R
         (s.width, s.height) = size;
         r.applied.push("size");
     }
+    apply_noise(p, s, with_seed, r);
     s.emphasis = Emphasis::Original;
     if let Some(name) = p.get("Emphasis") {
         match Emphasis::from_a1111_name(name) {
@@ -98,6 +99,72 @@ pub(super) fn apply(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut R
         }
         None => {}
     }
+}
+
+/// The noise source and the extra seed options. An image without `RNG` was made with
+/// A1111's default GPU noise (A1111 reads it so), which [`RngSource::Nv`] is on the NVIDIA
+/// cards most are made on; Ember's own images before it wrote `RNG` are CPU noise.
+fn apply_noise(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restored) {
+    let noise = &mut s.noise;
+    match p.get("RNG") {
+        Some(name) => match RngSource::parse(name) {
+            Ok(source) => {
+                noise.rng = source;
+                r.applied.push("noise source");
+            }
+            Err(_) => r
+                .skipped
+                .push(format!("noise source {name:?} is not one Ember knows")),
+        },
+        None if p.get("Version").is_some_and(|v| v.starts_with("Ember")) => {}
+        None => {
+            noise.rng = RngSource::Nv;
+            r.applied
+                .push("noise source (NV: A1111's GPU noise on NVIDIA cards)");
+        }
+    }
+    if with_seed
+        && set_number(
+            p.get("Variation seed"),
+            &mut noise.variation_seed,
+            "variation seed",
+            r,
+        )
+    {
+        noise.variation_locked = true;
+    }
+    let mut strength = 0.0f32;
+    if set_number(
+        p.get("Variation seed strength"),
+        &mut strength,
+        "variation strength",
+        r,
+    ) {
+        if (0.0..=1.0).contains(&strength) {
+            noise.variation_strength = strength;
+        } else {
+            r.applied.pop();
+            r.skipped.push(format!(
+                "variation strength {strength} is not between 0 and 1"
+            ));
+        }
+    }
+    if let Some(text) = p.get("Seed resize from") {
+        match parse_resize_from(text).filter(|&(w, h)| w.max(h) <= inference::api::MAX_SIDE) {
+            Some(size) => {
+                noise.resize_from = size;
+                r.applied.push("seed resize");
+            }
+            None => r.skipped.push(format!("seed resize from {text:?}")),
+        }
+    }
+    noise.extras = noise.variation_strength != 0.0 || noise.resize_from != (0, 0);
+    set_number(
+        p.get("ENSD"),
+        &mut noise.eta_noise_seed_delta,
+        "eta noise seed delta",
+        r,
+    );
 }
 
 /// SDXL fields: Ember's second prompts, CFG rescale (A1111's extension wrote `CFG Rescale`,

@@ -264,3 +264,75 @@ fn an_image_without_a_schedule_type_takes_the_schedule_it_was_made_with() {
         (SamplerName::Euler, ScheduleName::Karras)
     );
 }
+
+#[test]
+fn a1111_images_restore_their_noise_source_and_seed_extras() {
+    use inference::api::RngSource;
+    let restore = |text: &str, with_seed: bool| {
+        let mut s = Settings::default();
+        s.noise.variation_seed = 3;
+        let r = apply(
+            &ImageMetadata::A1111(Parameters::parse(text)),
+            &mut s,
+            with_seed,
+        );
+        (s, r)
+    };
+    // Without `RNG`, A1111 made the image with its GPU noise: NV, as on NVIDIA cards.
+    let (s, r) = restore("a cat\nSteps: 20, Seed: 5, Version: v1.10.1", true);
+    assert_eq!(s.noise.rng, RngSource::Nv);
+    assert!(r.summary().contains("NV"), "{}", r.summary());
+    assert!(!s.noise.extras);
+    // Ember's images from before it wrote `RNG` are CPU noise.
+    let (s, _) = restore("a cat\nSteps: 20, Seed: 5, Version: Ember 0.1.0", true);
+    assert_eq!(s.noise.rng, RngSource::Cpu);
+    let text = "a cat\nSteps: 20, Seed: 5, Variation seed: 77, Variation seed strength: 0.35, \
+                Seed resize from: 512x768, ENSD: 31337, RNG: CPU";
+    let (s, r) = restore(text, true);
+    assert_eq!(s.noise.rng, RngSource::Cpu);
+    assert!(s.noise.extras && s.noise.variation_locked);
+    assert_eq!(
+        (s.noise.variation_seed, s.noise.variation_strength),
+        (77, 0.35)
+    );
+    assert_eq!(s.noise.resize_from, (512, 768));
+    assert_eq!(s.noise.eta_noise_seed_delta, 31337);
+    assert!(r.skipped.is_empty(), "{:?}", r.skipped);
+    let request = s.noise.to_request();
+    assert_eq!(request.variation.unwrap().seed, 77);
+    // Without the seed, the variation seed stays as it was.
+    let (s, _) = restore(text, false);
+    assert_eq!(s.noise.variation_seed, 3);
+    // Bad values are named, and the rest still restores.
+    let (s, r) = restore(
+        "a cat\nSteps: 20, Variation seed strength: 4, Seed resize from: 99999x2, RNG: TPU",
+        true,
+    );
+    assert_eq!(s.noise.variation_strength, 0.0);
+    assert_eq!(s.noise.resize_from, (0, 0));
+    assert_eq!(r.skipped.len(), 3, "{:?}", r.skipped);
+    assert_eq!(s.steps, 20);
+}
+
+#[test]
+fn other_tools_images_restore_cpu_noise_without_extras() {
+    let mut s = Settings::default();
+    s.noise.rng = inference::api::RngSource::Nv;
+    s.noise.extras = true;
+    s.noise.variation_strength = 0.5;
+    s.noise.eta_noise_seed_delta = 31337;
+    let mut settings = BTreeMap::new();
+    settings.insert("seed".to_string(), "9".to_string());
+    apply(
+        &ImageMetadata::ComfyUi {
+            samplers: vec![settings],
+            texts: vec!["a cat".into()],
+        },
+        &mut s,
+        true,
+    );
+    assert_eq!(s.noise.rng, inference::api::RngSource::Cpu);
+    assert!(!s.noise.extras);
+    let request = s.noise.to_request();
+    assert_eq!((request.variation, request.eta_noise_seed_delta), (None, 0));
+}

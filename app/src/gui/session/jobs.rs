@@ -16,11 +16,20 @@ pub enum Work {
 }
 
 impl Work {
-    /// How the progress line and the queue name the job: `seed 42`, `upscale`.
+    /// How the progress line and the queue name the job: `seed 42`, `seed 42 variation 7`,
+    /// `upscale`.
     pub fn label(&self) -> String {
         match self {
-            Work::Generate(r) => format!("seed {}", r.seed),
+            Work::Generate(r) => format!("seed {}", Self::seed_text(r)),
             Work::Upscale(_) => "upscale".into(),
+        }
+    }
+
+    /// A generation's seed as the queue shows it: with its variation seed, when it has one.
+    pub fn seed_text(r: &GenerateRequest) -> String {
+        match r.noise.active_variation() {
+            Some(v) => format!("{} variation {}", r.seed, v.seed),
+            None => r.seed.to_string(),
         }
     }
 }

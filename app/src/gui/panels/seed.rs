@@ -1,0 +1,121 @@
+//! The form's seed row and A1111's "Extra" seed options under it (variation seed and
+//! strength, "Resize seed from"), and the noise source and eta noise seed delta of
+//! Advanced.
+
+use egui::{DragValue, Slider};
+use inference::api::RngSource;
+
+use crate::gui::action::Action;
+use crate::gui::settings::Settings;
+
+/// The seed, its New and Lock, and the Extra box with the options it shows.
+pub fn seed_rows(ui: &mut egui::Ui, s: &mut Settings, actions: &mut Vec<Action>) {
+    ui.horizontal(|ui| {
+        let label = ui.label("Seed");
+        let typed = ui
+            .add(DragValue::new(&mut s.seed).speed(1.0))
+            .labelled_by(label.id);
+        if typed.changed() {
+            s.seed_locked = true;
+        }
+        if ui
+            .button("New seed")
+            .on_hover_text("Roll a random seed and lock it")
+            .clicked()
+        {
+            actions.push(Action::RollSeed);
+            s.seed_locked = true;
+        }
+        ui.checkbox(&mut s.seed_locked, "Lock")
+            .on_hover_text("Off: every generation draws a new random seed");
+        ui.checkbox(&mut s.noise.extras, "Extra").on_hover_text(
+            "A1111's extra seed options: a variation seed mixed into the seed's noise, and \
+             the noise of another size",
+        );
+    });
+    if !s.noise.extras {
+        return;
+    }
+    let noise = &mut s.noise;
+    ui.horizontal(|ui| {
+        let label = ui.label("Variation seed");
+        let typed = ui
+            .add(DragValue::new(&mut noise.variation_seed).speed(1.0))
+            .labelled_by(label.id);
+        if typed.changed() {
+            noise.variation_locked = true;
+        }
+        if ui
+            .button("New")
+            .on_hover_text("Roll a random variation seed and lock it")
+            .clicked()
+        {
+            actions.push(Action::RollVariationSeed);
+            noise.variation_locked = true;
+        }
+        ui.checkbox(&mut noise.variation_locked, "Lock variation")
+            .on_hover_text("Off: every generation draws a new random variation seed");
+    });
+    ui.add(
+        Slider::new(&mut noise.variation_strength, 0.0..=1.0)
+            .step_by(0.01)
+            .fixed_decimals(2)
+            .text("Variation strength"),
+    )
+    .on_hover_text(
+        "0 = the seed's image, 1 = the variation seed's; between, a variation of the \
+         seed's image. A batch then keeps the seed and counts the variation seed up.",
+    );
+    ui.horizontal(|ui| {
+        let label = ui.label("Resize seed from");
+        let (w, h) = &mut noise.resize_from;
+        for (side, name) in [(w, "width"), (h, "height")] {
+            ui.add(
+                DragValue::new(side)
+                    .range(0..=inference::api::MAX_SIDE)
+                    .speed(8.0)
+                    .suffix(" px"),
+            )
+            .labelled_by(label.id)
+            .on_hover_text(format!(
+                "The {name} the seed's noise is made for, pasted into the middle of this \
+                 size's: a seed keeps its picture at another size (0 = off)"
+            ));
+        }
+    });
+}
+
+/// The noise source and the eta noise seed delta (the form's Advanced section).
+pub fn noise_advanced(ui: &mut egui::Ui, s: &mut Settings) {
+    egui::ComboBox::from_label("Noise source")
+        .selected_text(rng_label(s.noise.rng))
+        .show_ui(ui, |ui| {
+            for option in RngSource::ALL {
+                ui.selectable_value(&mut s.noise.rng, option, rng_label(option));
+            }
+        })
+        .response
+        .on_hover_text(
+            "Which generator a seed's noise comes from. CPU: torch's CPU generator, as \
+             diffusers, ComfyUI and A1111's CPU setting draw. NV: A1111's imitation of \
+             NVIDIA's, what A1111 draws by default on an NVIDIA card (its images without \
+             an RNG field). An image dropped on the window sets it.",
+        );
+    ui.horizontal(|ui| {
+        let label = ui.label("Eta noise seed delta");
+        ui.add(DragValue::new(&mut s.noise.eta_noise_seed_delta).speed(1.0))
+            .labelled_by(label.id)
+            .on_hover_text(
+                "A1111's ENSD: ancestral samplers' step noise comes from seed + this \
+                 (31337 for NovelAI-style images; 0 = off)",
+            );
+    });
+}
+
+/// The noise source menu's words for a choice.
+fn rng_label(source: RngSource) -> &'static str {
+    match source {
+        RngSource::Cpu => "CPU (ComfyUI, diffusers)",
+        RngSource::Nv => "NV (A1111's GPU on NVIDIA)",
+    }
+}
