@@ -6,12 +6,14 @@
   delta; and `rng_philox.Generator` draws of several seeds, sizes and offsets;
 * noise_runs/*.{json,safetensors}: whole diffusers runs on the tiny SD model of
   tests/extra/models (see make_runs.py) started from that first noise, the ancestral ones
-  taking their step noise from the same `ImageRNG`, as A1111's k-diffusion samplers do.
+  taking their step noise from the same `ImageRNG`, as A1111's k-diffusion samplers do,
+  and the SDE one its Brownian tree's draws from A1111's `randn_local` (A1111 replaces
+  torchsde's `_randn` with it, so the tree follows the noise source).
 
 A1111's `modules/rng.py` and `modules/rng_philox.py` are loaded from a webui checkout
 (`--webui DIR`, or $A1111_WEBUI), with stand-ins for its `devices` and `shared` modules
-(the CPU, and the two options rng.py reads). Needs torch, numpy, diffusers 0.42.1 and
-transformers; CI only reads the files.
+(the CPU, and the two options rng.py reads). Needs torch, numpy, diffusers 0.42.1,
+transformers and torchsde; CI only reads the files.
 
     python3 tests/extra/make_a1111_noise.py --webui ~/stable-diffusion-webui
 """
@@ -135,13 +137,20 @@ RUN_CASES = [
          rng="NV", seed=43, batch=1, variation_seed=78, variation_strength=0.6, resize_from=(48, 24)),
     dict(RUN_COMMON, name="cpu_resize_euler_a", scheduler="EulerAncestralDiscreteScheduler",
          rng="CPU", seed=44, batch=1, resize_from=(24, 24)),
+    dict(RUN_COMMON, name="nv_dpmpp_sde_tree", scheduler="DPMSolverSDEScheduler", rng="NV",
+         seed=45, batch=1),
 ]
 
 
 def record_runs(rng, opts):
     import diffusers
     import make_runs
+    import torchsde._brownian.brownian_interval as brownian_interval
     from diffusers.schedulers import scheduling_euler_ancestral_discrete as ancestral
+
+    # A1111's `torchsde_randn` (sd_samplers_common.py): the tree's nodes from its noise source.
+    brownian_interval._randn = lambda size, dtype, device, seed: rng.randn_local(seed, size).to(
+        device=device, dtype=dtype)
 
     out = os.path.join(HERE, "noise_runs")
     shutil.rmtree(out, ignore_errors=True)
@@ -153,8 +162,10 @@ def record_runs(rng, opts):
         pipe = diffusers.StableDiffusionPipeline.from_pretrained(
             folder, torch_dtype=torch.float32, safety_checker=None)
         shutil.rmtree(os.path.dirname(folder))
-        pipe.scheduler = getattr(diffusers, case["scheduler"]).from_config(
-            dict(make_runs.SCHEDULER, **case["overrides"]))
+        config = dict(make_runs.SCHEDULER, **case["overrides"])
+        if case["scheduler"] == "DPMSolverSDEScheduler":
+            config["noise_sampler_seed"] = case["seed"]
+        pipe.scheduler = getattr(diffusers, case["scheduler"]).from_config(config)
         factor = 2 ** (len(pipe.vae.config.block_out_channels) - 1)
         shape = (4, case["height"] // factor, case["width"] // factor)
         generator = image_rng(rng, case, shape, factor)

@@ -23,7 +23,12 @@ fn every_recorded_kdiffusion_brownian_draw_is_regenerated_from_its_entropy() {
         let get = |key: &str| tree[key].as_f64().expect(key) as f32;
         let numel = numel(&run["shape"]);
         let entropy = tree["entropy"].as_u64().expect("entropy");
-        let mut noise = BrownianNoise::new(get("sigma_min"), get("sigma_max"), &[entropy], numel);
+        let mut noise = BrownianNoise::new(
+            (get("sigma_min"), get("sigma_max")),
+            &[entropy],
+            numel,
+            inference::api::RngSource::Cpu,
+        );
         let tensors = Fixtures::load(&format!("samplers_kdiffusion/runs/{name}.safetensors"));
         for draw in run["draws"].as_array().expect("draws") {
             let at = |key: &str| draw[key].as_f64().expect(key) as f32;

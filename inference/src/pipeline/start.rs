@@ -24,15 +24,17 @@ pub struct StepNoise<'a> {
 impl<'a> StepNoise<'a> {
     pub fn new(rng: &'a mut BatchRng, plan: &Plan, shape: [usize; 4]) -> Self {
         let trees = plan.brownian.and_then(|brownian| {
-            let (sigma_min, sigma_max) = brownian.range.or_else(|| sigma_range(&plan.sigmas))?;
+            let range = brownian.range.or_else(|| sigma_range(&plan.sigmas))?;
             let per_image: usize = shape[1..].iter().product();
+            // The trees draw from the request's noise source, as A1111's do.
+            let source = rng.source();
             Some(match brownian.entropy {
                 Some(entropy) => {
-                    BrownianNoise::new(sigma_min, sigma_max, &[entropy], per_image * shape[0])
+                    BrownianNoise::new(range, &[entropy], per_image * shape[0], source)
                 }
                 // Each image's own seed, as A1111 seeds its trees (with a variation, the
                 // one seed of every image).
-                None => BrownianNoise::new(sigma_min, sigma_max, rng.seeds(), per_image),
+                None => BrownianNoise::new(range, rng.seeds(), per_image, source),
             })
         });
         Self { rng, trees }

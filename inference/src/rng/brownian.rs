@@ -10,11 +10,16 @@
 //! Lévy area), and k-diffusion's `BatchedBrownianTree` / `BrownianTreeNoiseSampler`. Float32
 //! arithmetic follows torch's operation by operation (Python-float factors are rounded to
 //! float32 before they multiply a tensor, as torch does), so increments match bit for bit.
+//!
+//! Each node's draw is torchsde's `_randn`: a fresh generator seeded with the node's seed.
+//! That is `torch.Generator('cpu')` for ComfyUI and A1111's CPU noise; A1111 replaces it with
+//! its noise source's (`randn_local`), so with [`RngSource::Nv`] the nodes draw Philox.
 
 use std::collections::HashMap;
 
-use super::TorchRng;
+use super::ImageGenerator;
 use super::seed_sequence::SeedSequence;
+use crate::api::RngSource;
 
 /// torchsde's `BrownianTree` defaults.
 const POOL_SIZE: usize = 24;
@@ -54,18 +59,20 @@ struct Split {
 /// One Brownian motion of `numel` independent float32 components.
 pub struct BrownianTree {
     entropy: u64,
+    source: RngSource,
     numel: usize,
     nodes: Vec<Node>,
     increments: HashMap<usize, Vec<f32>>,
 }
 
 impl BrownianTree {
-    /// `torchsde.BrownianTree(t0, zeros(numel), t1, entropy=entropy)` (`t0 < t1`).
-    pub fn new(t0: f64, t1: f64, numel: usize, entropy: u64) -> Self {
+    /// `torchsde.BrownianTree(t0, zeros(numel), t1, entropy=entropy)` (`t0 < t1`), its nodes
+    /// drawn from `source`.
+    pub fn new(t0: f64, t1: f64, numel: usize, entropy: u64, source: RngSource) -> Self {
         let seeds = SeedSequence::new(entropy, &[], POOL_SIZE).generate_state(3);
         // The whole interval's increment uses the unrounded ends.
         let scale = (t1 - t0).sqrt() as f32;
-        let root_w: Vec<f32> = TorchRng::new(u64::from(seeds[0]))
+        let root_w: Vec<f32> = ImageGenerator::new(source, u64::from(seeds[0]))
             .randn(numel)
             .into_iter()
             .map(|v| v * scale)
@@ -79,6 +86,7 @@ impl BrownianTree {
         };
         Self {
             entropy,
+            source,
             numel,
             nodes: vec![root],
             increments: HashMap::from([(0, root_w)]),
@@ -215,7 +223,7 @@ impl BrownianTree {
         let right_diff = p.end - split.midway;
         let std = (left_diff * right_diff * h_reciprocal).sqrt() as f32;
         let (left_diff, h_reciprocal) = (left_diff as f32, h_reciprocal as f32);
-        let noise = TorchRng::new(u64::from(split.w_seed)).randn(self.numel);
+        let noise = ImageGenerator::new(self.source, u64::from(split.w_seed)).randn(self.numel);
         let is_left = self.nodes[node].is_left;
         let w: Vec<f32> = parent_w
             .iter()
@@ -249,21 +257,28 @@ pub struct BrownianNoise {
 
 impl BrownianNoise {
     /// Trees over `[sigma_min, sigma_max]` (the smallest non-zero and the largest sigma of
-    /// the run), one per seed, each of `per_image` components.
-    pub fn new(sigma_min: f32, sigma_max: f32, seeds: &[u64], per_image: usize) -> Self {
+    /// the run), one per seed, each of `per_image` components, drawn from `source`.
+    pub fn new(
+        (sigma_min, sigma_max): (f32, f32),
+        seeds: &[u64],
+        per_image: usize,
+        source: RngSource,
+    ) -> Self {
         let (t0, t1) = (sigma_min.min(sigma_max), sigma_min.max(sigma_max));
+        let (t0, t1) = (f64::from(t0), f64::from(t1));
         let trees = seeds
             .iter()
-            .map(|&seed| BrownianTree::new(f64::from(t0), f64::from(t1), per_image, seed))
+            .map(|&seed| BrownianTree::new(t0, t1, per_image, seed, source))
             .collect();
         Self { trees }
     }
 
     /// Trees over k-diffusion's range for a sigma list: its smallest non-zero and its largest
-    /// sigma. `None` when no sigma is positive (nothing to add noise to).
+    /// sigma, drawing torch-CPU noise (ComfyUI's). `None` when no sigma is positive (nothing
+    /// to add noise to).
     pub fn for_sigmas(sigmas: &[f32], seeds: &[u64], per_image: usize) -> Option<Self> {
-        let (min, max) = sigma_range(sigmas)?;
-        Some(Self::new(min, max, seeds, per_image))
+        let range = sigma_range(sigmas)?;
+        Some(Self::new(range, seeds, per_image, RngSource::Cpu))
     }
 
     /// The unit-variance noise for a step from `sigma` to `sigma_next`:
@@ -297,21 +312,21 @@ mod tests {
 
     #[test]
     fn increments_add_up_and_do_not_depend_on_query_order() {
-        let mut tree = BrownianTree::new(0.03, 14.6, 64, 1234);
+        let mut tree = BrownianTree::new(0.03, 14.6, 64, 1234, RngSource::Cpu);
         let a = tree.increment(1.0, 5.0);
         let b = tree.increment(5.0, 9.0);
         let whole = tree.increment(1.0, 9.0);
         for ((a, b), w) in a.iter().zip(&b).zip(&whole) {
             assert!((a + b - w).abs() < 1e-5, "{a} + {b} != {w}");
         }
-        let mut fresh = BrownianTree::new(0.03, 14.6, 64, 1234);
+        let mut fresh = BrownianTree::new(0.03, 14.6, 64, 1234, RngSource::Cpu);
         assert_eq!(fresh.increment(5.0, 9.0), b);
         assert_eq!(fresh.increment(1.0, 5.0), a);
     }
 
     #[test]
     fn increments_have_the_variance_of_their_length() {
-        let mut tree = BrownianTree::new(0.0, 16.0, 4096, 7);
+        let mut tree = BrownianTree::new(0.0, 16.0, 4096, 7, RngSource::Cpu);
         let w = tree.increment(2.0, 6.0);
         let variance = w.iter().map(|v| v * v).sum::<f32>() / w.len() as f32;
         assert!((variance - 4.0).abs() < 0.4, "variance {variance}");

@@ -226,6 +226,11 @@ impl BatchRng {
         self.rngs.len()
     }
 
+    /// Where the noise comes from (the Brownian trees draw from it too, as in A1111).
+    pub fn source(&self) -> RngSource {
+        self.options.rng
+    }
+
     /// Each image's seed (what its Brownian tree is seeded with too, as in A1111).
     pub fn seeds(&self) -> &[u64] {
         &self.seeds
