@@ -136,3 +136,50 @@ fn starting_again_now_keeps_the_queue_for_the_next_start() {
         a.session.queue.is_empty() && a.session.running.is_none() && pngs_in(&output) == 2
     });
 }
+
+/// After the worker stopped, its queue cannot run in this window: waiting for it to be done
+/// starts again at once (the queue kept for the next start), and the menu no longer offers
+/// to wait.
+#[test]
+fn a_stopped_worker_does_not_keep_a_start_again_waiting() {
+    use ember_app::gui::action::Action;
+    let stopping = || FakeEngine {
+        panic_on_unload: true,
+        ..FakeEngine::new(Duration::from_millis(10))
+    };
+    let kept = |home: &std::path::Path| Paths::under(home).config_dir.join("queue.json");
+
+    let home = tempfile::tempdir().unwrap();
+    let mut w = crate::busy_on(home.path(), stopping(), 10, 2);
+    with_device_menu(&mut w);
+    click(&mut w, "CPU");
+    click(&mut w, "Start again when the queue is done");
+    // Turning the refiner off unloads it once the image is made: the fake engine panics.
+    let app_mut = w.state_mut().as_mut().unwrap();
+    app_mut.perform(Action::SetRefiner(None));
+    step_until(&mut w, "Ember to start again", |a| a.starts_again());
+    assert!(app(&w).session.stopped.is_some());
+    assert!(
+        kept(home.path()).exists(),
+        "the image still to make is kept"
+    );
+
+    let home = tempfile::tempdir().unwrap();
+    let mut w = crate::busy_on(home.path(), stopping(), 10, 2);
+    let app_mut = w.state_mut().as_mut().unwrap();
+    app_mut.perform(Action::SetRefiner(None));
+    step_until(&mut w, "the worker to stop", |a| {
+        a.session.stopped.is_some()
+    });
+    with_device_menu(&mut w);
+    click(&mut w, "CPU");
+    assert!(
+        w.query_by_label("Start again when the queue is done")
+            .is_none(),
+        "a queue that cannot run is not waited for"
+    );
+    click(&mut w, "Start again now");
+    // Once the image made before the worker stopped is saved.
+    step_until(&mut w, "Ember to start again", |a| a.starts_again());
+    assert!(kept(home.path()).exists());
+}

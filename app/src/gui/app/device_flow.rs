@@ -33,7 +33,8 @@ impl EmberApp {
     }
 
     /// Each frame: takes in the device list; starts again once the queue it waits for is
-    /// done, or forgets it when the choice is the running device again.
+    /// done (or can no longer run: the worker stopped), or forgets it when the choice is the
+    /// running device again.
     pub(super) fn device_frame(&mut self) {
         self.device_choice.poll();
         // Closing was asked for: quitting wins over starting again.
@@ -47,9 +48,11 @@ impl EmberApp {
         if !self.device_choice.when_idle {
             return;
         }
+        // A stopped worker makes nothing more: its queue waits for the next process.
+        let idle = self.session.running.is_none() && self.session.queue.is_empty();
         if !self.device_choice.needs_start_again(&self.settings.device) {
             self.device_choice.when_idle = false;
-        } else if self.session.running.is_none() && self.session.queue.is_empty() {
+        } else if idle || self.session.stopped.is_some() {
             self.start_again_now();
         }
     }

@@ -104,7 +104,9 @@ fn start_again(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     );
     let session = app.session;
     let waiting = session.queue.len() + usize::from(session.running.is_some());
+    // After the worker stopped the queue cannot run here: it waits for the new process.
     if waiting > 0
+        && session.stopped.is_none()
         && ui
             .button("Start again when the queue is done")
             .on_hover_text(format!(
