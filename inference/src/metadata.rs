@@ -127,7 +127,9 @@ fn parse_fields(line: &str) -> Vec<(String, String)> {
     out
 }
 
-/// A1111's name for a diffusers scheduler class, and its "Schedule type".
+/// A1111's name for a diffusers scheduler class, and its "Schedule type": the scheduler's
+/// own sigmas are A1111's Normal (DDIM's uniform timesteps its DDIM), not "Automatic",
+/// which A1111 and a restore read as the sampler's default (Karras for DPM++ 2M).
 fn diffusers_names(
     config: &crate::schedule::diffusers::SchedulerConfig,
 ) -> (&'static str, &'static str) {
@@ -150,14 +152,12 @@ fn diffusers_names(
         C::DeisMultistep => "DEIS",
         C::Lcm => "LCM",
     };
-    (
-        sampler,
-        if config.use_karras_sigmas {
-            "Karras"
-        } else {
-            "Automatic"
-        },
-    )
+    let schedule = match config.class {
+        _ if config.use_karras_sigmas => "Karras",
+        C::Ddim => "DDIM",
+        _ => "Normal",
+    };
+    (sampler, schedule)
 }
 
 /// A model as metadata names it: A1111's name (file stem) and short hash, when known.
@@ -228,7 +228,8 @@ fn push_family_fields(
     }
 }
 
-/// The parameters of image `index` of a generation (its seed is `request.seed + index`) on
+/// The parameters of image `index` of a generation (its seed is
+/// [`GenerateRequest::image_seed`](crate::api::GenerateRequest::image_seed)) on
 /// `model`, refined by `refiner` when the request hands over to one.
 pub fn for_generation(
     request: &crate::api::GenerateRequest,

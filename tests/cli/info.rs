@@ -124,4 +124,8 @@ fn info_reads_generation_parameters_back() {
     );
     assert!(text.contains("Seed: 7"), "{text}");
     assert!(text.contains("Steps: 2"), "{text}");
+    // The folder's own scheduler: its own sigmas, which A1111 would not read from
+    // "Automatic" (its sampler's default schedule).
+    assert!(text.contains("Diffusers scheduler: "), "{text}");
+    assert!(!text.contains("Schedule type: Automatic"), "{text}");
 }

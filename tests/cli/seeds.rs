@@ -43,8 +43,8 @@ fn a_batch_of_variations_records_its_noise_in_every_png() {
         assert_eq!(p.get("ENSD"), Some("31337"));
         assert_eq!(p.get("RNG"), Some("NV"));
     }
-    let a = std::fs::read(d.join("variation-0.png")).unwrap();
-    let b = std::fs::read(d.join("variation-1.png")).unwrap();
+    let (_, _, a) = ember_tests::read_png_rgb(&d.join("variation-0.png"));
+    let (_, _, b) = ember_tests::read_png_rgb(&d.join("variation-1.png"));
     assert_ne!(a, b, "each image has its own variation seed");
     // The default: CPU noise, said so, and no extras.
     ok(

@@ -165,18 +165,31 @@ fn a_variation_batch_keeps_the_seed_and_counts_the_variation_seed_up() {
     assert_eq!(p.get("RNG"), Some("CPU"), "{text}");
     assert_eq!(p.get("Seed resize from"), None);
 
-    // NV noise, a seed resize and an ENSD each make another image, and are written down.
+    // NV noise, a seed resize and an ENSD (Euler a draws step noise) each make another
+    // image, and are written down.
     let mut nv = request(&m, 5);
+    let resize = (nv.width / 2, nv.height + 16);
+    for option in 0..3 {
+        let mut one = request(&m, 5);
+        match option {
+            0 => one.noise.rng = RngSource::Nv,
+            1 => one.noise.resize_from = Some(resize),
+            _ => one.noise.eta_noise_seed_delta = 31337,
+        }
+        assert_ne!(
+            pixels(&one)[0],
+            plain[0],
+            "option {option} changes the image"
+        );
+    }
     nv.noise.rng = RngSource::Nv;
-    nv.noise.resize_from = Some((nv.width / 2, nv.height + 16));
+    nv.noise.resize_from = Some(resize);
     nv.noise.eta_noise_seed_delta = 31337;
-    let nv_image = pixels(&nv);
-    assert_ne!(nv_image[0], plain[0]);
     let text = metadata::for_generation(&nv, info, None, 0).to_text();
     let p = Parameters::parse(&text);
     assert_eq!(p.get("RNG"), Some("NV"), "{text}");
     assert_eq!(p.get("ENSD"), Some("31337"), "{text}");
-    let resize = format!("{}x{}", nv.width / 2, nv.height + 16);
+    let resize = format!("{}x{}", resize.0, resize.1);
     assert_eq!(p.get("Seed resize from"), Some(resize.as_str()));
 
     // A hires fix's second pass of image 1 keeps the seed and its variation seed.

@@ -64,7 +64,13 @@ impl FakeEngine {
     fn finished(&self, request: &GenerateRequest) -> Generation {
         Generation {
             images: (0..request.batch)
-                .map(|i| fake_image(request.width, request.height, request.seed + u64::from(i)))
+                .map(|i| {
+                    fake_image(
+                        request.width,
+                        request.height,
+                        request.image_seed(i as usize),
+                    )
+                })
                 .collect(),
             latents: Vec::new(),
             latent_shape: [1, 4, 1, 1],
@@ -272,7 +278,7 @@ impl Engine for FakeEngine {
             request.prompt,
             request.steps,
             request.cfg_scale,
-            request.seed + index as u64,
+            request.image_seed(index),
             request.width,
             request.height
         )

@@ -118,7 +118,8 @@ pub struct GenerateArgs {
     /// Default: a random seed (printed).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Images to make; image i gets seed + i and is written as `<out stem>-<i>.png`.
+    /// Images to make; image i gets seed + i (with a variation: the seed and variation seed
+    /// + i) and is written as `<out stem>-<i>.png`.
     #[arg(long, default_value_t = 1)]
     pub batch: u32,
     /// ComfyUI or A1111 sampler name (euler, dpmpp_2m_sde, "DPM++ 2M", ...; a wrong name lists all).

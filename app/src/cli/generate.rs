@@ -113,7 +113,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     if args.seed.is_none() {
         eprintln!("seed: {seed}");
     }
-    if args.variation_seed.is_none() && request.noise.variation.is_some() {
+    if args.variation_seed.is_none() && request.noise.active_variation().is_some() {
         eprintln!("variation seed: {variation_seed}");
     }
 

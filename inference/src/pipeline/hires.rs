@@ -3,7 +3,8 @@
 //! ESRGAN model) and denoised again as img2img at the larger size.
 //!
 //! The second pass of image `i` is exactly the img2img request `ember generate --init-image`
-//! makes for the enlarged image: seed `seed + i` (A1111 reuses the first pass's seeds),
+//! makes for the enlarged image: image `i`'s seed and variation seed (A1111 reuses the
+//! first pass's seeds, and its variation and seed resize),
 //! batch 1, the hires steps run exactly (A1111's hires pass: the last `steps` of a
 //! `steps / strength` schedule), the hires strength; it runs on the base model without
 //! ControlNets (a refiner, if any, refines the first pass only, and the refiner's aesthetic

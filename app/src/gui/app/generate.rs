@@ -54,7 +54,7 @@ impl EmberApp {
             self.settings.seed = random_seed();
         }
         let noise = &mut self.settings.noise;
-        if !noise.variation_locked {
+        if noise.extras && !noise.variation_locked {
             noise.variation_seed = random_seed();
         }
         let mut first = request;

@@ -79,8 +79,12 @@ pub fn seed_rows(ui: &mut egui::Ui, s: &mut Settings, actions: &mut Vec<Action>)
             .labelled_by(label.id)
             .on_hover_text(format!(
                 "The {name} the seed's noise is made for, pasted into the middle of this \
-                 size's: a seed keeps its picture at another size (0 = off)"
+                 size's: a seed keeps its picture at another size (0 = off, else 8 or more)"
             ));
+            // One latent cell is the least noise there is.
+            if (1..8).contains(side) {
+                *side = 8;
+            }
         }
     });
 }

@@ -86,18 +86,26 @@ pub(super) fn apply(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut R
     }
     match p.get("Schedule type") {
         // Each sampler's own default (A1111 1.9 on).
+        // Ember before it wrote a diffusers scheduler's own sigmas as Automatic.
+        Some("Automatic") if p.get("Diffusers scheduler").is_some() => {
+            s.schedule = own_sigmas(s.sampler);
+        }
         Some("Automatic") => s.schedule = s.sampler.a1111_automatic_schedule(),
         Some(name) => set_schedule(name, s, r),
         // Made before 1.9, where a sampler's name without a schedule ran the model's own
         // sigmas (A1111 1.9 would read it as Automatic and make another image).
-        None if !schedule_in_name => {
-            s.schedule = if s.sampler == SamplerName::Ddim {
-                ScheduleName::DdimUniform
-            } else {
-                ScheduleName::Normal
-            };
-        }
+        None if !schedule_in_name => s.schedule = own_sigmas(s.sampler),
         None => {}
+    }
+}
+
+/// The schedule of the model's own sigmas for `sampler`: DDIM's uniform timesteps for
+/// DDIM, Normal for the rest.
+fn own_sigmas(sampler: SamplerName) -> ScheduleName {
+    if sampler == SamplerName::Ddim {
+        ScheduleName::DdimUniform
+    } else {
+        ScheduleName::Normal
     }
 }
 
@@ -116,12 +124,14 @@ fn apply_noise(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
                 .skipped
                 .push(format!("noise source {name:?} is not one Ember knows")),
         },
-        None if p.get("Version").is_some_and(|v| v.starts_with("Ember")) => {}
-        None => {
+        None if made_by_a1111(p.get("Version")) => {
             noise.rng = RngSource::Nv;
             r.applied
                 .push("noise source (NV: A1111's GPU noise on NVIDIA cards)");
         }
+        // Ember before it wrote `RNG`, and the other tools that write A1111's text
+        // (Fooocus' "a1111" scheme) draw CPU noise.
+        None => {}
     }
     if with_seed
         && set_number(
@@ -150,7 +160,14 @@ fn apply_noise(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
         }
     }
     if let Some(text) = p.get("Seed resize from") {
-        match parse_resize_from(text).filter(|&(w, h)| w.max(h) <= inference::api::MAX_SIDE) {
+        let valid = |&(w, h): &(u32, u32)| {
+            let options = inference::api::NoiseOptions {
+                resize_from: Some((w, h)),
+                ..Default::default()
+            };
+            options.validate(inference::api::MAX_SIDE).is_ok()
+        };
+        match parse_resize_from(text).filter(valid) {
             Some(size) => {
                 noise.resize_from = size;
                 r.applied.push("seed resize");
@@ -165,6 +182,19 @@ fn apply_noise(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
         "eta noise seed delta",
         r,
     );
+}
+
+/// Whether an image's `Version` is A1111's (`v1.10.1`) or Forge's (`f2.0.1v1.10.1`), or
+/// missing (A1111 before 1.6 wrote none): the writers whose default noise is the GPU's.
+fn made_by_a1111(version: Option<&str>) -> bool {
+    let Some(version) = version else {
+        return true;
+    };
+    let mut chars = version.trim().chars();
+    matches!(
+        (chars.next(), chars.next()),
+        (Some('v' | 'f'), Some(digit)) if digit.is_ascii_digit()
+    )
 }
 
 /// SDXL fields: Ember's second prompts, CFG rescale (A1111's extension wrote `CFG Rescale`,

@@ -263,6 +263,14 @@ fn an_image_without_a_schedule_type_takes_the_schedule_it_was_made_with() {
         restore("Sampler: Euler, Schedule type: Karras"),
         (SamplerName::Euler, ScheduleName::Karras)
     );
+    // Ember wrote a diffusers scheduler's own sigmas as Automatic before it wrote Normal.
+    assert_eq!(
+        restore(
+            "Sampler: DPM++ 2M, Schedule type: Automatic, \
+             Diffusers scheduler: DPMSolverMultistepScheduler"
+        ),
+        (SamplerName::DpmPp2M, ScheduleName::Normal)
+    );
 }
 
 #[test]
@@ -283,9 +291,19 @@ fn a1111_images_restore_their_noise_source_and_seed_extras() {
     assert_eq!(s.noise.rng, RngSource::Nv);
     assert!(r.summary().contains("NV"), "{}", r.summary());
     assert!(!s.noise.extras);
-    // Ember's images from before it wrote `RNG` are CPU noise.
-    let (s, _) = restore("a cat\nSteps: 20, Seed: 5, Version: Ember 0.1.0", true);
-    assert_eq!(s.noise.rng, RngSource::Cpu);
+    // So was one from Forge, and one from before A1111 wrote its version.
+    for version in [", Version: f2.0.1v1.10.1-previous-519", ""] {
+        let (s, _) = restore(&format!("a cat\nSteps: 20, Seed: 5{version}"), true);
+        assert_eq!(s.noise.rng, RngSource::Nv, "{version}");
+    }
+    // Ember's images from before it wrote `RNG`, and Fooocus' in A1111's words, are CPU noise.
+    for version in ["Ember 0.1.0", "Fooocus v2.5.5"] {
+        let (s, _) = restore(
+            &format!("a cat\nSteps: 20, Seed: 5, Version: {version}"),
+            true,
+        );
+        assert_eq!(s.noise.rng, RngSource::Cpu, "{version}");
+    }
     let text = "a cat\nSteps: 20, Seed: 5, Variation seed: 77, Variation seed strength: 0.35, \
                 Seed resize from: 512x768, ENSD: 31337, RNG: CPU";
     let (s, r) = restore(text, true);
