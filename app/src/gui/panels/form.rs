@@ -1,6 +1,6 @@
-//! The generate form: prompts, seed (with `seed`'s extras), steps, CFG, size, sampler and
-//! schedule, batch count, the SDXL second prompt and refiner, the hires fix, and the
-//! Generate / Cancel buttons.
+//! The generate form: prompts, seed (its row, extra options and noise source are
+//! `panels/seed`), steps, CFG, size, sampler and schedule, batch count, the SDXL second
+//! prompt and refiner, the hires fix, and the Generate / Cancel buttons.
 
 use egui::{DragValue, RichText, Slider};
 use inference::api::{MAX_BATCH, MAX_STEPS, ModelCapabilities, VaeTiling};
