@@ -127,9 +127,12 @@ fn parse_fields(line: &str) -> Vec<(String, String)> {
     out
 }
 
-/// A1111's name for a diffusers scheduler class, and its "Schedule type": the scheduler's
-/// own sigmas are A1111's Normal (DDIM's uniform timesteps its DDIM), not "Automatic",
-/// which A1111 and a restore read as the sampler's default (Karras for DPM++ 2M).
+/// A1111's name for a diffusers scheduler class, and the nearest of A1111's "Schedule type"s
+/// to the scheduler's own timesteps (not "Automatic", which A1111 and a restore read as the
+/// sampler's default: Karras for DPM++ 2M): Karras where the class applies
+/// `use_karras_sigmas`; else by `timestep_spacing`: `leading` strides like A1111's DDIM,
+/// `trailing` and the DPM-Solver family's `linspace` (n + 1 points, the last dropped) like
+/// SGM Uniform, the Euler family's `linspace` is Normal.
 fn diffusers_names(
     config: &crate::schedule::diffusers::SchedulerConfig,
 ) -> (&'static str, &'static str) {
@@ -152,10 +155,19 @@ fn diffusers_names(
         C::DeisMultistep => "DEIS",
         C::Lcm => "LCM",
     };
-    let schedule = match config.class {
-        _ if config.use_karras_sigmas => "Karras",
-        C::Ddim => "DDIM",
-        _ => "Normal",
+    use crate::schedule::diffusers::Spacing;
+    let applies_karras = !matches!(config.class, C::Ddim | C::Pndm | C::Ddpm | C::Lcm);
+    let dpm_solver_family = matches!(
+        config.class,
+        C::DpmSolverMultistep | C::UniPcMultistep | C::DeisMultistep
+    );
+    let schedule = match config.spacing {
+        _ if config.use_karras_sigmas && applies_karras => "Karras",
+        _ if config.class == C::Lcm => "Normal",
+        Spacing::Leading => "DDIM",
+        Spacing::Trailing => "SGM Uniform",
+        Spacing::Linspace if dpm_solver_family => "SGM Uniform",
+        Spacing::Linspace => "Normal",
     };
     (sampler, schedule)
 }
@@ -408,4 +420,45 @@ pub fn push_generation_fields(p: &mut Parameters, generation: &crate::api::Gener
         fields.push(("TI hashes".to_string(), value));
     }
     p.fields.splice(at..at, fields);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::diffusers_names;
+    use crate::schedule::diffusers::SchedulerConfig;
+
+    /// A scheduler's own timesteps are written as the nearest A1111 schedule, never as
+    /// "Automatic" (the sampler's default, which A1111 and a restore would run instead).
+    #[test]
+    fn a_diffusers_scheduler_writes_the_schedule_nearest_its_timesteps() {
+        let names = |class: &str, extra: &str| {
+            let json = format!(
+                r#"{{"_class_name": "{class}", "beta_schedule": "scaled_linear",
+                    "beta_start": 0.00085, "beta_end": 0.012, "steps_offset": 1{extra}}}"#
+            );
+            diffusers_names(&SchedulerConfig::from_json(&json).unwrap())
+        };
+        let spacing = |s: &str| format!(r#", "timestep_spacing": "{s}""#);
+        assert_eq!(
+            names("EulerDiscreteScheduler", &spacing("linspace")).1,
+            "Normal"
+        );
+        assert_eq!(
+            names("EulerDiscreteScheduler", &spacing("leading")).1,
+            "DDIM"
+        );
+        assert_eq!(
+            names("EulerDiscreteScheduler", &spacing("trailing")).1,
+            "SGM Uniform"
+        );
+        assert_eq!(
+            names("DPMSolverMultistepScheduler", &spacing("linspace")),
+            ("DPM++ 2M", "SGM Uniform")
+        );
+        let karras = r#", "use_karras_sigmas": true"#;
+        assert_eq!(names("DPMSolverMultistepScheduler", karras).1, "Karras");
+        // DDIM and PNDM take no Karras sigmas whatever their config says.
+        assert_eq!(names("DDIMScheduler", karras), ("DDIM", "DDIM"));
+        assert_eq!(names("PNDMScheduler", "").1, "DDIM");
+    }
 }

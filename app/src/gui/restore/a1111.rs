@@ -109,9 +109,10 @@ fn own_sigmas(sampler: SamplerName) -> ScheduleName {
     }
 }
 
-/// The noise source and the extra seed options. An image without `RNG` was made with
-/// A1111's default GPU noise (A1111 reads it so), which [`RngSource::Nv`] is on the NVIDIA
-/// cards most are made on; Ember's own images before it wrote `RNG` are CPU noise.
+/// The noise source and the extra seed options. An A1111, Forge or SD.Next image without
+/// `RNG` was made with their default GPU noise (A1111 reads it so), which
+/// [`RngSource::Nv`] is on the NVIDIA cards most are made on ([`made_with_gpu_noise`]);
+/// Ember's own images before it wrote `RNG`, Fooocus' and Civitai's are CPU noise.
 fn apply_noise(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restored) {
     let noise = &mut s.noise;
     match p.get("RNG") {
@@ -124,7 +125,7 @@ fn apply_noise(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
                 .skipped
                 .push(format!("noise source {name:?} is not one Ember knows")),
         },
-        None if made_by_a1111(p.get("Version")) => {
+        None if made_with_gpu_noise(p) => {
             noise.rng = RngSource::Nv;
             r.applied
                 .push("noise source (NV: A1111's GPU noise on NVIDIA cards)");
@@ -184,17 +185,28 @@ fn apply_noise(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restor
     );
 }
 
-/// Whether an image's `Version` is A1111's (`v1.10.1`) or Forge's (`f2.0.1v1.10.1`), or
-/// missing (A1111 before 1.6 wrote none): the writers whose default noise is the GPU's.
-fn made_by_a1111(version: Option<&str>) -> bool {
-    let Some(version) = version else {
+/// Whether an image without `RNG` comes from a writer whose default noise is the GPU's:
+/// SD.Next (`App: SD.Next`), A1111 (`Version: v1.10.1`, `1.10.1` without git, `<none>`, or
+/// no `Version`, which it wrote from 1.3 on), Forge (`f2.0.1v1.10.1-…`); not Civitai's
+/// generator (`Civitai resources`), Fooocus (`Fooocus v2.5.5`) or Ember (`Ember 0.1.0`).
+fn made_with_gpu_noise(p: &Parameters) -> bool {
+    if p.get("App") == Some("SD.Next") {
         return true;
+    }
+    if p.get("Civitai resources").is_some() || p.get("Civitai metadata").is_some() {
+        return false;
+    }
+    // `1.10.` or `0.0.`: digits, then a dot (a git hash has none).
+    let numbered = |v: &str| {
+        let digits = v.chars().take_while(char::is_ascii_digit).count();
+        digits > 0 && v[digits..].starts_with('.')
     };
-    let mut chars = version.trim().chars();
-    matches!(
-        (chars.next(), chars.next()),
-        (Some('v' | 'f'), Some(digit)) if digit.is_ascii_digit()
-    )
+    match p.get("Version").map(str::trim) {
+        None | Some("<none>") => true,
+        Some(v) => {
+            numbered(v.strip_prefix('v').unwrap_or(v)) || v.strip_prefix('f').is_some_and(numbered)
+        }
+    }
 }
 
 /// SDXL fields: Ember's second prompts, CFG rescale (A1111's extension wrote `CFG Rescale`,

@@ -291,18 +291,28 @@ fn a1111_images_restore_their_noise_source_and_seed_extras() {
     assert_eq!(s.noise.rng, RngSource::Nv);
     assert!(r.summary().contains("NV"), "{}", r.summary());
     assert!(!s.noise.extras);
-    // So was one from Forge, and one from before A1111 wrote its version.
-    for version in [", Version: f2.0.1v1.10.1-previous-519", ""] {
-        let (s, _) = restore(&format!("a cat\nSteps: 20, Seed: 5{version}"), true);
-        assert_eq!(s.noise.rng, RngSource::Nv, "{version}");
+    // So were these: A1111 without git, before it wrote its version, Forge, SD.Next.
+    for fields in [
+        ", Version: 1.10.1",
+        ", Version: <none>",
+        "",
+        ", Version: f2.0.1v1.10.1-previous-519",
+        ", Version: f0.0.17v1.8.0rc-latest-276-g29be1da7",
+        ", App: SD.Next, Version: f1e2d3c",
+    ] {
+        let (s, _) = restore(&format!("a cat\nSteps: 20, Seed: 5{fields}"), true);
+        assert_eq!(s.noise.rng, RngSource::Nv, "{fields}");
     }
-    // Ember's images from before it wrote `RNG`, and Fooocus' in A1111's words, are CPU noise.
-    for version in ["Ember 0.1.0", "Fooocus v2.5.5"] {
-        let (s, _) = restore(
-            &format!("a cat\nSteps: 20, Seed: 5, Version: {version}"),
-            true,
-        );
-        assert_eq!(s.noise.rng, RngSource::Cpu, "{version}");
+    // Ember's images from before it wrote `RNG`, Fooocus' and Civitai's in A1111's words,
+    // and an unknown writer's are CPU noise.
+    for fields in [
+        ", Version: Ember 0.1.0",
+        ", Version: Fooocus v2.5.5",
+        ", Civitai resources: []",
+        ", Version: f1e2d3c",
+    ] {
+        let (s, _) = restore(&format!("a cat\nSteps: 20, Seed: 5{fields}"), true);
+        assert_eq!(s.noise.rng, RngSource::Cpu, "{fields}");
     }
     let text = "a cat\nSteps: 20, Seed: 5, Variation seed: 77, Variation seed strength: 0.35, \
                 Seed resize from: 512x768, ENSD: 31337, RNG: CPU";
