@@ -49,7 +49,7 @@ fn details(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
         }
         if ui
             .add_enabled(has_settings, egui::Button::new("Reuse seed"))
-            .on_hover_text("The settings and this image's seed (locked)")
+            .on_hover_text("The settings and this image's seed and variation seed (locked)")
             .clicked()
         {
             actions.push(Action::ReuseSettings { with_seed: true });
