@@ -33,6 +33,14 @@ fn a_batch_of_variations_keeps_the_seed_and_counts_the_variation_seed_up() {
     click(&mut w, "Extra");
     assert!(shows(&w, "Variation strength"));
     assert!(shows(&w, "Resize seed from"));
+    // Each seed's button rolls a new one and locks it.
+    let before = app(&w).settings.clone();
+    click(&mut w, "New seed");
+    click(&mut w, "New");
+    let after = &app(&w).settings;
+    assert!(after.seed_locked && after.noise.variation_locked);
+    assert_ne!(after.seed, before.seed);
+    assert_ne!(after.noise.variation_seed, before.noise.variation_seed);
     {
         let s = &mut w.state_mut().as_mut().unwrap().settings;
         (s.seed, s.seed_locked, s.batch_count, s.steps) = (42, true, 3, 20);

@@ -11,23 +11,9 @@ use crate::gui::settings::Settings;
 /// The seed, its New and Lock, and the Extra box with the options it shows.
 pub fn seed_rows(ui: &mut egui::Ui, s: &mut Settings, actions: &mut Vec<Action>) {
     ui.horizontal(|ui| {
-        let label = ui.label("Seed");
-        let typed = ui
-            .add(DragValue::new(&mut s.seed).speed(1.0))
-            .labelled_by(label.id);
-        if typed.changed() {
-            s.seed_locked = true;
-        }
-        if ui
-            .button("New seed")
-            .on_hover_text("Roll a random seed and lock it")
-            .clicked()
-        {
-            actions.push(Action::RollSeed);
-            s.seed_locked = true;
-        }
-        ui.checkbox(&mut s.seed_locked, "Lock")
-            .on_hover_text("Off: every generation draws a new random seed");
+        let seed = (&mut s.seed, &mut s.seed_locked);
+        let buttons = ("New seed", "Lock", Action::RollSeed);
+        seed_field(ui, ("Seed", "seed"), seed, buttons, actions);
         ui.checkbox(&mut s.noise.extras, "Extra").on_hover_text(
             "A1111's extra seed options: a variation seed mixed into the seed's noise, and \
              the noise of another size",
@@ -38,23 +24,10 @@ pub fn seed_rows(ui: &mut egui::Ui, s: &mut Settings, actions: &mut Vec<Action>)
     }
     let noise = &mut s.noise;
     ui.horizontal(|ui| {
-        let label = ui.label("Variation seed");
-        let typed = ui
-            .add(DragValue::new(&mut noise.variation_seed).speed(1.0))
-            .labelled_by(label.id);
-        if typed.changed() {
-            noise.variation_locked = true;
-        }
-        if ui
-            .button("New")
-            .on_hover_text("Roll a random variation seed and lock it")
-            .clicked()
-        {
-            actions.push(Action::RollVariationSeed);
-            noise.variation_locked = true;
-        }
-        ui.checkbox(&mut noise.variation_locked, "Lock variation")
-            .on_hover_text("Off: every generation draws a new random variation seed");
+        let seed = (&mut noise.variation_seed, &mut noise.variation_locked);
+        let names = ("Variation seed", "variation seed");
+        let buttons = ("New", "Lock variation", Action::RollVariationSeed);
+        seed_field(ui, names, seed, buttons, actions);
     });
     ui.add(
         Slider::new(&mut noise.variation_strength, 0.0..=1.0)
@@ -87,6 +60,34 @@ pub fn seed_rows(ui: &mut egui::Ui, s: &mut Settings, actions: &mut Vec<Action>)
             }
         }
     });
+}
+
+/// A seed's field (typing one locks it), its button rolling a new one (`roll`, which asks
+/// for it) and locking it, and its Lock box; `(label, what)` name it on the form and in the
+/// hover texts.
+fn seed_field(
+    ui: &mut egui::Ui,
+    (label, what): (&str, &str),
+    (seed, locked): (&mut u64, &mut bool),
+    (button, lock, roll): (&str, &str, Action),
+    actions: &mut Vec<Action>,
+) {
+    let label = ui.label(label);
+    let typed = ui
+        .add(DragValue::new(seed).speed(1.0))
+        .labelled_by(label.id);
+    if typed.changed() {
+        *locked = true;
+    }
+    let rolled = ui
+        .button(button)
+        .on_hover_text(format!("Roll a random {what} and lock it"));
+    if rolled.clicked() {
+        actions.push(roll);
+        *locked = true;
+    }
+    ui.checkbox(locked, lock)
+        .on_hover_text(format!("Off: every generation draws a new random {what}"));
 }
 
 /// The noise source and the eta noise seed delta (the form's Advanced section).
