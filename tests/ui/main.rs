@@ -140,11 +140,7 @@ pub fn busy(home: &Path, jobs: usize) -> Window {
 /// steps asked for (a batch count), the first under way and the others waiting,
 /// so that what is asked meanwhile waits behind them in the worker.
 pub fn busy_on(home: &Path, engine: impl Engine + 'static, steps: u32, jobs: usize) -> Window {
-    let model = fake_model(home);
-    let mut w = open(engine, Paths::under(home));
-    w.step();
-    drop_files(&mut w, &[&model]);
-    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    let mut w = with_fake_model(home, engine);
     {
         let s = &mut w.state_mut().as_mut().unwrap().settings;
         (s.steps, s.batch_count) = (steps, jobs as u32);
@@ -155,6 +151,16 @@ pub fn busy_on(home: &Path, engine: impl Engine + 'static, steps: u32, jobs: usi
     step_until(&mut w, "the jobs to be under way and waiting", |a| {
         a.session.running.as_ref().is_some_and(|r| r.step >= 1) && a.session.queue.len() + 1 == jobs
     });
+    w
+}
+
+/// The app on `engine` in `home` with a fake model dropped and loaded.
+pub fn with_fake_model(home: &Path, engine: impl Engine + 'static) -> Window {
+    let model = fake_model(home);
+    let mut w = open(engine, Paths::under(home));
+    w.step();
+    drop_files(&mut w, &[&model]);
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
     w
 }
 

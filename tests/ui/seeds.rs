@@ -8,7 +8,7 @@ use ember_app::gui::paths::Paths;
 use ember_tests::fake_engine::FakeEngine;
 use inference::api::RngSource;
 
-use crate::{app, click, drop_files, fake_model, has_notice, open, step_until};
+use crate::{app, click, drop_files, has_notice, open, step_until};
 
 /// Whether some widget is labelled `label` (a slider's text labels it twice).
 fn shows(w: &crate::Window, label: &str) -> bool {
@@ -18,14 +18,8 @@ fn shows(w: &crate::Window, label: &str) -> bool {
 #[test]
 fn a_batch_of_variations_keeps_the_seed_and_counts_the_variation_seed_up() {
     let home = tempfile::tempdir().unwrap();
-    let model = fake_model(home.path());
-    let mut w = open(
-        FakeEngine::new(Duration::from_millis(40)),
-        Paths::under(home.path()),
-    );
-    w.step();
-    drop_files(&mut w, &[&model]);
-    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    let engine = FakeEngine::new(Duration::from_millis(40));
+    let mut w = crate::with_fake_model(home.path(), engine);
     assert!(
         !shows(&w, "Variation strength"),
         "the extras wait behind their box"

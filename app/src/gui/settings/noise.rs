@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::by_name;
 
 /// What the form holds; [`NoiseSettings::to_request`] makes the request's options of it.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+/// The defaults are CPU noise without extras.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct NoiseSettings {
     /// Stored as cpu or nv.
@@ -25,20 +26,6 @@ pub struct NoiseSettings {
     /// `(width, height)`; a side of 0 = off.
     pub resize_from: (u32, u32),
     pub eta_noise_seed_delta: u64,
-}
-
-impl Default for NoiseSettings {
-    fn default() -> Self {
-        Self {
-            rng: RngSource::Cpu,
-            extras: false,
-            variation_seed: 0,
-            variation_locked: false,
-            variation_strength: 0.0,
-            resize_from: (0, 0),
-            eta_noise_seed_delta: 0,
-        }
-    }
 }
 
 impl NoiseSettings {
