@@ -1,5 +1,6 @@
 //! Images in and out: decoding with limits, the pixel <-> [-1, 1] conversions diffusers
-//! uses, masks, and PNG files with text metadata written atomically.
+//! uses, masks, PNG files with text metadata written atomically, and the generation
+//! settings any image carries (PNG text chunks, JPEG/WebP EXIF).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ pub const MAX_INPUT_SIDE: u32 = 16_384;
 /// Largest decoding allocation for an input image.
 const MAX_DECODE_BYTES: u64 = 1 << 30;
 
+pub mod exif;
 mod json;
 
 /// An 8-bit RGB image (plain data, row-major, 3 bytes per pixel). In JSON its pixels are a
@@ -305,7 +307,44 @@ fn sync_dir(dir: &Path) {
     }
 }
 
-/// The text chunks of a PNG file (`tEXt`, `zTXt`, `iTXt`), in file order.
+/// Whether `path` starts as a PNG, JPEG or WebP file does, the formats that carry settings
+/// (its name aside; BMP's two-byte mark could begin a safetensors header's length).
+pub fn is_image_file(path: &Path) -> bool {
+    let mut head = Vec::with_capacity(16);
+    std::fs::File::open(path)
+        .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 16), &mut head))
+        .is_ok()
+        && matches!(
+            image::guess_format(&head),
+            Ok(image::ImageFormat::Png | image::ImageFormat::Jpeg | image::ImageFormat::WebP)
+        )
+}
+
+/// The text an image carries about how it was made, as PNG text-chunk entries (key, text):
+/// a PNG's text chunks, then the entries of its EXIF (a PNG's `eXIf`, a JPEG's or WebP's;
+/// see [`exif::text_entries`]). A format without either (BMP) has none.
+pub fn read_image_text(path: &Path) -> Result<Vec<(String, String)>> {
+    let reader = ImageReader::open(path)
+        .map_err(|e| Error::io(path, e))?
+        .with_guessed_format()
+        .map_err(|e| Error::io(path, e))?;
+    let readable = "not a readable image (Ember reads PNG, JPEG, WebP and BMP)";
+    match reader.format() {
+        Some(image::ImageFormat::Png) => read_png_text(path),
+        Some(_) => {
+            let mut decoder = reader
+                .into_decoder()
+                .map_err(|e| Error::invalid_image(path, format!("{readable}: {e}")))?;
+            // A broken EXIF block loses the settings, never the image.
+            let raw = image::ImageDecoder::exif_metadata(&mut decoder).unwrap_or_default();
+            Ok(raw.map(|raw| exif::text_entries(&raw)).unwrap_or_default())
+        }
+        None => Err(Error::invalid_image(path, readable)),
+    }
+}
+
+/// The text chunks of a PNG file (`tEXt`, `zTXt`, `iTXt`) in file order, then the entries
+/// of its `eXIf` chunk.
 pub fn read_png_text(path: &Path) -> Result<Vec<(String, String)>> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut decoder = png::Decoder::new(std::io::BufReader::new(file));
@@ -328,6 +367,9 @@ pub fn read_png_text(path: &Path) -> Result<Vec<(String, String)>> {
         if let Ok(text) = chunk.get_text() {
             out.push((chunk.keyword.clone(), text));
         }
+    }
+    if let Some(raw) = &info.exif_metadata {
+        out.extend(exif::text_entries(raw));
     }
     Ok(out)
 }

@@ -129,3 +129,15 @@ fn info_reads_generation_parameters_back() {
     assert!(text.contains("Diffusers scheduler: "), "{text}");
     assert!(!text.contains("Schedule type: Automatic"), "{text}");
 }
+
+#[test]
+fn info_reads_the_settings_of_jpeg_and_webp_images() {
+    let exif = ember_tests::extra("exif");
+    let text = info(&exif.join("a1111.jpg"));
+    assert!(text.contains("format:   A1111 parameters"), "{text}");
+    assert!(text.contains("Seed: 1234"), "{text}");
+    let text = info(&exif.join("comfyui.webp"));
+    assert!(text.contains("format: ComfyUI workflow"), "{text}");
+    let text = info(&exif.join("plain.jpg"));
+    assert!(text.contains("no generation parameters found"), "{text}");
+}

@@ -21,6 +21,7 @@ mod gpu;
 mod gpu_choice;
 mod gpu_lost;
 mod half_precision;
+mod image_metadata;
 mod kdiffusion;
 mod kdiffusion_samplers;
 mod kill;

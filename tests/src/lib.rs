@@ -64,6 +64,14 @@ pub fn reference(rel: &str) -> PathBuf {
     path
 }
 
+/// A path in `tests/extra`, the fixtures Ember's own scripts made (in the repository, read
+/// whatever the reference tree is).
+pub fn extra(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("extra")
+        .join(rel)
+}
+
 /// Reads and parses a JSON file from the reference tree.
 pub fn json(rel: &str) -> Json {
     let path = reference(rel);

@@ -1,5 +1,5 @@
 //! The gallery: saved results listed newest first, a selected image with its parameters,
-//! reusing its settings, and restoring settings from a dropped PNG.
+//! reusing its settings, and restoring settings from a dropped PNG, JPEG or WebP.
 
 use std::time::Duration;
 
@@ -130,6 +130,35 @@ fn a_dropped_png_restores_its_settings_and_a_plain_png_says_it_has_none() {
         "a lighthouse at dusk",
         "nothing changed"
     );
+}
+
+/// Civitai's and A1111's JPEGs and ComfyUI's WebPs carry their settings in EXIF; dropped on
+/// the window they restore as a PNG does (files from `tests/extra/make_exif_images.py`).
+#[test]
+fn a_dropped_jpeg_or_webp_restores_the_settings_in_its_exif() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = window_with_two_results(home.path());
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ember_tests::extra("exif/expected.json")).unwrap(),
+    )
+    .unwrap();
+    let a1111 = expected["a1111_text"].as_str().unwrap();
+    // The prompt has a character egui's bundled fonts lack (a musical clef): the window draws
+    // a box for it, as the app does, where kittest would panic.
+    w.ctx
+        .set_missing_glyph_policy(egui::MissingGlyphPolicy::Tofu);
+    drop_files(&mut w, &[&ember_tests::extra("exif/a1111.jpg")]);
+    step_until(&mut w, "the JPEG's settings", |a| {
+        Some(a.settings.prompt.as_str()) == a1111.lines().next()
+    });
+    assert_eq!(app(&w).settings.negative_prompt, "lowres, bad hands");
+    assert_eq!(app(&w).settings.seed, 1234);
+
+    drop_files(&mut w, &[&ember_tests::extra("exif/comfyui.webp")]);
+    step_until(&mut w, "the WebP's ComfyUI graph", |a| {
+        a.settings.prompt == "a red fox in snow"
+    });
+    assert_eq!(app(&w).settings.seed, 77);
 }
 
 /// A GPU whose largest texture is smaller than the pictures (here 1024 pixels a side, the

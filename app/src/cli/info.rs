@@ -1,20 +1,13 @@
 //! `ember info FILE`: a checkpoint's family and layout, or an image's parameters.
 
-use std::io::Read;
 use std::path::Path;
 
 use inference::metadata::{self, ImageMetadata};
 use inference::{imaging, weights};
 
-const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
-
 pub fn run(path: &Path) -> Result<(), String> {
-    let mut head = [0u8; 8];
-    let is_png = std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .is_ok()
-        && head == PNG_MAGIC;
-    if is_png {
+    // An image is told by its first bytes, whatever its name.
+    if imaging::is_image_file(path) {
         return image_info(path);
     }
     if !path.exists() {
@@ -36,7 +29,7 @@ pub fn run(path: &Path) -> Result<(), String> {
 }
 
 fn image_info(path: &Path) -> Result<(), String> {
-    let chunks = imaging::read_png_text(path).map_err(|e| e.to_string())?;
+    let chunks = imaging::read_image_text(path).map_err(|e| e.to_string())?;
     match metadata::from_text_chunks(&chunks) {
         Some(ImageMetadata::A1111(p)) => {
             println!("format:   A1111 parameters");

@@ -73,10 +73,12 @@ pub fn run(args: &UpscaleArgs) -> Result<(), String> {
         eprintln!();
     }
     // The source's own parameters travel with it; A1111 writes the upscale as `extras`.
-    let mut chunks: Vec<(String, String)> = imaging::read_png_text(&args.image)
+    // (a JPEG's or WebP's EXIF comment too; the first when a PNG has two).
+    let mut chunks: Vec<(String, String)> = imaging::read_image_text(&args.image)
         .unwrap_or_default()
         .into_iter()
-        .filter(|(k, _)| k == "parameters")
+        .find(|(k, _)| k == "parameters")
+        .into_iter()
         .collect();
     chunks.push(("extras".into(), upscale::extras_text(scale, &model.name)));
     let text: Vec<(&str, &str)> = chunks

@@ -129,7 +129,7 @@ pub fn serve(request: Request, reply: &dyn Fn(Reply)) {
         },
         Request::Open { path } => Reply::Opened {
             image: read_rgba(&path, None),
-            metadata: imaging::read_png_text(&path)
+            metadata: imaging::read_image_text(&path)
                 .ok()
                 .and_then(|chunks| metadata::from_text_chunks(&chunks)),
             path,
