@@ -17,6 +17,11 @@ const MAX_DECODE_BYTES: u64 = 1 << 30;
 
 pub mod exif;
 mod json;
+mod save_format;
+
+pub use save_format::{
+    DEFAULT_JPEG_QUALITY, Encoded, SaveFormat, check_jpeg_quality, encode_image,
+};
 
 /// An 8-bit RGB image (plain data, row-major, 3 bytes per pixel). In JSON its pixels are a
 /// base64 PNG.

@@ -310,7 +310,16 @@ fn every_bad_input_is_a_one_line_error() {
             vec!["--seed-resize-from", "0x512"],
             "resize seed from",
         ),
-        ("output not a PNG", vec!["--out", "image.jpg"], ".png"),
+        (
+            "output not an image format",
+            vec!["--out", "image.gif"],
+            ".png, .jpg or .webp",
+        ),
+        (
+            "JPEG quality 0",
+            vec!["--out", "image.jpg", "--jpeg-quality", "0"],
+            "1 to 100",
+        ),
         (
             "output folder missing",
             vec!["--out", "no/such/dir/x.png"],

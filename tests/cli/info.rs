@@ -141,3 +141,45 @@ fn info_reads_the_settings_of_jpeg_and_webp_images() {
     let text = info(&exif.join("plain.jpg"));
     assert!(text.contains("no generation parameters found"), "{text}");
 }
+
+#[test]
+fn generate_writes_jpeg_and_webp_batches_with_their_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = arg(&reference("sd15/pipeline"));
+    for (name, made) in [
+        ("x.jpg", ["x-0.jpg", "x-1.jpg"]),
+        ("y.webp", ["y-0.webp", "y-1.webp"]),
+    ] {
+        let out = dir.path().join(name);
+        let run = ember(
+            dir.path(),
+            &[
+                "generate",
+                "--model",
+                &model,
+                "--prompt",
+                "a kite",
+                "--seed",
+                "9",
+                "--steps",
+                "1",
+                "--batch",
+                "2",
+                "--jpeg-quality",
+                "95",
+                "--out",
+                &arg(&out),
+            ],
+        );
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        for (i, file) in made.iter().enumerate() {
+            let text = info(&dir.path().join(file));
+            assert!(text.contains("prompt:   a kite"), "{file}: {text}");
+            assert!(text.contains(&format!("Seed: {}", 9 + i)), "{file}: {text}");
+        }
+    }
+}

@@ -31,6 +31,10 @@ fn every_fuzz_target_survives_a_short_round() {
         "a PNG seed is refused"
     );
     assert!(
+        t.exif_seeds().iter().all(|s| t.exif_image(s)),
+        "a JPEG/WebP seed is refused"
+    );
+    assert!(
         t.queue_seeds().iter().all(|s| t.queue(s)),
         "a queue.json seed is refused"
     );

@@ -161,6 +161,40 @@ fn a_dropped_jpeg_or_webp_restores_the_settings_in_its_exif() {
     assert_eq!(app(&w).settings.seed, 77);
 }
 
+/// "Save as" in the Output folder section: a JPEG (or WebP) result with its settings in
+/// EXIF, listed in the gallery beside the PNGs and remembered in the settings.
+#[test]
+fn results_are_saved_as_the_chosen_format_with_their_settings() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = crate::with_fake_model(home.path(), FakeEngine::new(Duration::from_millis(1)));
+    click(&mut w, "Save as");
+    click(&mut w, "JPEG");
+    assert_eq!(
+        app(&w).settings.saving.kind,
+        ember_app::gui::settings::FileKind::Jpeg
+    );
+    assert!(
+        w.query_all_by_label("JPEG quality").next().is_some(),
+        "a JPEG shows its quality"
+    );
+    {
+        let s = &mut w.state_mut().as_mut().unwrap().settings;
+        (s.prompt, s.seed, s.seed_locked, s.steps) = ("a kite".into(), 31, true, 3);
+    }
+    click(&mut w, "Generate");
+    step_until(&mut w, "the JPEG to be saved", |a| {
+        a.display.results.first().is_some_and(|s| s.path.is_some())
+    });
+    let saved = app(&w).display.results[0].path.clone().unwrap();
+    assert_eq!(saved.file_name().unwrap(), "00000-31.jpg");
+    let text = inference::imaging::read_image_text(&saved).unwrap();
+    assert!(text[0].1.starts_with("a kite\n"), "{text:?}");
+    click(&mut w, "Gallery");
+    step_until(&mut w, "the gallery to list it", |a| {
+        a.gallery.entries.len() == 1
+    });
+}
+
 /// A GPU whose largest texture is smaller than the pictures (here 1024 pixels a side, the
 /// least egui's font atlas takes; egui panics on a larger texture, wgpu refuses one): the results, the gallery's thumbnails and
 /// its large view are shown scaled down, while the images keep and are saved at their size.

@@ -281,9 +281,13 @@ pub struct GenerateArgs {
     /// A folder of ESRGAN upscaler models (repeatable) for --hires-upscaler NAME.
     #[arg(long = "upscalers", value_name = "DIR")]
     pub upscalers: Vec<PathBuf>,
-    /// Output PNG (with A1111-compatible `parameters` metadata).
+    /// Output image: .png (settings in a `parameters` text chunk), .jpg or .webp (lossless;
+    /// settings in EXIF, as A1111 writes them). A batch adds `-0`, `-1`, … to the name.
     #[arg(long)]
     pub out: PathBuf,
+    /// A .jpg output's quality, 1–100 (A1111's default).
+    #[arg(long, default_value_t = inference::imaging::DEFAULT_JPEG_QUALITY)]
+    pub jpeg_quality: u8,
     /// Also write the final latents as a safetensors file (tensor `latents`).
     #[arg(long)]
     pub save_latents: Option<PathBuf>,

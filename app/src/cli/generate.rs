@@ -5,7 +5,7 @@ use std::ops::ControlFlow;
 
 use inference::api::{GenerateRequest, Progress, SamplerChoice, Stage, VaeTiling};
 use inference::device::{DeviceKind, choose_precision};
-use inference::imaging::{self, write_atomic};
+use inference::imaging::{self, SaveFormat, write_atomic};
 use inference::metadata::ModelRef;
 use inference::model::{Layout, Model};
 use inference::pipeline::generate_hires;
@@ -17,7 +17,7 @@ use super::canvas::{self, Canvas};
 
 mod flags;
 
-pub(super) use flags::check_png_out;
+pub(super) use flags::check_image_out;
 use flags::{check_flag_pairs, generation_size, output_paths, parse_prediction, sampler_choice};
 
 /// Runs `ember generate`: checks every flag, loads the model (and refiner), generates, and
@@ -25,7 +25,7 @@ use flags::{check_flag_pairs, generation_size, output_paths, parse_prediction, s
 pub fn run(args: &GenerateArgs) -> Result<(), String> {
     let err = |e: inference::Error| e.to_string();
     let started = std::time::Instant::now();
-    let outputs = output_paths(&args.out, args.batch)?;
+    let (outputs, format) = output_paths(&args.out, args.batch, args.jpeg_quality)?;
     let sampler = sampler_choice(args)?;
     let device_name = args
         .device
@@ -137,7 +137,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         refiner.as_ref(),
         &request,
         &generation,
-        (&canvas, &outputs),
+        (&canvas, &outputs, format),
     )?;
     if let Some(path) = &args.save_latents {
         let bytes = latents_safetensors(&generation.latents, generation.latent_shape)?;
@@ -193,9 +193,8 @@ fn write_images(
     refiner: Option<&Model>,
     request: &GenerateRequest,
     generation: &inference::api::Generation,
-    (canvas, outputs): (&Canvas, &[std::path::PathBuf]),
+    (canvas, outputs, format): (&Canvas, &[std::path::PathBuf], SaveFormat),
 ) -> Result<(), String> {
-    let err = |e: inference::Error| e.to_string();
     let hash = hash_or_warn(model);
     let refiner_hash = refiner.and_then(hash_or_warn);
     let refiner_ref = refiner.map(|r| ModelRef {
@@ -211,11 +210,37 @@ fn write_images(
         metadata::push_generation_fields(&mut parameters, generation);
         canvas.annotate(&mut parameters);
         let image = canvas.finish(image);
-        let png =
-            imaging::encode_png(&image, &[("parameters", &parameters.to_text())]).map_err(err)?;
-        write_atomic(path, &png).map_err(err)?;
-        println!("{}", path.display());
+        write_image(
+            path,
+            &image,
+            format,
+            &[("parameters", &parameters.to_text())],
+        )?;
     }
+    Ok(())
+}
+
+/// Writes `image` atomically as `format` and prints its path. Settings too long for a
+/// JPEG make a PNG beside it (`x.png` for `x.jpg`), with a warning: never an image without
+/// its settings, never a lost image.
+pub(super) fn write_image(
+    path: &std::path::Path,
+    image: &inference::imaging::ImageRgb8,
+    format: SaveFormat,
+    text: &[(&str, &str)],
+) -> Result<(), String> {
+    let err = |e: inference::Error| e.to_string();
+    let encoded = imaging::encode_image(image, format, text).map_err(err)?;
+    let path = if encoded.format == format {
+        path.to_path_buf()
+    } else {
+        path.with_extension(encoded.format.extension())
+    };
+    if let Some(problem) = &encoded.problem {
+        eprintln!("warning: {}: {problem}", path.display());
+    }
+    write_atomic(&path, &encoded.bytes).map_err(err)?;
+    println!("{}", path.display());
     Ok(())
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use inference::device::DeviceKind;
-use inference::imaging::{self, write_atomic};
+use inference::imaging;
 use inference::upscale::{self, ChannelOrder, UpscaleOptions};
 
 /// `ember upscale` options.
@@ -35,14 +35,18 @@ pub struct UpscaleArgs {
     pub channel_order: String,
     #[arg(long, default_value = "cpu")]
     pub device: String,
-    /// Output PNG.
+    /// Output image: .png, .jpg or .webp (lossless), the settings kept as `ember generate`
+    /// writes them.
     #[arg(long)]
     pub out: PathBuf,
+    /// A .jpg output's quality, 1–100.
+    #[arg(long, default_value_t = inference::imaging::DEFAULT_JPEG_QUALITY)]
+    pub jpeg_quality: u8,
 }
 
 pub fn run(args: &UpscaleArgs) -> Result<(), String> {
     let err = |e: inference::Error| e.to_string();
-    super::generate::check_png_out(&args.out)?;
+    let format = super::generate::check_image_out(&args.out, args.jpeg_quality)?;
     let options = UpscaleOptions {
         scale: args.scale,
         tile: args.tile,
@@ -85,8 +89,5 @@ pub fn run(args: &UpscaleArgs) -> Result<(), String> {
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let png = imaging::encode_png(&result, &text).map_err(err)?;
-    write_atomic(&args.out, &png).map_err(err)?;
-    println!("{}", args.out.display());
-    Ok(())
+    super::generate::write_image(&args.out, &result, format, &text)
 }

@@ -16,10 +16,12 @@ use serde::{Deserialize, Serialize};
 mod file;
 mod named;
 mod noise;
+mod saving;
 pub use file::{Loaded, SettingsFile};
 pub use named::Named;
 pub(super) use named::by_name;
 pub use noise::NoiseSettings;
+pub use saving::{FileKind, SaveSettings};
 
 /// How many recently used models the model panel lists.
 pub const RECENT_MODELS: usize = 8;
@@ -69,6 +71,8 @@ pub struct Settings {
     pub sde_brownian: bool,
     /// Where results are saved; `None` = the default under the user's pictures folder.
     pub output_dir: Option<PathBuf>,
+    /// The file format results are saved in.
+    pub saving: SaveSettings,
     /// A folder of checkpoints the model panel lists.
     pub models_dir: Option<PathBuf>,
     /// Most recent first.
@@ -246,6 +250,7 @@ impl Default for Settings {
             vae_tiling: VaeTiling::Auto,
             sde_brownian: true,
             output_dir: None,
+            saving: SaveSettings::default(),
             models_dir: None,
             recent_models: Vec::new(),
             last_model: None,

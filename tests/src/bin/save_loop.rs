@@ -25,6 +25,7 @@ fn main() {
             Request::Save {
                 dir: dir.join("outputs"),
                 fallback_dir: dir.join("fallback"),
+                format: inference::imaging::SaveFormat::Png,
                 item: Box::new(ToSave {
                     job: inference::worker::JobId(i),
                     index: 0,

@@ -1,5 +1,6 @@
 //! The fuzz targets over files: the weight-file reader (safetensors and `.ckpt`), the pickle
-//! guard on its own, PNG files and their metadata text; each with its seeds, and [`Targets::all`]
+//! guard on its own, PNG files, JPEG/WebP files' EXIF and their metadata text; each with its
+//! seeds, and [`Targets::all`]
 //! listing every target ([`super::queue_file`] adds the kept queue's).
 
 use std::path::{Path, PathBuf};
@@ -29,6 +30,7 @@ impl Targets {
             NamedTarget::new("ckpt", self.ckpt_seeds(), 4096, |b| self.weight_file(b)),
             NamedTarget::new("pickle", self.pickle_seeds(), 4096, |b| self.pickle(b)),
             NamedTarget::new("png", self.png_seeds(), 4096, |b| self.png(b)),
+            NamedTarget::new("exif", self.exif_seeds(), 4096, |b| self.exif_image(b)),
             NamedTarget::new("metadata", self.metadata_text_seeds(), 4096, |b| {
                 self.metadata_text(b)
             }),
@@ -167,6 +169,29 @@ impl Targets {
     pub fn png(&self, bytes: &[u8]) -> bool {
         let path = self.scratch("input.png", bytes);
         let Ok(chunks) = imaging::read_png_text(&path) else {
+            return false;
+        };
+        self.metadata_chunks(&chunks)
+    }
+
+    /// Seeds: the JPEG, WebP and PNG files of `tests/extra/exif` that carry settings.
+    pub fn exif_seeds(&self) -> Vec<Vec<u8>> {
+        [
+            "a1111.jpg",
+            "a1111.webp",
+            "comfyui.webp",
+            "fooocus.jpg",
+            "exif.png",
+        ]
+        .iter()
+        .map(|name| std::fs::read(crate::extra("exif").join(name)).expect("exif seed"))
+        .collect()
+    }
+
+    /// An image's EXIF (or text chunks) read, interpreted and restored into the settings.
+    pub fn exif_image(&self, bytes: &[u8]) -> bool {
+        let path = self.scratch("input.image", bytes);
+        let Ok(chunks) = imaging::read_image_text(&path) else {
             return false;
         };
         self.metadata_chunks(&chunks)

@@ -8,7 +8,7 @@ use inference::api::{
     GenerateRequest, MaskedContent, NoiseOptions, RngSource, SamplerChoice, SdeNoise,
     SizeConditioning, VaeTiling, Variation,
 };
-use inference::imaging;
+use inference::imaging::{self, SaveFormat, check_jpeg_quality};
 use inference::schedule::diffusers::{Prediction, SchedulerConfig};
 use inference::schedule::named::{SamplerName, ScheduleName};
 
@@ -158,15 +158,20 @@ pub(super) fn check_flag_pairs(args: &GenerateArgs) -> Result<(), String> {
     )
 }
 
-/// The PNG paths: `--out` itself, or `<stem>-<i>.png` for a batch. Checked up front.
-pub(super) fn output_paths(out: &Path, batch: u32) -> Result<Vec<PathBuf>, String> {
-    check_png_out(out)?;
+/// The output paths, `--out` itself or `<stem>-<i>.<ext>` for a batch, and the format their
+/// extension names. Checked up front.
+pub(super) fn output_paths(
+    out: &Path,
+    batch: u32,
+    jpeg_quality: u8,
+) -> Result<(Vec<PathBuf>, SaveFormat), String> {
+    let format = check_image_out(out, jpeg_quality)?;
     let dir = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     if batch <= 1 {
-        return Ok(vec![out.to_path_buf()]);
+        return Ok((vec![out.to_path_buf()], format));
     }
     // Before the names are made: the request's own check comes later.
     if batch > inference::api::MAX_BATCH {
@@ -179,25 +184,26 @@ pub(super) fn output_paths(out: &Path, batch: u32) -> Result<Vec<PathBuf>, Strin
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    Ok((0..batch)
-        .map(|i| dir.join(format!("{stem}-{i}.png")))
-        .collect())
+    let ext = out
+        .extension()
+        .map(|e| e.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let paths = (0..batch)
+        .map(|i| dir.join(format!("{stem}-{i}.{ext}")))
+        .collect();
+    Ok((paths, format))
 }
 
-/// `--out` names a `.png` in an existing folder.
-pub(in crate::cli) fn check_png_out(out: &Path) -> Result<(), String> {
-    if out
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-        != Some("png")
-    {
+/// `--out` names a `.png`, `.jpg`/`.jpeg` or `.webp` file in an existing folder; the format
+/// it names (JPEGs at `--jpeg-quality`).
+pub(in crate::cli) fn check_image_out(out: &Path, jpeg_quality: u8) -> Result<SaveFormat, String> {
+    let Some(format) = SaveFormat::for_path(out, jpeg_quality) else {
         return Err(format!(
-            "--out must name a .png file, got {}",
+            "--out must name a .png, .jpg or .webp file, got {}",
             out.display()
         ));
-    }
+    };
+    check_jpeg_quality(jpeg_quality).map_err(|e| format!("--jpeg-quality: {e}"))?;
     let dir = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -208,7 +214,7 @@ pub(in crate::cli) fn check_png_out(out: &Path) -> Result<(), String> {
             dir.display()
         ));
     }
-    Ok(())
+    Ok(format)
 }
 
 /// `--scheduler-config`, or `--sampler`/`--schedule` (each defaulting sensibly), or `None`

@@ -125,6 +125,7 @@ impl EmberApp {
         self.files.send(gallery::store::Request::Save {
             dir: self.output_dir(),
             fallback_dir: self.paths.fallback_output.clone(),
+            format: self.settings.saving.format(),
             item: Box::new(item),
         });
     }

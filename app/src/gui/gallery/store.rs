@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use inference::imaging::{self, ImageRgb8};
+use inference::imaging::{self, ImageRgb8, SaveFormat};
 use inference::metadata::{self, ImageMetadata};
 use inference::worker::JobId;
 
@@ -48,6 +48,8 @@ pub enum Request {
     Save {
         dir: PathBuf,
         fallback_dir: PathBuf,
+        /// The settings' file format when the image was sent.
+        format: SaveFormat,
         item: Box<ToSave>,
     },
     /// List the images in a folder, newest first.
@@ -94,33 +96,42 @@ pub fn serve(request: Request, reply: &dyn Fn(Reply)) {
         Request::Save {
             dir,
             fallback_dir,
+            format,
             item,
         } => {
             let (job, index) = (item.job, item.index);
             let text = (item.parameters.as_str(), item.extras.as_deref());
-            match save_numbered(&dir, &item.image, text, item.seed) {
-                Ok(path) => Reply::Saved {
+            match save_numbered(&dir, &item.image, text, item.seed, format) {
+                Ok((path, problem)) => Reply::Saved {
                     job,
                     index,
                     path,
-                    problem: None,
+                    problem,
                 },
-                Err(first) => match save_numbered(&fallback_dir, &item.image, text, item.seed) {
-                    Ok(path) => Reply::Saved {
-                        job,
-                        index,
-                        problem: Some(format!(
-                            "could not save in {} ({first}); saved in {} instead",
-                            dir.display(),
-                            fallback_dir.display()
-                        )),
-                        path,
-                    },
-                    Err(second) => Reply::SaveFailed {
-                        error: format!("could not save the image: {first}; {second}"),
-                        unsaved: item,
-                    },
-                },
+                Err(first) => {
+                    match save_numbered(&fallback_dir, &item.image, text, item.seed, format) {
+                        Ok((path, problem)) => Reply::Saved {
+                            job,
+                            index,
+                            problem: Some(
+                                [format!(
+                                    "could not save in {} ({first}); saved in {} instead",
+                                    dir.display(),
+                                    fallback_dir.display()
+                                )]
+                                .into_iter()
+                                .chain(problem)
+                                .collect::<Vec<_>>()
+                                .join("; "),
+                            ),
+                            path,
+                        },
+                        Err(second) => Reply::SaveFailed {
+                            error: format!("could not save the image: {first}; {second}"),
+                            unsaved: item,
+                        },
+                    }
+                }
             }
         }
         Request::Scan { dir } => Reply::Scanned {
@@ -186,14 +197,16 @@ pub fn next_index(dir: &Path) -> u64 {
         .map_or(0, |n| n + 1)
 }
 
-/// Writes `image` as `dir/NNNNN-<seed>.png` with its `parameters` text chunk (when not
-/// empty) and `extras` chunk, never replacing an existing file; returns the path.
+/// Writes `image` as `dir/NNNNN-<seed>.<ext>` in `format`, with its `parameters` (when not
+/// empty) and `extras` texts, never replacing an existing file; returns the path, and why
+/// the format is not the one asked for (settings too long for a JPEG make a PNG).
 pub fn save_numbered(
     dir: &Path,
     image: &ImageRgb8,
     (parameters, extras): (&str, Option<&str>),
     seed: u64,
-) -> Result<PathBuf, String> {
+    format: SaveFormat,
+) -> Result<(PathBuf, Option<String>), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut text = Vec::new();
     if !parameters.is_empty() {
@@ -202,13 +215,14 @@ pub fn save_numbered(
     if let Some(extras) = extras {
         text.push(("extras", extras));
     }
-    let png = imaging::encode_png(image, &text).map_err(|e| e.to_string())?;
+    let encoded = imaging::encode_image(image, format, &text).map_err(|e| e.to_string())?;
+    let extension = encoded.format.extension();
     let mut index = next_index(dir);
     loop {
-        let path = dir.join(format!("{index:05}-{seed}.png"));
+        let path = dir.join(format!("{index:05}-{seed}.{extension}"));
         // Never over an existing image, even one another process saved meanwhile.
-        if !path.exists() && imaging::write_new(&path, &png).map_err(|e| e.to_string())? {
-            return Ok(path);
+        if !path.exists() && imaging::write_new(&path, &encoded.bytes).map_err(|e| e.to_string())? {
+            return Ok((path, encoded.problem));
         }
         index += 1;
     }
@@ -279,12 +293,34 @@ mod tests {
         std::fs::write(dir.path().join("00041-7.png"), b"x").unwrap();
         std::fs::write(dir.path().join("notes-00099.txt"), b"x").unwrap();
         std::fs::write(dir.path().join("123-5.png"), b"x").unwrap();
-        let path = save_numbered(dir.path(), &tiny(), ("a cat\nSteps: 20", None), 1234).unwrap();
+        let png = SaveFormat::Png;
+        let (path, _) =
+            save_numbered(dir.path(), &tiny(), ("a cat\nSteps: 20", None), 1234, png).unwrap();
         assert_eq!(path.file_name().unwrap(), "00042-1234.png");
-        let again = save_numbered(dir.path(), &tiny(), ("a cat\nSteps: 20", None), 1234).unwrap();
+        let (again, _) =
+            save_numbered(dir.path(), &tiny(), ("a cat\nSteps: 20", None), 1234, png).unwrap();
         assert_eq!(again.file_name().unwrap(), "00043-1234.png");
         let text = imaging::read_png_text(&path).unwrap();
         assert_eq!(text, [("parameters".into(), "a cat\nSteps: 20".into())]);
+    }
+
+    #[test]
+    fn jpeg_and_webp_saves_take_their_extension_and_keep_the_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let jpeg = SaveFormat::Jpeg { quality: 90 };
+        let (a, _) =
+            save_numbered(dir.path(), &tiny(), ("a cat\nSteps: 20", None), 5, jpeg).unwrap();
+        let (b, _) =
+            save_numbered(dir.path(), &tiny(), ("a dog", None), 6, SaveFormat::WebP).unwrap();
+        assert_eq!(a.file_name().unwrap(), "00000-5.jpg");
+        assert_eq!(
+            b.file_name().unwrap(),
+            "00001-6.webp",
+            "one numbering for every format"
+        );
+        let text = imaging::read_image_text(&a).unwrap();
+        assert_eq!(text, [("parameters".into(), "a cat\nSteps: 20".into())]);
+        assert_eq!(scan(dir.path()).len(), 2, "the gallery lists both");
     }
 
     /// The reply to saving [`to_save`] into `dir` (falling back to `fallback`).
@@ -295,6 +331,7 @@ mod tests {
             Request::Save {
                 dir,
                 fallback_dir,
+                format: SaveFormat::Png,
                 item,
             },
             &|r| tx.send(r).unwrap(),
@@ -359,9 +396,9 @@ mod tests {
     #[test]
     fn scan_lists_images_newest_first_and_thumbnails_fit() {
         let dir = tempfile::tempdir().unwrap();
-        let a = save_numbered(dir.path(), &tiny(), ("p", None), 1).unwrap();
+        let (a, _) = save_numbered(dir.path(), &tiny(), ("p", None), 1, SaveFormat::Png).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let b = save_numbered(dir.path(), &tiny(), ("p", None), 2).unwrap();
+        let (b, _) = save_numbered(dir.path(), &tiny(), ("p", None), 2, SaveFormat::Png).unwrap();
         std::fs::write(dir.path().join("readme.txt"), b"x").unwrap();
         let listed: Vec<_> = scan(dir.path()).into_iter().map(|e| e.path).collect();
         assert_eq!(listed, [b.clone(), a]);

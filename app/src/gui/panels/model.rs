@@ -1,6 +1,6 @@
 //! The model panel: what is loaded (family, layout, size, load warnings), loading progress
 //! with cancel, the models folder with detected families and hashes, recent models, and the
-//! output folder.
+//! output folder with the format results are saved in.
 
 use egui::{ProgressBar, RichText};
 
@@ -13,6 +13,7 @@ use crate::gui::dialogs::PathPurpose;
 use crate::gui::gallery::ThumbState;
 use crate::gui::models::{EntryKind, Hash, ModelEntry, human_size, shown_names};
 use crate::gui::session::ModelState;
+use crate::gui::settings::{FileKind, SaveSettings};
 
 pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     ui.heading("Model");
@@ -146,6 +147,26 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
             actions.push(Action::OpenOutputFolder);
         }
     });
+    saving_row(ui, &mut app.settings.saving);
+}
+
+/// The format results are saved in, and a JPEG's quality.
+fn saving_row(ui: &mut egui::Ui, saving: &mut SaveSettings) {
+    egui::ComboBox::from_label("Save as")
+        .selected_text(saving.kind.label())
+        .show_ui(ui, |ui| {
+            for kind in FileKind::ALL {
+                ui.selectable_value(&mut saving.kind, kind, kind.label());
+            }
+        })
+        .response
+        .on_hover_text(
+            "The settings go into every format as A1111 writes them: a PNG text chunk, \
+             or the EXIF of a JPEG or WebP",
+        );
+    if saving.kind == FileKind::Jpeg {
+        ui.add(egui::Slider::new(&mut saving.jpeg_quality, 1..=100).text("JPEG quality"));
+    }
 }
 
 /// The loadable models (click to load), then the other files by kind, folded.
