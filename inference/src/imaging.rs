@@ -326,8 +326,8 @@ pub fn is_image_file(path: &Path) -> bool {
 }
 
 /// The text an image carries about how it was made, as PNG text-chunk entries (key, text):
-/// a PNG's text chunks, then the entries of its EXIF (a PNG's `eXIf`, a JPEG's or WebP's;
-/// see [`exif::text_entries`]). A format without either (BMP) has none.
+/// the entries of its EXIF (a PNG's `eXIf`, a JPEG's or WebP's; see [`exif::text_entries`]),
+/// then a PNG's text chunks. A format without either (BMP) has none.
 pub fn read_image_text(path: &Path) -> Result<Vec<(String, String)>> {
     let reader = ImageReader::open(path)
         .map_err(|e| Error::io(path, e))?
@@ -348,8 +348,8 @@ pub fn read_image_text(path: &Path) -> Result<Vec<(String, String)>> {
     }
 }
 
-/// The text chunks of a PNG file (`tEXt`, `zTXt`, `iTXt`) in file order, then the entries
-/// of its `eXIf` chunk.
+/// The entries of a PNG file's `eXIf` chunk, then its text chunks (`tEXt`, `zTXt`, `iTXt`)
+/// in file order.
 pub fn read_png_text(path: &Path) -> Result<Vec<(String, String)>> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut decoder = png::Decoder::new(std::io::BufReader::new(file));
@@ -373,8 +373,9 @@ pub fn read_png_text(path: &Path) -> Result<Vec<(String, String)>> {
             out.push((chunk.keyword.clone(), text));
         }
     }
+    // First, as A1111 reads them: an EXIF comment wins over a `parameters` chunk.
     if let Some(raw) = &info.exif_metadata {
-        out.extend(exif::text_entries(raw));
+        out.splice(0..0, exif::text_entries(raw));
     }
     Ok(out)
 }

@@ -6,9 +6,12 @@ that make them write them, for the tests of Ember's image-metadata reader (and w
   `piexif.helper.UserComment.dump(geninfo, encoding="unicode")` ("UNICODE\\0" and UTF-16
   big-endian); Forge and SD.Next keep that code;
 * utf16le.jpg: the same UserComment in the other byte order (UTF-16 little-endian under the
-  "UNICODE\\0" prefix), as tools that follow the file's TIFF byte order write it;
-* fooocus.jpg: Fooocus' `get_exif` (modules/meta_parser.py): its JSON as the UserComment's
-  raw UTF-8 bytes, with no character-code prefix, Software and MakerNote beside it;
+  "UNICODE\\0" prefix, in piexif's big-endian TIFF), as some tools write it;
+* fooocus.jpg: Fooocus' `get_exif` (modules/meta_parser.py): its JSON as the UserComment, a
+  `str` that Pillow writes as an ASCII value in IFD0 with no character-code prefix, Software
+  and MakerNote beside it; fooocus_bytes.jpg: its forks' `metadata.encode('utf-8')`, which
+  Pillow writes as BYTE;
+* camera.jpg: a camera's own comment ("ASCII\\0\\0\\0" and a picture name), not settings;
 * comfyui.webp: ComfyUI's SaveAnimatedWEBP (comfy_extras/nodes_images.py): the API graph as
   the IFD0 Model string `prompt:{...}` and each extra_pnginfo entry (the UI workflow) as
   `workflow:{...}` counting down from the Make tag;
@@ -100,12 +103,20 @@ def main():
 
     # Fooocus: `log()` saves with `exif=get_exif(parsed_parameters, metadata_scheme.value)`.
     metadata = json.dumps(FOOOCUS)
-    exif = Image.Exif()
-    exif[0x9286] = metadata.encode("utf-8")
-    exif[0x0131] = "Fooocus v2.5.5"
-    exif[0x927C] = "fooocus".encode("utf-8")
-    picture().save(os.path.join(OUT, "fooocus.jpg"), format="JPEG", quality=95, exif=exif)
-    expected["fooocus.jpg"] = [["parameters", metadata]]
+    for name, as_written in [("fooocus.jpg", str), ("fooocus_bytes.jpg", str.encode)]:
+        exif = Image.Exif()
+        exif[0x9286] = as_written(metadata)
+        exif[0x0131] = "Fooocus v2.5.5"
+        exif[0x927C] = as_written("fooocus")
+        picture().save(os.path.join(OUT, name), format="JPEG", quality=95, exif=exif)
+        expected[name] = [["parameters", metadata]]
+
+    path = os.path.join(OUT, "camera.jpg")
+    picture().save(path, format="JPEG", quality=80)
+    comment = b"ASCII\0\0\0" + b"Picture 1" + b" " * 20
+    piexif.insert(piexif.dump({"0th": {piexif.ImageIFD.Make: b"Camera Co"},
+                               "Exif": {piexif.ExifIFD.UserComment: comment}}), path)
+    expected["camera.jpg"] = []
 
     image = picture()
     exif = image.getexif()

@@ -61,9 +61,11 @@ fn each_tool_s_settings_are_understood_as_that_tool_s() {
             other => panic!("{name}: {other:?}"),
         }
     }
-    match read("fooocus.jpg") {
-        Some(ImageMetadata::Fooocus(fields)) => assert!(fields.contains_key("prompt")),
-        other => panic!("fooocus.jpg: {other:?}"),
+    for name in ["fooocus.jpg", "fooocus_bytes.jpg"] {
+        match read(name) {
+            Some(ImageMetadata::Fooocus(fields)) => assert!(fields.contains_key("prompt")),
+            other => panic!("{name}: {other:?}"),
+        }
     }
     match read("comfyui.webp") {
         Some(ImageMetadata::ComfyUi { samplers, texts }) => {
@@ -74,6 +76,11 @@ fn each_tool_s_settings_are_understood_as_that_tool_s() {
         other => panic!("comfyui.webp: {other:?}"),
     }
     assert_eq!(read("plain.jpg"), None);
+    assert_eq!(
+        read("camera.jpg"),
+        None,
+        "a camera's comment is not settings"
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::ops::ControlFlow;
 
 use inference::api::{GenerateRequest, Progress, SamplerChoice, Stage, VaeTiling};
 use inference::device::{DeviceKind, choose_precision};
-use inference::imaging::{self, SaveFormat, write_atomic};
+use inference::imaging::{SaveFormat, write_atomic};
 use inference::metadata::ModelRef;
 use inference::model::{Layout, Model};
 use inference::pipeline::generate_hires;
@@ -210,37 +210,13 @@ fn write_images(
         metadata::push_generation_fields(&mut parameters, generation);
         canvas.annotate(&mut parameters);
         let image = canvas.finish(image);
-        write_image(
+        super::write::write_image(
             path,
             &image,
             format,
             &[("parameters", &parameters.to_text())],
         )?;
     }
-    Ok(())
-}
-
-/// Writes `image` atomically as `format` and prints its path. Settings too long for a
-/// JPEG make a PNG beside it (`x.png` for `x.jpg`), with a warning: never an image without
-/// its settings, never a lost image.
-pub(super) fn write_image(
-    path: &std::path::Path,
-    image: &inference::imaging::ImageRgb8,
-    format: SaveFormat,
-    text: &[(&str, &str)],
-) -> Result<(), String> {
-    let err = |e: inference::Error| e.to_string();
-    let encoded = imaging::encode_image(image, format, text).map_err(err)?;
-    let path = if encoded.format == format {
-        path.to_path_buf()
-    } else {
-        path.with_extension(encoded.format.extension())
-    };
-    if let Some(problem) = &encoded.problem {
-        eprintln!("warning: {}: {problem}", path.display());
-    }
-    write_atomic(&path, &encoded.bytes).map_err(err)?;
-    println!("{}", path.display());
     Ok(())
 }
 

@@ -14,6 +14,7 @@ mod generate;
 mod hires;
 mod info;
 mod upscale;
+mod write;
 
 pub use args::{BenchArgs, GenerateArgs};
 

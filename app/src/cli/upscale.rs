@@ -89,5 +89,5 @@ pub fn run(args: &UpscaleArgs) -> Result<(), String> {
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    super::generate::write_image(&args.out, &result, format, &text)
+    super::write::write_image(&args.out, &result, format, &text)
 }

@@ -4,7 +4,8 @@
 //! Readers follow A1111's `read_info_from_image`, a little more forgiving: UserComment is
 //! read in the EXIF IFD or in IFD0 (where Fooocus' Pillow `Exif` puts it), and UTF-16 under
 //! the `UNICODE` prefix in either byte order (A1111 writes big-endian, some tools the file's
-//! own order). The writer makes exactly the bytes A1111's `piexif` makes.
+//! own order); a comment that is not settings (a camera's "Picture 1") is left out. The
+//! writer's UserComment is the bytes A1111's `piexif` makes.
 
 use exif::experimental::Writer;
 use exif::{Field, In, Reader, Tag, Value};
@@ -14,6 +15,7 @@ const USER_COMMENT: u16 = 0x9286;
 /// The character-code prefixes of a UserComment (EXIF 2.3, 4.6.5).
 const UNICODE_PREFIX: &[u8; 8] = b"UNICODE\0";
 const ASCII_PREFIX: &[u8; 8] = b"ASCII\0\0\0";
+const JIS_PREFIX: &[u8; 8] = b"JIS\0\0\0\0\0";
 /// What some writers (Pillow's WebP writer before 9.x, raw APP1 copies) leave before the TIFF
 /// header.
 const APP1_HEADER: &[u8] = b"Exif\0\0";
@@ -24,8 +26,10 @@ const APP1_HEADER: &[u8] = b"Exif\0\0";
 pub fn text_entries(raw: &[u8]) -> Vec<(String, String)> {
     let raw = raw.strip_prefix(APP1_HEADER).unwrap_or(raw);
     let mut reader = Reader::new();
+    // Needed for every piexif file, not only damaged ones: piexif ends its EXIF IFD without
+    // the next-IFD offset, which kamadak-exif then reports as an error after reading the
+    // entries. A damaged field elsewhere (a bad GPS offset) must not hide the comment either.
     reader.continue_on_error(true);
-    // A damaged field elsewhere (a bad GPS offset) must not hide the comment.
     let Ok(exif) = reader
         .read_raw(raw.to_vec())
         .or_else(|e| e.distill_partial_result(|_| {}))
@@ -35,14 +39,16 @@ pub fn text_entries(raw: &[u8]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for field in exif.fields() {
         match (&field.value, field.ifd_num) {
-            // EXIF says UNDEFINED; Pillow writes Fooocus' bytes as BYTE.
+            // EXIF says UNDEFINED; Pillow writes Fooocus' text as ASCII (its `str`, non-ASCII
+            // as `?`) or BYTE (its forks' UTF-8 bytes).
             (Value::Undefined(bytes, _) | Value::Byte(bytes), _)
                 if field.tag.number() == USER_COMMENT =>
             {
-                let text = decode_user_comment(bytes);
-                if !text.is_empty() {
-                    out.push(("parameters".to_string(), text));
-                }
+                out.extend(settings_entry(decode_user_comment(bytes)));
+            }
+            (Value::Ascii(strings), _) if field.tag.number() == USER_COMMENT => {
+                let text = strings.iter().map(|s| String::from_utf8_lossy(s)).collect();
+                out.extend(settings_entry(text));
             }
             (Value::Ascii(strings), In::PRIMARY) => {
                 for s in strings {
@@ -55,6 +61,14 @@ pub fn text_entries(raw: &[u8]) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+/// A comment as the `parameters` entry, when it is settings: A1111's text (it always has a
+/// `Steps: ` field) or Fooocus' JSON. Cameras and editors write comments of their own.
+fn settings_entry(text: String) -> Option<(String, String)> {
+    let text = text.trim();
+    let is_settings = text.starts_with('{') || text.lines().any(|line| line.contains("Steps: "));
+    is_settings.then(|| ("parameters".to_string(), text.to_string()))
 }
 
 /// ComfyUI's `key:{json}` strings (SaveAnimatedWEBP: `prompt:` in Model, `workflow:` in
@@ -70,7 +84,10 @@ fn comfy_entry(s: &str) -> Option<(String, String)> {
 fn decode_user_comment(bytes: &[u8]) -> String {
     let text = match bytes.split_at_checked(8) {
         Some((prefix, body)) if prefix == UNICODE_PREFIX => decode_utf16(body),
-        Some((prefix, body)) if prefix == ASCII_PREFIX => String::from_utf8_lossy(body).into(),
+        // Shift-JIS is not decoded: its ASCII (A1111's field names) reads the same.
+        Some((prefix, body)) if prefix == ASCII_PREFIX || prefix == JIS_PREFIX => {
+            String::from_utf8_lossy(body).into()
+        }
         _ => String::from_utf8_lossy(bytes).into_owned(),
     };
     text.trim_matches('\0').to_string()
@@ -118,10 +135,15 @@ pub fn a1111_user_comment(text: &str) -> Vec<u8> {
 /// carrying `text` as A1111 writes it: one UserComment in the EXIF IFD. The `image` crate's
 /// JPEG and WebP encoders embed it as it is.
 pub fn a1111_exif(text: &str) -> Result<Vec<u8>, String> {
+    comment_block(a1111_user_comment(text))
+}
+
+/// A big-endian EXIF block (as piexif writes) of one UserComment.
+fn comment_block(comment: Vec<u8>) -> Result<Vec<u8>, String> {
     let field = Field {
         tag: Tag::UserComment,
         ifd_num: In::PRIMARY,
-        value: Value::Undefined(a1111_user_comment(text), 0),
+        value: Value::Undefined(comment, 0),
     };
     let mut writer = Writer::new();
     writer.push_field(&field);
@@ -152,6 +174,7 @@ mod tests {
             "{\"prompt\": \"x\"}"
         );
         assert_eq!(decode_user_comment(b"\0\0\0\0\0\0\0\0Steps: 4"), "Steps: 4");
+        assert_eq!(decode_user_comment(b"JIS\0\0\0\0\0Steps: 4"), "Steps: 4");
         assert_eq!(decode_user_comment(b""), "");
     }
 
@@ -167,6 +190,18 @@ mod tests {
         assert_eq!(text_entries(&with_header).len(), 1);
         assert!(text_entries(b"not a TIFF at all").is_empty());
         assert!(text_entries(&a1111_exif(text).unwrap()[..12]).is_empty());
+    }
+
+    #[test]
+    fn a_camera_s_comment_is_not_settings() {
+        for comment in ["ASCII\0\0\0      ", "ASCII\0\0\0Picture 1", "UNICODE\0"] {
+            let mut bytes = comment.as_bytes().to_vec();
+            bytes.resize(bytes.len().max(8), 0);
+            let block = comment_block(bytes).unwrap();
+            assert!(text_entries(&block).is_empty(), "{comment:?}");
+        }
+        let fooocus = br#"{"prompt": "a cat", "steps": 30}"#.to_vec();
+        assert_eq!(text_entries(&comment_block(fooocus).unwrap()).len(), 1);
     }
 
     #[test]

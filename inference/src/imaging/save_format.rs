@@ -68,17 +68,19 @@ pub struct Encoded {
     pub problem: Option<String>,
 }
 
-/// Encodes `img` as `format` with its text entries: all of them as PNG chunks, or the
-/// `parameters` entry as an EXIF UserComment (A1111 keeps only that one in a JPEG or WebP).
-/// Settings too long for a JPEG's EXIF segment are never dropped: the image is a PNG then,
-/// and `problem` says so.
+/// Encodes `img` as `format` with its text entries: all of them as PNG chunks, or one as
+/// an EXIF UserComment, as A1111 keeps one text in a JPEG or WebP: the `parameters`, else
+/// the `extras` line (A1111's Extras tab writes only that one; Ember keeps a source's
+/// settings, which are what can be made again). Settings too long for a JPEG's EXIF segment
+/// are never dropped: the image is a PNG then, and `problem` says so.
 pub fn encode_image(img: &ImageRgb8, format: SaveFormat, text: &[(&str, &str)]) -> Result<Encoded> {
-    let parameters = text
-        .iter()
-        .find(|(key, _)| *key == "parameters")
-        .map(|(_, value)| *value);
+    let entry = |name: &str| {
+        text.iter()
+            .find(|(key, value)| *key == name && !value.is_empty())
+            .map(|(_, value)| *value)
+    };
+    let parameters = entry("parameters").or_else(|| entry("extras"));
     let exif = parameters
-        .filter(|p| !p.is_empty())
         .map(exif::a1111_exif)
         .transpose()
         .map_err(Error::settings)?;
@@ -89,9 +91,10 @@ pub fn encode_image(img: &ImageRgb8, format: SaveFormat, text: &[(&str, &str)]) 
             problem,
         })
     };
-    let buffer = || image::RgbImage::from_raw(img.width, img.height, img.pixels.clone());
-    let Some(rgb) = buffer() else {
-        return Err(Error::settings("image pixels do not match its size"));
+    // Only the encoders that need an `image` buffer copy the pixels (192 MB at 64 MP).
+    let rgb = || {
+        image::RgbImage::from_raw(img.width, img.height, img.pixels.clone())
+            .ok_or_else(|| Error::settings("image pixels do not match its size"))
     };
     let mut bytes = Vec::new();
     let encoded = match format {
@@ -105,11 +108,11 @@ pub fn encode_image(img: &ImageRgb8, format: SaveFormat, text: &[(&str, &str)]) 
                 )));
             }
             let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, quality);
-            write_with_exif(encoder, exif, &rgb)
+            write_with_exif(encoder, exif, &rgb()?)
         }
         SaveFormat::WebP => {
             let encoder = image::codecs::webp::WebPEncoder::new_lossless(&mut bytes);
-            write_with_exif(encoder, exif, &rgb)
+            write_with_exif(encoder, exif, &rgb()?)
         }
     };
     encoded.map_err(|e| Error::settings(format!("could not encode the image: {e}")))?;
@@ -185,6 +188,29 @@ mod tests {
         let webp = encode_image(&picture(), SaveFormat::WebP, &[]).unwrap();
         let img = image::load_from_memory(&webp.bytes).unwrap().to_rgb8();
         assert_eq!(img.into_raw(), picture().pixels, "WebP is lossless");
+    }
+
+    #[test]
+    fn an_upscale_without_settings_keeps_its_extras_line() {
+        let extras = "Postprocess upscale by: 4, Postprocess upscaler: x4";
+        let webp = encode_image(&picture(), SaveFormat::WebP, &[("extras", extras)]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.webp");
+        std::fs::write(&path, &webp.bytes).unwrap();
+        let mut decoder = image::ImageReader::open(&path)
+            .unwrap()
+            .with_guessed_format()
+            .unwrap()
+            .into_decoder()
+            .unwrap();
+        let exif = image::ImageDecoder::exif_metadata(&mut decoder)
+            .unwrap()
+            .unwrap();
+        let comment = exif::a1111_user_comment(extras);
+        assert!(
+            exif.windows(comment.len()).any(|w| w == comment.as_slice()),
+            "the extras line is the comment, as A1111's Extras tab writes it"
+        );
     }
 
     #[test]

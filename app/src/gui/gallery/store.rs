@@ -1,5 +1,6 @@
 //! The gallery's file work, done on background threads: saving results (numbered
-//! `00042-<seed>.png`, written atomically, with A1111 metadata), listing the output folder,
+//! `00042-<seed>.png` or `.jpg`/`.webp`, written atomically, with A1111 metadata), listing
+//! the output folder,
 //! reading images, their metadata and thumbnails, and moving images to the trash.
 
 use std::path::{Path, PathBuf};
@@ -222,7 +223,9 @@ pub fn save_numbered(
         let path = dir.join(format!("{index:05}-{seed}.{extension}"));
         // Never over an existing image, even one another process saved meanwhile.
         if !path.exists() && imaging::write_new(&path, &encoded.bytes).map_err(|e| e.to_string())? {
-            return Ok((path, encoded.problem));
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            let problem = encoded.problem.map(|p| format!("{name}: {p}"));
+            return Ok((path, problem));
         }
         index += 1;
     }

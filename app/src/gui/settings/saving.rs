@@ -5,8 +5,7 @@ use inference::imaging::{DEFAULT_JPEG_QUALITY, SaveFormat};
 use serde::{Deserialize, Serialize};
 
 /// The file kinds the Output folder section offers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FileKind {
     #[default]
     Png,
@@ -17,6 +16,15 @@ pub enum FileKind {
 impl FileKind {
     pub const ALL: [FileKind; 3] = [FileKind::Png, FileKind::Jpeg, FileKind::WebP];
 
+    /// The name the settings file stores.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileKind::Png => "png",
+            FileKind::Jpeg => "jpeg",
+            FileKind::WebP => "webp",
+        }
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             FileKind::Png => "PNG",
@@ -26,13 +34,35 @@ impl FileKind {
     }
 }
 
+impl super::Named for FileKind {
+    fn name(self) -> &'static str {
+        FileKind::name(self)
+    }
+    fn from_name(name: &str) -> Option<Self> {
+        FileKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+    const FALLBACK: Self = FileKind::Png;
+}
+
 /// What the form holds; the quality is kept while another kind is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SaveSettings {
+    /// Stored as png, jpeg or webp (another name, a newer version's, reads as png).
+    #[serde(with = "super::by_name")]
     pub kind: FileKind,
-    /// 1–100 (a file's value outside that is brought into it).
+    /// 1–100 (a file's value outside that, or not a number, is brought into it).
+    #[serde(deserialize_with = "quality_in_range")]
     pub jpeg_quality: u8,
+}
+
+/// Any number read as a quality in 1–100, so that one odd value never costs the whole file.
+fn quality_in_range<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u8, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(match value.as_f64() {
+        Some(q) if q.is_finite() => q.round().clamp(1.0, 100.0) as u8,
+        _ => DEFAULT_JPEG_QUALITY,
+    })
 }
 
 impl Default for SaveSettings {
@@ -61,15 +91,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_file_names_kinds_in_lowercase_and_a_bad_quality_is_brought_into_range() {
-        let s: SaveSettings =
-            serde_json::from_str(r#"{"kind": "jpeg", "jpeg_quality": 0}"#).unwrap();
+    fn kinds_are_stored_by_name_and_odd_values_never_fail_the_file() {
+        let read = |json: &str| serde_json::from_str::<SaveSettings>(json).unwrap();
+        let s = read(r#"{"kind": "jpeg", "jpeg_quality": 0}"#);
         assert_eq!(s.format(), SaveFormat::Jpeg { quality: 1 });
-        let s: SaveSettings = serde_json::from_str(r#"{"kind": "webp"}"#).unwrap();
+        let s = read(r#"{"kind": "webp"}"#);
         assert_eq!(
             (s.format(), s.jpeg_quality),
             (SaveFormat::WebP, DEFAULT_JPEG_QUALITY)
         );
+        let s = read(r#"{"kind": "avif", "jpeg_quality": 300}"#);
+        assert_eq!(
+            (s.kind, s.jpeg_quality),
+            (FileKind::Png, 100),
+            "a newer file loads"
+        );
+        assert_eq!(
+            read(r#"{"jpeg_quality": "high"}"#).jpeg_quality,
+            DEFAULT_JPEG_QUALITY
+        );
+        let kept = SaveSettings {
+            kind: FileKind::Jpeg,
+            jpeg_quality: 91,
+        };
+        assert_eq!(read(&serde_json::to_string(&kept).unwrap()), kept);
         assert_eq!(SaveSettings::default().format(), SaveFormat::Png);
     }
 }
