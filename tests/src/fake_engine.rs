@@ -165,6 +165,10 @@ impl Engine for FakeEngine {
         if path.to_string_lossy().contains("broken") {
             return Err(Error::settings("not a Stable Diffusion checkpoint"));
         }
+        if path.to_string_lossy().contains("slow") {
+            // A load that ends after what the app does meanwhile (an image's restore).
+            std::thread::sleep(Duration::from_millis(300));
+        }
         let capabilities = fake_capabilities(path);
         let summary = ModelSummary {
             path: path.to_path_buf(),

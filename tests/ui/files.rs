@@ -77,3 +77,29 @@ fn an_image_on_the_command_line_restores_its_settings() {
     );
     assert_eq!(s.negative_prompt, "blurry");
 }
+
+/// A model and an image that names none (`ember model.safetensors image.png`): the image's
+/// size is kept when the model loads, as a size typed while it loads would be, not scaled
+/// from the last model's native side.
+#[test]
+fn an_image_s_size_stays_when_the_model_beside_it_loads() {
+    let home = tempfile::tempdir().unwrap();
+    let image = home.path().join("sized.png");
+    let pixels = inference::imaging::ImageRgb8 {
+        width: 8,
+        height: 8,
+        pixels: vec![40; 8 * 8 * 3],
+    };
+    let text = "a lantern\nSteps: 12, Sampler: Euler, CFG scale: 7, Seed: 5, Size: 96x160";
+    let png = inference::imaging::encode_png(&pixels, &[("parameters", text)]).unwrap();
+    std::fs::write(&image, png).unwrap();
+    let model = home.path().join("slow-model.safetensors");
+    std::fs::write(&model, b"fake").unwrap();
+    let mut w = open_with(home.path(), vec![model, image]);
+    step_until(&mut w, "the restore while the model loads", |a| {
+        a.session.model().is_none() && a.settings.prompt == "a lantern"
+    });
+    step_until(&mut w, "the model to load", |a| a.session.model().is_some());
+    let s = &app(&w).settings;
+    assert_eq!((s.width, s.height), (96, 160), "the image's own size");
+}

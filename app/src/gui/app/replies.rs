@@ -113,7 +113,16 @@ impl EmberApp {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         match metadata {
             Some(meta) => {
+                let size_before = (self.settings.width, self.settings.height);
                 let restored = restore::apply(meta, &mut self.settings, with_seed);
+                if (self.settings.width, self.settings.height) != size_before {
+                    // The image's size, as if typed: for the model loaded, or kept by the
+                    // one loading (`restore_model` says which when the image names one).
+                    self.settings.size_for = self
+                        .session
+                        .model()
+                        .map(|m| m.native_size.0.min(m.native_size.1));
+                }
                 self.session
                     .notify(Level::Info, format!("{name}: {}", restored.summary()));
                 self.restore_model(restored.model.as_ref());
