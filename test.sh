@@ -47,7 +47,7 @@ export CUBECL_AUTOTUNE_LEVEL=${CUBECL_AUTOTUNE_LEVEL:-minimal}
 # against its plain-Burn reference, in f32 and f16, and the end-to-end runs on wgpu still
 # reproduce diffusers' (tests/reference/gpu.rs).
 gpu_heavy=(
-    gpu::a_small_gpu_parks_its_text_encoders_and_refuses_a_job_too_large
+    gpu_memory::a_small_gpu_parks_its_text_encoders_and_refuses_a_job_too_large
     gpu::f16_on_wgpu_stays_close_to_f32
     gpu::tests::attention_too_large_to_materialise_runs_on_wgpu
     wgpu_lost::a_wgpu_device_lost_mid_job_moves_the_worker_to_the_cpu_and_the_next_job_runs_there

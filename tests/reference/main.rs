@@ -20,6 +20,7 @@ mod fuzz;
 mod gpu;
 mod gpu_choice;
 mod gpu_lost;
+mod gpu_memory;
 mod half_precision;
 mod image_metadata;
 mod kdiffusion;

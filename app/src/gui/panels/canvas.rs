@@ -124,6 +124,8 @@ fn options(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     ui.add(
         egui::Slider::new(&mut s.brush_size, 1.0..=MAX_BRUSH)
             .logarithmic(true)
+            // Whole image pixels: `[` and `]` scale the size by a factor.
+            .max_decimals(0)
             .text("Size ([ ])"),
     );
     ui.add(egui::Slider::new(&mut s.brush_hardness, 0.0..=1.0).text("Hardness"));
