@@ -1,5 +1,6 @@
 //! `ember generate`'s noise source and A1111's seed extras end to end: a batch of variations
-//! keeps its seed and counts the variation seed up, and every PNG says how its noise was made.
+//! keeps its seed and counts the variation seed up, every PNG says how its noise was made,
+//! and A1111's `-1` asks for a random seed.
 
 use crate::hires::{generate, ok, parameters};
 
@@ -54,4 +55,55 @@ fn a_batch_of_variations_records_its_noise_in_every_png() {
     let p = parameters(&d.join("plain.png"));
     assert_eq!(p.get("RNG"), Some("CPU"));
     assert_eq!(p.get("Variation seed"), None);
+}
+
+/// A1111's `-1`: a random seed (and variation seed), printed and recorded in the PNG.
+#[test]
+fn seed_minus_one_is_a_random_seed_printed_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = crate::arg(&ember_tests::reference("sd15/pipeline"));
+    let out = crate::arg(&dir.path().join("random.png"));
+    let output = crate::ember(
+        dir.path(),
+        &[
+            "generate",
+            "--model",
+            &model,
+            "--prompt",
+            "a fox",
+            "--steps",
+            "1",
+            "--seed",
+            "-1",
+            "--variation-seed",
+            "-1",
+            "--variation-strength",
+            "0.2",
+            "--out",
+            &out,
+        ],
+    );
+    ok(&output, "seed -1");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let printed = |prefix: &str| -> String {
+        let line = stderr.lines().find_map(|l| l.strip_prefix(prefix));
+        let value = line.unwrap_or_else(|| panic!("{prefix} is printed: {stderr}"));
+        value.trim().parse::<u64>().unwrap().to_string()
+    };
+    let p = parameters(&dir.path().join("random.png"));
+    assert_eq!(p.get("Seed"), Some(printed("seed: ").as_str()));
+    assert_eq!(
+        p.get("Variation seed"),
+        Some(printed("variation seed: ").as_str())
+    );
+    // Any other negative seed is a usage error saying what a seed is.
+    let bad = crate::ember(
+        dir.path(),
+        &[
+            "generate", "--model", &model, "--prompt", "x", "--seed", "-2", "--out", &out,
+        ],
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("or -1 for a random one"), "{stderr}");
 }

@@ -52,6 +52,35 @@ pub struct BenchArgs {
     pub vae_tiling: String,
 }
 
+/// A seed flag: a number, or -1 for a random one (A1111's `-1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeedArg {
+    Random,
+    Fixed(u64),
+}
+
+impl SeedArg {
+    /// The seed given, `None` for a random one.
+    pub fn fixed(seed: Option<SeedArg>) -> Option<u64> {
+        match seed? {
+            SeedArg::Random => None,
+            SeedArg::Fixed(seed) => Some(seed),
+        }
+    }
+}
+
+fn parse_seed(text: &str) -> Result<SeedArg, String> {
+    match text.trim() {
+        "-1" => Ok(SeedArg::Random),
+        t => t.parse().map(SeedArg::Fixed).map_err(|_| {
+            format!(
+                "a seed is a whole number from 0 to {}, or -1 for a random one",
+                u64::MAX
+            )
+        }),
+    }
+}
+
 /// `ember generate` options; names and defaults are documented in README.md.
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
@@ -115,9 +144,9 @@ pub struct GenerateArgs {
     pub steps: u32,
     #[arg(long, default_value_t = 7.0, allow_negative_numbers = true)]
     pub cfg: f32,
-    /// Default: a random seed (printed).
-    #[arg(long)]
-    pub seed: Option<u64>,
+    /// Default (or -1, A1111's way of saying it): a random seed, printed.
+    #[arg(long, value_parser = parse_seed, allow_negative_numbers = true)]
+    pub seed: Option<SeedArg>,
     /// Images to make; image i gets seed + i (with a variation: the seed and variation seed
     /// + i) and is written as `<out stem>-<i>.png`.
     #[arg(long, default_value_t = 1)]
@@ -138,10 +167,10 @@ pub struct GenerateArgs {
     /// A1111's CPU setting) or nv (A1111's NV: what its default GPU noise is on NVIDIA cards).
     #[arg(long, default_value = "cpu")]
     pub rng: String,
-    /// A1111's variation seed (default with --variation-strength: a random one, printed);
-    /// image i of a batch gets this + i and every image the seed itself.
-    #[arg(long)]
-    pub variation_seed: Option<u64>,
+    /// A1111's variation seed (default with --variation-strength, or -1: a random one,
+    /// printed); image i of a batch gets this + i and every image the seed itself.
+    #[arg(long, value_parser = parse_seed, allow_negative_numbers = true)]
+    pub variation_seed: Option<SeedArg>,
     /// How far the noise turns from the seed's towards the variation seed's (0 to 1).
     #[arg(long, allow_negative_numbers = true)]
     pub variation_strength: Option<f32>,

@@ -13,6 +13,7 @@ use inference::weights::{self, LoadOptions};
 use inference::{hashing, metadata};
 
 use super::GenerateArgs;
+use super::args::SeedArg;
 use super::canvas::{self, Canvas};
 
 mod flags;
@@ -48,10 +49,10 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         .transpose()?;
     check_flag_pairs(args)?;
     canvas::validate(args)?;
-    let seed = args.seed.unwrap_or_else(inference::rng::random_seed);
-    let variation_seed = args
-        .variation_seed
-        .unwrap_or_else(inference::rng::random_seed);
+    let given_seed = SeedArg::fixed(args.seed);
+    let given_variation_seed = SeedArg::fixed(args.variation_seed);
+    let seed = given_seed.unwrap_or_else(inference::rng::random_seed);
+    let variation_seed = given_variation_seed.unwrap_or_else(inference::rng::random_seed);
     let mut request = flags::request(args, sampler.clone(), (seed, variation_seed))?;
     // Everything that does not need the model fails now, before a long load.
     request.validate_settings().map_err(err)?;
@@ -110,10 +111,10 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     for warning in &lora_warnings {
         eprintln!("warning: {warning}");
     }
-    if args.seed.is_none() {
+    if given_seed.is_none() {
         eprintln!("seed: {seed}");
     }
-    if args.variation_seed.is_none() && request.noise.active_variation().is_some() {
+    if given_variation_seed.is_none() && request.noise.active_variation().is_some() {
         eprintln!("variation seed: {variation_seed}");
     }
 

@@ -84,7 +84,7 @@ fn noise_options(args: &GenerateArgs, variation_seed: u64) -> Result<NoiseOption
             return Err("--variation-seed needs --variation-strength (0 to 1)".into());
         }
         (seed, Some(strength)) => Some(Variation {
-            seed: seed.unwrap_or(variation_seed),
+            seed: crate::cli::args::SeedArg::fixed(seed).unwrap_or(variation_seed),
             strength,
         }),
         (None, None) => None,
