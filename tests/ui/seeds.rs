@@ -123,3 +123,41 @@ fn a_dropped_a1111_image_brings_its_gpu_noise_and_variation() {
     assert!(has_notice(app(&w), "NV"), "{:?}", app(&w).session.notices);
     assert!(shows(&w, "Variation strength"), "the extras show");
 }
+
+/// The seed field takes any seed exactly (ComfyUI's reach 2^64 − 1, past what an f64 holds)
+/// and locks it; A1111's -1 unlocks it (a new random seed each generation); text that is
+/// neither changes nothing.
+#[test]
+fn the_seed_field_takes_every_u64_exactly_and_minus_one_for_random() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = open(
+        FakeEngine::new(Duration::from_millis(1)),
+        Paths::under(home.path()),
+    );
+    w.step();
+    let retype = |w: &mut crate::Window, text: &str| {
+        w.get_by_label("Seed").focus();
+        w.step();
+        crate::press_in_one_frame(w, egui::Modifiers::COMMAND, &[egui::Key::A]);
+        w.get_by_label("Seed").type_text(text);
+        w.step();
+    };
+    retype(&mut w, "18446744073709551615");
+    let s = &app(&w).settings;
+    assert_eq!((s.seed, s.seed_locked), (u64::MAX, true));
+    retype(&mut w, "-1");
+    assert!(!app(&w).settings.seed_locked, "-1: random each generation");
+    assert_eq!(app(&w).settings.seed, u64::MAX, "the last seed stays shown");
+    retype(&mut w, "12ab");
+    assert_eq!(
+        app(&w).settings.seed,
+        u64::MAX,
+        "not a seed: nothing changes"
+    );
+    retype(&mut w, "9007199254740993");
+    assert_eq!(
+        app(&w).settings.seed,
+        9_007_199_254_740_993,
+        "2^53 + 1, exactly"
+    );
+}

@@ -73,12 +73,9 @@ fn seed_field(
     actions: &mut Vec<Action>,
 ) {
     let label = ui.label(label);
-    let typed = ui
-        .add(DragValue::new(seed).speed(1.0))
-        .labelled_by(label.id);
-    if typed.changed() {
-        *locked = true;
-    }
+    seed_text(ui, label.id, (seed, locked)).on_hover_text(format!(
+        "The {what}: 0 to 18446744073709551615, or -1 for a new random one each generation"
+    ));
     let rolled = ui
         .button(button)
         .on_hover_text(format!("Roll a random {what} and lock it"));
@@ -88,6 +85,51 @@ fn seed_field(
     }
     ui.checkbox(locked, lock)
         .on_hover_text(format!("Off: every generation draws a new random {what}"));
+}
+
+/// A seed typed as its digits, exact to 2^64 − 1 (ComfyUI's seeds go that far; a drag
+/// value's f64 would round them), or A1111's -1: unlocked, a new random seed each
+/// generation. Typing a seed locks it; text that is neither shows in the error colour and
+/// is dropped when the field is left.
+fn seed_text(
+    ui: &mut egui::Ui,
+    label: egui::Id,
+    (seed, locked): (&mut u64, &mut bool),
+) -> egui::Response {
+    let id = label.with("seed text");
+    let mut text = ui
+        .data(|d| d.get_temp::<String>(id))
+        .unwrap_or_else(|| seed.to_string());
+    let valid = text.trim() == "-1" || text.trim().parse::<u64>().is_ok();
+    let mut edit = egui::TextEdit::singleline(&mut text)
+        .id(id)
+        .desired_width(80.0)
+        // Wider for a long seed (ComfyUI's have 20 digits), never cut.
+        .clip_text(false);
+    if !valid {
+        edit = edit.text_color(ui.visuals().error_fg_color);
+    }
+    let response = ui.add(edit).labelled_by(label);
+    if response.changed() {
+        match text.trim() {
+            "-1" => *locked = false,
+            digits => {
+                if let Ok(typed) = digits.parse::<u64>() {
+                    (*seed, *locked) = (typed, true);
+                }
+            }
+        }
+    }
+    // Asked before `data_mut`: both lock the context.
+    let editing = response.has_focus();
+    ui.data_mut(|d| {
+        if editing {
+            d.insert_temp(id, text);
+        } else {
+            d.remove::<String>(id);
+        }
+    });
+    response
 }
 
 /// The noise source and the eta noise seed delta (the form's Advanced section).
