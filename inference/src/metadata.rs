@@ -145,7 +145,9 @@ fn diffusers_names(
         C::Ddim => "DDIM",
         C::Pndm => "PLMS",
         C::DpmSolverMultistep if config.sde => "DPM++ 2M SDE",
-        C::DpmSolverMultistep if config.solver_order == 1 => "DPM++ 1S",
+        // First order, DPM-Solver(++) is DDIM's step, which in sigma space is Euler's: the
+        // name A1111 (and a restore) can read.
+        C::DpmSolverMultistep if config.solver_order == 1 => "Euler",
         C::DpmSolverMultistep => "DPM++ 2M",
         C::KDpm2Discrete => "DPM2",
         C::KDpm2AncestralDiscrete => "DPM2 a",
@@ -457,6 +459,12 @@ mod tests {
         );
         let karras = r#", "use_karras_sigmas": true"#;
         assert_eq!(names("DPMSolverMultistepScheduler", karras).1, "Karras");
+        // First order it is Euler's step: a name A1111 and a restore read.
+        let first_order = format!(r#"{}, "solver_order": 1"#, spacing("linspace"));
+        assert_eq!(
+            names("DPMSolverMultistepScheduler", &first_order),
+            ("Euler", "SGM Uniform")
+        );
         // DDIM and PNDM take no Karras sigmas whatever their config says.
         assert_eq!(names("DDIMScheduler", karras), ("DDIM", "DDIM"));
         assert_eq!(names("PNDMScheduler", "").1, "DDIM");
