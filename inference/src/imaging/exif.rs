@@ -63,12 +63,26 @@ pub fn text_entries(raw: &[u8]) -> Vec<(String, String)> {
     out
 }
 
-/// A comment as the `parameters` entry, when it is settings: A1111's text (it always has a
-/// `Steps: ` field) or Fooocus' JSON. Cameras and editors write comments of their own.
-fn settings_entry(text: String) -> Option<(String, String)> {
+/// A comment's entries, when it is settings: A1111's text (it always has a `Steps: ` field)
+/// or Fooocus' JSON as `parameters`; the JSON of ComfyUI save nodes that keep the graphs in
+/// the comment (`{"prompt": {…}, "workflow": {…}}`) as a `prompt` and a `workflow` entry.
+/// Cameras and editors write comments of their own: none.
+fn settings_entry(text: String) -> Vec<(String, String)> {
     let text = text.trim();
+    if let Ok(serde_json::Value::Object(map)) = serde_json::from_str(text)
+        && map.get("prompt").is_some_and(serde_json::Value::is_object)
+    {
+        return ["prompt", "workflow"]
+            .into_iter()
+            .filter_map(|key| Some((key.to_string(), map.get(key)?.to_string())))
+            .collect();
+    }
     let is_settings = text.starts_with('{') || text.lines().any(|line| line.contains("Steps: "));
-    is_settings.then(|| ("parameters".to_string(), text.to_string()))
+    if is_settings {
+        vec![("parameters".to_string(), text.to_string())]
+    } else {
+        Vec::new()
+    }
 }
 
 /// ComfyUI's `key:{json}` strings (SaveAnimatedWEBP: `prompt:` in Model, `workflow:` in
@@ -193,7 +207,7 @@ mod tests {
     }
 
     #[test]
-    fn a_camera_s_comment_is_not_settings() {
+    fn a_camera_s_comment_is_not_settings_and_comfy_graphs_in_one_are_found() {
         for comment in ["ASCII\0\0\0      ", "ASCII\0\0\0Picture 1", "UNICODE\0"] {
             let mut bytes = comment.as_bytes().to_vec();
             bytes.resize(bytes.len().max(8), 0);
@@ -201,7 +215,16 @@ mod tests {
             assert!(text_entries(&block).is_empty(), "{comment:?}");
         }
         let fooocus = br#"{"prompt": "a cat", "steps": 30}"#.to_vec();
-        assert_eq!(text_entries(&comment_block(fooocus).unwrap()).len(), 1);
+        let entries = text_entries(&comment_block(fooocus).unwrap());
+        assert_eq!(entries[0].0, "parameters", "{entries:?}");
+        let graphs = br#"{"prompt": {"3": {"class_type": "KSampler"}}, "workflow": {}}"#;
+        let entries = text_entries(&comment_block(graphs.to_vec()).unwrap());
+        let keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["prompt", "workflow"],
+            "ComfyUI's graphs in a comment"
+        );
     }
 
     #[test]
