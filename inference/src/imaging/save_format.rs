@@ -79,8 +79,8 @@ pub fn encode_image(img: &ImageRgb8, format: SaveFormat, text: &[(&str, &str)]) 
             .find(|(key, value)| *key == name && !value.is_empty())
             .map(|(_, value)| *value)
     };
-    let parameters = entry("parameters").or_else(|| entry("extras"));
-    let exif = parameters
+    let comment = entry("parameters").or_else(|| entry("extras"));
+    let exif = comment
         .map(exif::a1111_exif)
         .transpose()
         .map_err(Error::settings)?;
@@ -104,7 +104,7 @@ pub fn encode_image(img: &ImageRgb8, format: SaveFormat, text: &[(&str, &str)]) 
             if exif.as_ref().is_some_and(|e| e.len() > MAX_JPEG_EXIF) {
                 return png(Some(format!(
                     "its settings ({} characters) are too long for a JPEG's EXIF; saved as PNG",
-                    parameters.map_or(0, |p| p.chars().count())
+                    comment.map_or(0, |p| p.chars().count())
                 )));
             }
             let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, quality);
