@@ -124,8 +124,9 @@ fn options(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     ui.add(
         egui::Slider::new(&mut s.brush_size, 1.0..=MAX_BRUSH)
             .logarithmic(true)
-            // Whole image pixels: `[` and `]` scale the size by a factor.
-            .max_decimals(0)
+            // Shown in whole image pixels, kept as it is: `[` and `]` scale it by a factor,
+            // which rounding would stop at 1 px (`max_decimals` rounds the value itself).
+            .custom_formatter(|size, _| format!("{size:.0}"))
             .text("Size ([ ])"),
     );
     ui.add(egui::Slider::new(&mut s.brush_hardness, 0.0..=1.0).text("Hardness"));
