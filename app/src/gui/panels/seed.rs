@@ -73,7 +73,7 @@ fn seed_field(
     actions: &mut Vec<Action>,
 ) {
     let label = ui.label(label);
-    seed_text(ui, label.id, (seed, locked)).on_hover_text(format!(
+    seed_text(ui, (label.id, what), (seed, locked)).on_hover_text(format!(
         "The {what}: 0 to 18446744073709551615, or -1 for a new random one each generation"
     ));
     let rolled = ui
@@ -93,10 +93,11 @@ fn seed_field(
 /// is dropped when the field is left.
 fn seed_text(
     ui: &mut egui::Ui,
-    label: egui::Id,
+    (label, what): (egui::Id, &str),
     (seed, locked): (&mut u64, &mut bool),
 ) -> egui::Response {
-    let id = label.with("seed text");
+    // Named, not placed: the text being typed stays with its field whatever shows around it.
+    let id = ui.make_persistent_id(("seed text", what));
     let mut text = ui
         .data(|d| d.get_temp::<String>(id))
         .unwrap_or_else(|| seed.to_string());
