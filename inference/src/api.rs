@@ -17,6 +17,7 @@ mod checks;
 mod choices;
 mod hires;
 mod noise;
+mod seamless;
 mod vae_tiling;
 
 pub use choices::{MaskedContent, SdeNoise};
@@ -24,6 +25,7 @@ pub use hires::{
     DEFAULT_HIRES_STRENGTH, HiresFix, HiresPlan, HiresSize, HiresUpscaler, MAX_HIRES_SCALE,
 };
 pub use noise::{NoiseOptions, RngSource, Variation, parse_resize_from};
+pub use seamless::Seamless;
 pub use vae_tiling::VaeTiling;
 
 /// What a loaded model can do, as plain data: what requests are validated against, and what
@@ -206,6 +208,9 @@ pub struct GenerateRequest {
     pub hires: Option<HiresFix>,
     /// Whether the VAE runs in tiles.
     pub vae_tiling: VaeTiling,
+    /// Which edges of the image meet (A1111's "Tiling").
+    #[serde(default)]
+    pub seamless: Seamless,
 }
 
 /// Latents to start img2img from, `[1, channels, height / f, width / f]`, already scaled by
@@ -254,6 +259,7 @@ impl Default for GenerateRequest {
             exact_steps: false,
             hires: None,
             vae_tiling: VaeTiling::Auto,
+            seamless: Seamless::Off,
         }
     }
 }

@@ -7,8 +7,10 @@
 //! holding `,`, `:` or a newline is written as a JSON string.
 
 mod readers;
+mod seamless;
 
 pub use readers::{ImageMetadata, from_text_chunks};
+pub use seamless::seamless;
 
 /// Parameters as written in (or read from) A1111's `parameters` text.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -284,6 +286,7 @@ pub fn for_generation(
         p.push("Denoising strength", fix.strength);
     }
     push_noise_fields(&mut p, request, index);
+    seamless::push_fields(&mut p, request.seamless);
     if request.clip_skip > 1 {
         p.push("Clip skip", request.clip_skip);
     }

@@ -23,11 +23,24 @@ use crate::{reference, with_host_slice};
 /// cast to float32 for it and the result cast back); on the wgpu backend an im2col matrix and
 /// Burn's matrix product, or Burn's convolution where its implicit GEMM takes the problem on
 /// the matrix units ([`crate::conv_gemm::on_wgpu`]); for grouped, dilated or `Same`-padded
-/// convolutions, the module's own `forward` ([`reference::conv2d`]).
+/// convolutions, the module's own `forward` ([`reference::conv2d`]). Inside
+/// [`crate::wrap::with_wrap`] the wrapped axes are padded circularly first.
 ///
 /// # Shapes
 /// - `x`: `[batch, c_in, h, w]` -> `[batch, c_out, out_h, out_w]`
 pub fn conv2d(x: Tensor<4>, conv: &Conv2d) -> Tensor<4> {
+    let wrap = crate::wrap::current();
+    if wrap.any() {
+        return match crate::wrap::prepare(x, conv, wrap) {
+            (x, Some(unpadded)) => convolve(x, &unpadded),
+            (x, None) => convolve(x, conv),
+        };
+    }
+    convolve(x, conv)
+}
+
+/// [`conv2d`] with `conv`'s own padding (zeros).
+fn convolve(x: Tensor<4>, conv: &Conv2d) -> Tensor<4> {
     let weight = conv.weight.val();
     let bias = conv.bias.as_ref().map(|b| b.val());
     #[cfg(feature = "wgpu")]

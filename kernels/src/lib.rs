@@ -34,6 +34,7 @@ mod test_support;
 pub mod upsample;
 pub mod wide_attention;
 pub mod widen;
+pub mod wrap;
 
 use burn::backend::Flex;
 use burn::nn::GroupNorm;

@@ -21,7 +21,10 @@ use burn::tensor::{Device, Tensor};
 /// - `x`: `[batch, channels, h, w]` -> `[batch, out_channels, size[0], size[1]]`
 pub fn upsample_conv(x: Tensor<4>, conv: &Conv2d, size: [usize; 2]) -> Tensor<4> {
     let [_, _, h, w] = x.dims();
-    if x.device() != Device::flex() && size == [2 * h, 2 * w] && folds(conv) {
+    // The folded kernels pad the small input with zeros; a wrapped convolution pads the
+    // upscaled one circularly ([`crate::wrap`]).
+    let wrapped = crate::wrap::current().any();
+    if !wrapped && x.device() != Device::flex() && size == [2 * h, 2 * w] && folds(conv) {
         return folded(x, conv);
     }
     crate::conv2d(nearest(x, size), conv)

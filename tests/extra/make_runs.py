@@ -269,7 +269,9 @@ PIPELINES = {"sd": StableDiffusionPipeline, "sd_img2img": StableDiffusionImg2Img
              "sdxl_inpaint": StableDiffusionXLInpaintPipeline}
 
 
-def run(case):
+def run(case, out="runs", prepare=None):
+    """Records `case` into `out/`; `prepare(pipe)`, when given, changes the loaded pipeline
+    first (make_seamless_runs.py makes its convolutions circular)."""
     folder = assembled(case["model"], case.get("unet"))
     extra = {"safety_checker": None} if case["pipeline"].startswith("sd_") or case["pipeline"] == "sd" else {}
     pipe = PIPELINES[case["pipeline"]].from_pretrained(folder, torch_dtype=torch.float32, **extra)
@@ -279,6 +281,8 @@ def run(case):
         # Its Brownian tree is otherwise seeded from torch's global generator.
         config["noise_sampler_seed"] = case["seed"]
     pipe.scheduler = getattr(diffusers, case["scheduler"]).from_config(config)
+    if prepare:
+        prepare(pipe)
     kwargs = dict(prompt=case["prompt"], negative_prompt=case["negative_prompt"],
                   num_inference_steps=case["steps"], guidance_scale=case["guidance_scale"],
                   output_type="latent", generator=torch.Generator("cpu").manual_seed(case["seed"]))
@@ -303,7 +307,7 @@ def run(case):
     record["scheduler_config"] = finite(dict(pipe.scheduler.config, _class_name=case["scheduler"]))
     record["tensors"] = {"final_latents": list(latents.shape), "image_u8": list(image.shape)}
     record["diffusers"] = diffusers.__version__
-    base = os.path.join(HERE, "runs", case["name"])
+    base = os.path.join(HERE, out, case["name"])
     with open(base + ".json", "w") as f:
         json.dump(record, f, indent=1, allow_nan=False, default=lambda o: None)
     save_file({"final_latents": latents.contiguous(), "image_u8": image.contiguous()},

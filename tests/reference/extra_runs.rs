@@ -4,15 +4,17 @@
 //! scheduler class x every timestep spacing, strength < 1 for img2img and 4- and 9-channel
 //! inpainting, v-prediction with zero-terminal SNR, CFG rescale, SDXL's second prompt; and
 //! (`tests/extra/make_controlnet_runs.py`, in `control_runs/`) an SDXL ControlNet made from
-//! the tiny SDXL UNet, at full guidance and with a scale and start / end fractions; and
-//! (`tests/extra/make_a1111_noise.py`, in `noise_runs/`) runs started from A1111's noise.
+//! the tiny SDXL UNet, at full guidance and with a scale and start / end fractions;
+//! (`tests/extra/make_a1111_noise.py`, in `noise_runs/`) runs started from A1111's noise;
+//! and (`tests/extra/make_seamless_runs.py`, in `seamless_runs/`) seamless tiling on both
+//! axes and on one, txt2img and img2img.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 use ember_tests::{Fixtures, Json, diff, pixel_diff};
-use inference::api::SamplerChoice;
+use inference::api::{SamplerChoice, Seamless};
 use inference::device::Precision;
 use inference::imaging;
 use inference::model::Model;
@@ -101,6 +103,9 @@ fn check(
     if let Some(mask) = run["mask_image"].as_str() {
         r.mask = Some(imaging::load_mask(&extra.join(mask), size).unwrap());
     }
+    if let Some(mode) = run["seamless"].as_str() {
+        r.seamless = Seamless::parse(mode).map_err(|e| e.to_string())?;
+    }
     if let Some(controlnet) = run["controlnet"].as_str() {
         use inference::control::{MapSettings, Module};
         let number = |key: &str| run[key].as_f64().unwrap() as f32;
@@ -142,6 +147,18 @@ fn check(
     if worst > PIXEL_TOLERANCE {
         return Err(format!("a pixel differs by {worst} levels"));
     }
+    // The recorded wrap matters: without it the image is another one.
+    if r.seamless.is_on() {
+        r.seamless = Seamless::Off;
+        let plain = generate(model, &r, quiet).map_err(|e| e.to_string())?;
+        let plain: Vec<u8> = plain.images.iter().flat_map(|i| i.pixels.clone()).collect();
+        let (apart, _) = pixel_diff(&plain, &expected);
+        if apart <= 4 * PIXEL_TOLERANCE {
+            return Err(format!(
+                "without seamless tiling the image differs by only {apart} levels"
+            ));
+        }
+    }
     if std::env::var_os("EMBER_TEST_VERBOSE").is_some() {
         eprintln!(
             "{}: {:.2e} of max",
@@ -163,6 +180,13 @@ fn extra_diffusers_runs_reproduce() {
 #[test]
 fn a1111_noise_runs_reproduce() {
     check_runs_in("noise_runs");
+}
+
+/// A1111's Tiling (every UNet and VAE convolution circular) and its Asymmetric tiling
+/// script (one axis circular, the other zero-padded).
+#[test]
+fn seamless_runs_reproduce() {
+    check_runs_in("seamless_runs");
 }
 
 #[test]

@@ -159,6 +159,7 @@ fn a_half_precision_unet_that_overflows_runs_again_in_f32() {
             asked.set(asked.get() + 1);
             asked.get() > checks.get()
         },
+        wrap: Default::default(),
     };
     let x = burn::tensor::Tensor::<4>::ones([1, channels, side, side], &Device::flex());
     assert!(unet_run::run(&half, x, &stopped).is_none());

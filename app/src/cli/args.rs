@@ -288,6 +288,10 @@ pub struct GenerateArgs {
     /// (diffusers' enable_tiling) or off (a request that cannot fit is refused).
     #[arg(long, default_value = "auto")]
     pub vae_tiling: String,
+    /// Seamless tiling (A1111's Tiling): both (the image tiles in a grid), x (left and
+    /// right edges meet), y (top and bottom edges meet) or off.
+    #[arg(long, default_value = "off")]
+    pub seamless: String,
     /// Hires fix: enlarge the first pass by this factor (1 to 4; default 2 when another
     /// --hires-* flag is given) and denoise it again.
     #[arg(long)]

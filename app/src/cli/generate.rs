@@ -3,7 +3,7 @@
 use std::io::{IsTerminal, Write};
 use std::ops::ControlFlow;
 
-use inference::api::{GenerateRequest, Progress, SamplerChoice, Stage, VaeTiling};
+use inference::api::{GenerateRequest, Progress, SamplerChoice, Stage};
 use inference::device::{DeviceKind, choose_precision};
 use inference::imaging::{SaveFormat, write_atomic};
 use inference::metadata::ModelRef;
@@ -244,7 +244,7 @@ fn check_memory(
     let size = generation_size(args, (native, native))?;
     let rows = inference::pipeline::residency::rows(request);
     let bytes = options.precision.dtype().size() as u64;
-    let tiling = VaeTiling::parse(&args.vae_tiling).map_err(err)?;
+    let tiling = request.effective_vae_tiling();
     let estimate_at = |size, rows| {
         inference::memory::estimate(
             parameters,

@@ -131,6 +131,13 @@ impl GenerateRequest {
                 ));
             }
         }
+        if self.seamless.is_on() && self.vae_tiling == VaeTiling::On {
+            return bad(
+                "seamless tiling needs the VAE to see the whole image, whose edges meet; \
+                 tiles would put seams back: set VAE tiling to auto or off"
+                    .into(),
+            );
+        }
         if sc.crop.0 > 16384 || sc.crop.1 > 16384 {
             return bad(format!(
                 "the crop's top-left corner must be within 16384 pixels, got {},{}",
@@ -270,6 +277,16 @@ impl GenerateRequest {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// The VAE tiling the generation runs with: never tiles for a seamless image (tiles
+    /// would not see across its edges), so `auto` is `off` then: too large to fit is
+    /// refused before it starts rather than given seams.
+    pub fn effective_vae_tiling(&self) -> VaeTiling {
+        match self.vae_tiling {
+            VaeTiling::Auto if self.seamless.is_on() => VaeTiling::Off,
+            mode => mode,
         }
     }
 

@@ -36,6 +36,8 @@ pub struct Denoiser<'a> {
     pub interrupted: &'a dyn Fn() -> bool,
     /// The ControlNets guiding this stage.
     pub controls: &'a [ActiveControl<'a>],
+    /// The axes the UNet's convolutions wrap (seamless tiling; a ControlNet's never do).
+    pub wrap: kernels::wrap::Wrap,
 }
 
 /// A ControlNet with its control map for one generation.
@@ -135,6 +137,7 @@ impl Denoiser<'_> {
             added: conditioning.added.as_ref(),
             control: control.as_ref(),
             interrupted: self.interrupted,
+            wrap: self.wrap,
         };
         let out = unet_run::run(model, input, &inputs).ok_or(Error::Cancelled)?;
         let out = if self.guided {

@@ -138,6 +138,7 @@ impl<'a> Denoising<'a> {
                 interrupted: &|| observer.borrow().interrupted(),
                 // ControlNets guide the base model (a refiner has none of its family).
                 controls: if stage == 0 { &controls } else { &[] },
+                wrap: self.request.seamless.wrap(),
             };
             let mut hooks = Hooks {
                 denoise: &mut |x: &Tensor<4>, sigma: f32| denoiser.denoise(x, sigma),

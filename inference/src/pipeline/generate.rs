@@ -8,6 +8,7 @@ use std::ops::ControlFlow;
 use std::time::Instant;
 
 use burn::tensor::Tensor;
+use kernels::wrap::with_wrap;
 
 use super::denoising::Denoising;
 use super::observer::Observer;
@@ -144,13 +145,18 @@ pub fn generate_refined(
         plan.keep_last_steps(request.effective_steps() as usize);
     }
     let stop = || observer.interrupted();
-    let begin = Start::prepare(
-        model,
-        request,
-        (&plan, vae_plan.tiles, &stop),
-        shape,
-        &mut rng,
-    )?;
+    // Seamless tiling wraps the VAE's convolutions as well as the UNet's (A1111's switch
+    // reaches every convolution of the model): the init image's encode and the decode.
+    let wrap = request.seamless.wrap();
+    let begin = with_wrap(wrap, || {
+        Start::prepare(
+            model,
+            request,
+            (&plan, vae_plan.tiles, &stop),
+            shape,
+            &mut rng,
+        )
+    })?;
     let total = plan.steps();
     let switch = match request.refiner_switch {
         Some(fraction) if refiner.is_some() => plan.steps_before_switch(fraction),
@@ -186,7 +192,9 @@ pub fn generate_refined(
     report(observer, Stage::Decoding, total, total)?;
     // A cancel asked during the decode stops it between images and between tiles.
     let stop = || observer.interrupted();
-    let images = decode_images(decoder, &latents, request, &vae_plan, &stop)?;
+    let images = with_wrap(wrap, || {
+        decode_images(decoder, &latents, request, &vae_plan, &stop)
+    })?;
     warnings.extend(fallbacks.warnings());
     Ok(Generation {
         images,

@@ -26,7 +26,7 @@ pub fn working_bytes(model: &Model, request: &GenerateRequest) -> Result<u64> {
         &model.vae_config,
         size,
         peak_rows,
-        (false, request.vae_tiling),
+        (false, request.effective_vae_tiling()),
     );
     Ok(estimate.working)
 }

@@ -6,6 +6,8 @@
 use burn::module::Module;
 use burn::tensor::{DType, Tensor};
 
+use kernels::wrap::{Wrap, with_wrap};
+
 use crate::device::{CastParams, Precision};
 use crate::model::Model;
 use crate::models::unet::{AddedConditioning, ControlResiduals, UNet};
@@ -22,6 +24,8 @@ pub struct UnetInputs<'a> {
     pub added: Option<&'a AddedConditioning>,
     pub control: Option<&'a ControlResiduals>,
     pub interrupted: &'a dyn Fn() -> bool,
+    /// The axes the UNet's convolutions wrap (seamless tiling).
+    pub wrap: Wrap,
 }
 
 /// The model's UNet on `sample` (f32), in its precision, or in f32 when that overflows (or
@@ -55,10 +59,10 @@ pub fn run(model: &Model, sample: Tensor<4>, inputs: &UnetInputs<'_>) -> Option<
 fn call(unet: &UNet, sample: Tensor<4>, inputs: &UnetInputs<'_>) -> Option<Tensor<4>> {
     let t = inputs.timesteps;
     let conditioning = (inputs.context, inputs.added);
-    match inputs.control {
+    with_wrap(inputs.wrap, || match inputs.control {
         Some(c) => unet.forward_controlled(sample, t, conditioning, c, inputs.interrupted),
         None => unet.forward_interruptible(sample, t, conditioning, inputs.interrupted),
-    }
+    })
 }
 
 /// `unet` (f32) with every input cast to f32.

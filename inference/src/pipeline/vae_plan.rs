@@ -28,7 +28,7 @@ impl VaePlan {
     pub fn decide(model: &Model, request: &GenerateRequest, available: Option<u64>) -> Self {
         let config = &model.vae_config;
         let size = (request.width, request.height);
-        let tiles = plan_tiles(request.vae_tiling, config, size, available);
+        let tiles = plan_tiles(request.effective_vae_tiling(), config, size, available);
         let (w, h) = size;
         let whole = memory::vae_bytes(config, size, false);
         let free = || match available {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use inference::add_on_folders::{EMBEDDINGS, LORAS, near_model};
 use inference::api::{
-    GenerateRequest, MaskedContent, NoiseOptions, RngSource, SamplerChoice, SdeNoise,
+    GenerateRequest, MaskedContent, NoiseOptions, RngSource, SamplerChoice, SdeNoise, Seamless,
     SizeConditioning, VaeTiling, Variation,
 };
 use inference::imaging::{self, SaveFormat, check_jpeg_quality};
@@ -73,6 +73,7 @@ pub(super) fn request(
         exact_steps: args.exact_steps,
         hires: crate::cli::hires::from_args(args)?,
         vae_tiling: VaeTiling::parse(&args.vae_tiling).map_err(err)?,
+        seamless: Seamless::parse(&args.seamless).map_err(err)?,
     })
 }
 
