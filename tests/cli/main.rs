@@ -20,6 +20,7 @@ mod lora;
 mod packaging;
 mod prompts;
 mod reproduce;
+mod seamless;
 mod seeds;
 mod vae_tiling;
 #[cfg(target_os = "linux")]

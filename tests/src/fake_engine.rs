@@ -277,8 +277,14 @@ impl Engine for FakeEngine {
         } else {
             format!("\nNegative prompt: {}", request.negative_prompt)
         };
+        let seamless = match request.seamless {
+            inference::api::Seamless::Off => "",
+            inference::api::Seamless::Both => ", Tiling: True",
+            inference::api::Seamless::X => ", Tile X: True, Tile Y: False",
+            inference::api::Seamless::Y => ", Tile X: False, Tile Y: True",
+        };
         format!(
-            "{}{negative}\nSteps: {}, CFG scale: {}, Seed: {}, Size: {}x{}, Model: fake",
+            "{}{negative}\nSteps: {}, CFG scale: {}, Seed: {}, Size: {}x{}, Model: fake{seamless}",
             request.prompt,
             request.steps,
             request.cfg_scale,

@@ -15,6 +15,7 @@ mod prompts;
 mod quit;
 mod real_engine;
 mod restore_model;
+mod seamless;
 mod seeds;
 mod typed_path;
 mod upscale;

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use egui::TextureHandle;
+use inference::api::Seamless;
 use inference::worker::JobId;
 
 /// What the central area shows in the Generate view.
@@ -26,6 +27,8 @@ pub struct Shown {
     pub size: [usize; 2],
     /// Where it was saved, once known.
     pub path: Option<PathBuf>,
+    /// The edges that meet, as its parameters say: "Show tiled" repeats it along them.
+    pub seamless: Seamless,
 }
 
 impl Shown {
@@ -35,6 +38,7 @@ impl Shown {
             texture,
             size,
             path: None,
+            seamless: Seamless::Off,
         }
     }
 }

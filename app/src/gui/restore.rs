@@ -98,8 +98,10 @@ pub fn apply(metadata: &ImageMetadata, settings: &mut Settings, with_seed: bool)
     // A1111, ComfyUI and Fooocus always feed their SDE samplers Brownian trees; Ember writes
     // "SDE noise" only when it did not.
     settings.sde_brownian = true;
-    // Only an A1111 image's own `Hires …` fields turn the hires fix on.
+    // Only an A1111 image's own `Hires …` fields turn the hires fix on, and only its
+    // `Tiling` / `Tile X` / `Tile Y` seamless tiling (ComfyUI and Fooocus have none).
     settings.hires.enabled = false;
+    settings.seamless = inference::api::Seamless::Off;
     // ComfyUI, Fooocus and InvokeAI draw CPU noise without seed extras; A1111's fields
     // say where they differ.
     settings.noise.clear_for_restore();

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use inference::api::{MaskedContent, VaeTiling};
+use inference::api::{MaskedContent, Seamless, VaeTiling};
 use inference::canvas::FitMode;
 use inference::schedule::named::{SamplerName, ScheduleName};
 use inference::text::emphasis::Emphasis;
@@ -66,6 +66,9 @@ pub struct Settings {
     /// When the VAE runs in tiles, stored as auto, on or off.
     #[serde(with = "by_name")]
     pub vae_tiling: VaeTiling,
+    /// Which edges of the image meet (A1111's Tiling), stored as off, both, x or y.
+    #[serde(with = "by_name")]
+    pub seamless: Seamless,
     /// The DPM++ SDE samplers draw from a Brownian tree (ComfyUI's and A1111's default)
     /// rather than from the seed's generator.
     pub sde_brownian: bool,
@@ -248,6 +251,7 @@ impl Default for Settings {
             clip_skip: 1,
             emphasis: Emphasis::Original,
             vae_tiling: VaeTiling::Auto,
+            seamless: Seamless::Off,
             sde_brownian: true,
             output_dir: None,
             saving: SaveSettings::default(),

@@ -106,7 +106,10 @@ impl EmberApp {
                 TextureOptions::LINEAR,
             );
             let size = [result.image.width, result.image.height].map(|v| v as usize);
-            self.display.results.push(Shown::new(shown, size));
+            let mut shown = Shown::new(shown, size);
+            let parameters = inference::metadata::Parameters::parse(&result.parameters);
+            shown.seamless = inference::metadata::seamless(&parameters);
+            self.display.results.push(shown);
             self.save(ToSave {
                 job: id,
                 index: i,

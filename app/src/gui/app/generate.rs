@@ -127,6 +127,7 @@ impl EmberApp {
             clip_skip: s.clip_skip,
             emphasis: s.emphasis,
             vae_tiling: s.vae_tiling,
+            seamless: s.seamless,
             embedding_dirs: self.embedding_dirs(),
             lora_dirs: self.lora_dirs(),
             sde_noise: if s.sde_brownian {

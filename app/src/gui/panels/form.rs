@@ -1,9 +1,9 @@
 //! The generate form: prompts, seed (its row, extra options and noise source are
-//! `panels/seed`), steps, CFG, size, sampler and schedule, batch count, the SDXL second
-//! prompt and refiner, the hires fix, and the Generate / Cancel buttons.
+//! `panels/seed`), steps, CFG, size, sampler and schedule, batch count, seamless tiling,
+//! the SDXL second prompt and refiner, the hires fix, and the Generate / Cancel buttons.
 
 use egui::{DragValue, RichText, Slider};
-use inference::api::{MAX_BATCH, MAX_STEPS, ModelCapabilities, VaeTiling};
+use inference::api::{MAX_BATCH, MAX_STEPS, ModelCapabilities, Seamless, VaeTiling};
 use inference::family::Family;
 use inference::schedule::named::{SamplerName, ScheduleName};
 use inference::text::emphasis::Emphasis;
@@ -159,6 +159,19 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
                  variation: the seed, variation seeds counting up)",
             );
     });
+    egui::ComboBox::from_label("Seamless")
+        .selected_text(seamless_label(s.seamless))
+        .show_ui(ui, |ui| {
+            for option in Seamless::ALL {
+                ui.selectable_value(&mut s.seamless, option, seamless_label(option));
+            }
+        })
+        .response
+        .on_hover_text(
+            "Opposite edges meet, so the image repeats without a seam (A1111's Tiling): \
+             textures and patterns in a grid, or side by side only, or one above another. \
+             The VAE then decodes the whole image at once (never in tiles).",
+        );
     if caps.as_ref().is_some_and(|c| c.family == Family::Sdxl) {
         refiner_section(ui, app, actions);
     }
@@ -246,6 +259,16 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
                  A1111 make it (same seed, same image). Off: fresh draws from the seed.",
             );
     });
+}
+
+/// The seamless menu's words for a choice.
+fn seamless_label(mode: Seamless) -> &'static str {
+    match mode {
+        Seamless::Off => "Off",
+        Seamless::Both => "Both axes (a grid)",
+        Seamless::X => "Left and right edges",
+        Seamless::Y => "Top and bottom edges",
+    }
 }
 
 /// The VAE tiling menu's words for a choice.

@@ -2,7 +2,7 @@
 //! progress with speed and ETA, the queue, and the live preview replaced by the result.
 
 use egui::{ProgressBar, RichText, TextureHandle};
-use inference::api::Stage;
+use inference::api::{Seamless, Stage};
 
 use super::Parts;
 use crate::gui::action::{Action, CanvasAction, DownloadAction, ExtrasAction};
@@ -41,10 +41,60 @@ pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
                 });
             }
         }
+        if let Some(first) = app.display.results.first()
+            && first.seamless.is_on()
+            && show_tiled(ui)
+        {
+            fit_tiled(ui, &first.texture, first.seamless);
+            return;
+        }
         app.display.results.first().map(|s| &s.texture)
     };
     if let Some(texture) = image {
         fit_image(ui, texture);
+    }
+}
+
+/// The "Show tiled" switch a seamless result gets: runtime state (egui's memory), off
+/// again at the next start.
+fn show_tiled(ui: &mut egui::Ui) -> bool {
+    let id = egui::Id::unique("show tiled");
+    let mut tiled = ui.data(|d| d.get_temp::<bool>(id)).unwrap_or(false);
+    let toggle = ui
+        .checkbox(&mut tiled, "Show tiled")
+        .on_hover_text("Repeat the image along the edges that meet, to look for seams");
+    if toggle.changed() {
+        ui.data_mut(|d| d.insert_temp(id, tiled));
+    }
+    tiled
+}
+
+/// Shows a texture three times along each axis `seamless` wraps (3×3 for both), as large
+/// as fits: the middle copy is the image, its neighbours show how it continues.
+pub fn fit_tiled(ui: &mut egui::Ui, texture: &TextureHandle, seamless: Seamless) {
+    let counts = egui::vec2(
+        if seamless.x() { 3.0 } else { 1.0 },
+        if seamless.y() { 3.0 } else { 1.0 },
+    );
+    let tile = texture.size_vec2();
+    let available = ui.available_size();
+    let grid = tile * counts;
+    let scale = (available.x / grid.x).min(available.y / grid.y).max(0.01);
+    let (rect, _) = ui.allocate_exact_size(available, egui::Sense::hover());
+    let shown = egui::Rect::from_center_size(rect.center(), grid * scale);
+    let middle = ((counts.x as usize) / 2, (counts.y as usize) / 2);
+    for row in 0..counts.y as usize {
+        for column in 0..counts.x as usize {
+            let min = shown.min + egui::vec2(column as f32, row as f32) * tile * scale;
+            let place = egui::Rect::from_min_size(min, tile * scale);
+            let what = if (column, row) == middle {
+                "the image"
+            } else {
+                "a repeated copy"
+            };
+            let image = egui::Image::new((texture.id(), tile * scale)).alt_text(what);
+            ui.put(place, image);
+        }
     }
 }
 

@@ -29,6 +29,10 @@ pub(super) fn apply(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut R
         r.applied.push("size");
     }
     apply_noise(p, s, with_seed, r);
+    s.seamless = inference::metadata::seamless(p);
+    if s.seamless.is_on() {
+        r.applied.push("seamless tiling");
+    }
     s.emphasis = Emphasis::Original;
     if let Some(name) = p.get("Emphasis") {
         match Emphasis::from_a1111_name(name) {

@@ -1,6 +1,6 @@
 //! Tests of restoring settings from image metadata: A1111's emphasis names, an SDXL image's
-//! refiner and second prompts, ComfyUI's and Fooocus' refiners, the SDE noise, and numbers
-//! that are not finite.
+//! refiner and second prompts, ComfyUI's and Fooocus' refiners, the SDE noise, seamless
+//! tiling, and numbers that are not finite.
 
 use inference::metadata::Parameters;
 use inference::text::emphasis::Emphasis;
@@ -196,6 +196,32 @@ fn sde_noise_is_brownian_unless_the_image_says_generator() {
     let generator = Parameters::parse(&text(", SDE noise: generator"));
     apply(&ImageMetadata::A1111(generator), &mut s, false);
     assert!(!s.sde_brownian);
+}
+
+#[test]
+fn seamless_tiling_restores_from_a1111_fields_and_goes_off_without_them() {
+    use inference::api::Seamless;
+    let mut s = Settings::default();
+    for (fields, expected) in [
+        (", Tiling: True", Seamless::Both),
+        (", Tile X: True, Tile Y: False", Seamless::X),
+        (", Tiling: True, Tile X: False, Tile Y: True", Seamless::Y),
+        ("", Seamless::Off),
+    ] {
+        let text = format!("a brick wall\nSteps: 20, Seed: 3{fields}");
+        let r = apply(
+            &ImageMetadata::A1111(Parameters::parse(&text)),
+            &mut s,
+            true,
+        );
+        assert_eq!(s.seamless, expected, "{fields}");
+        assert_eq!(r.applied.contains(&"seamless tiling"), expected.is_on());
+    }
+    // Another tool's image has no such setting: it was made without.
+    s.seamless = Seamless::Both;
+    let fooocus = ImageMetadata::Fooocus(Default::default());
+    apply(&fooocus, &mut s, true);
+    assert_eq!(s.seamless, Seamless::Off);
 }
 
 /// "nan" and "inf" parse as `f32` but cannot be saved (JSON has no such numbers): restored,

@@ -1,7 +1,7 @@
 //! The choices the settings file stores by name ([`Named`]), and the serde adapter that
 //! reads an unknown name (a newer version's choice) as a fallback.
 
-use inference::api::{MaskedContent, RngSource, VaeTiling};
+use inference::api::{MaskedContent, RngSource, Seamless, VaeTiling};
 use inference::canvas::FitMode;
 use inference::schedule::named::{SamplerName, ScheduleName};
 use inference::text::emphasis::Emphasis;
@@ -54,6 +54,16 @@ impl Named for VaeTiling {
         VaeTiling::parse(name).ok()
     }
     const FALLBACK: Self = VaeTiling::Auto;
+}
+
+impl Named for Seamless {
+    fn name(self) -> &'static str {
+        Seamless::name(self)
+    }
+    fn from_name(name: &str) -> Option<Self> {
+        Seamless::parse(name).ok()
+    }
+    const FALLBACK: Self = Seamless::Off;
 }
 
 impl Named for RngSource {
