@@ -212,11 +212,12 @@ impl MemoryOf {
 }
 
 /// An error when `estimate` does not fit in `available` bytes of `memory`, saying what
-/// would help.
+/// would help: half precision where the weights are f32, VAE tiles unless the image is
+/// seamless (whose VAE runs whole).
 pub fn check_fits(
     estimate: Estimate,
     (available, memory): (u64, MemoryOf),
-    half_precision_helps: bool,
+    (half_precision_helps, vae_tiles_help): (bool, bool),
 ) -> Result<()> {
     if estimate.total() <= available {
         return Ok(());
@@ -231,7 +232,11 @@ pub fn check_fits(
     match memory {
         MemoryOf::Host => hints.push("closing other programs"),
         MemoryOf::Gpu => {
-            hints.push("--vae-tiling auto");
+            hints.push(if vae_tiles_help {
+                "--vae-tiling auto"
+            } else {
+                "seamless tiling off (a seamless image's VAE runs on the whole image)"
+            });
             hints.push("--device cpu (the computer's memory)");
         }
     }
@@ -288,8 +293,8 @@ mod tests {
             (false, VaeTiling::Off),
         );
         assert!(bf16.total() < 16 << 30, "{bf16:?}");
-        assert!(check_fits(bf16, (24 << 30, MemoryOf::Host), false).is_ok());
-        let err = check_fits(bf16, (4 << 30, MemoryOf::Host), false)
+        assert!(check_fits(bf16, (24 << 30, MemoryOf::Host), (false, true)).is_ok());
+        let err = check_fits(bf16, (4 << 30, MemoryOf::Host), (false, true))
             .unwrap_err()
             .to_string();
         assert!(err.contains("needs about") && err.contains("free"), "{err}");
@@ -332,15 +337,23 @@ mod tests {
             )
         };
         let gpu = (8 << 30, MemoryOf::Gpu);
-        let err = check_fits(at(VaeTiling::Off), gpu, false)
+        let err = check_fits(at(VaeTiling::Off), gpu, (false, true))
             .unwrap_err()
             .to_string();
         assert!(
             err.contains("of GPU memory is free") && err.contains("--vae-tiling auto"),
             "{err}"
         );
+        // A seamless image's VAE never tiles: the hint is to turn that off instead.
+        let seamless = check_fits(at(VaeTiling::Off), gpu, (false, false))
+            .unwrap_err()
+            .to_string();
         assert!(
-            check_fits(at(VaeTiling::Auto), gpu, false).is_ok(),
+            seamless.contains("seamless tiling off") && !seamless.contains("--vae-tiling"),
+            "{seamless}"
+        );
+        assert!(
+            check_fits(at(VaeTiling::Auto), gpu, (false, true)).is_ok(),
             "{:?}",
             at(VaeTiling::Auto)
         );
@@ -354,13 +367,13 @@ mod tests {
         let at = |tiling| estimate(parameters, 4, &unet, &vae, (2048, 2048), 2, (false, tiling));
         let whole = at(VaeTiling::Off);
         assert!(
-            check_fits(whole, (24 << 30, MemoryOf::Host), false).is_err(),
+            check_fits(whole, (24 << 30, MemoryOf::Host), (false, true)).is_err(),
             "{whole:?}"
         );
         for tiling in [VaeTiling::Auto, VaeTiling::On] {
             let tiled = at(tiling);
             assert!(
-                check_fits(tiled, (24 << 30, MemoryOf::Host), false).is_ok(),
+                check_fits(tiled, (24 << 30, MemoryOf::Host), (false, true)).is_ok(),
                 "{tiled:?}"
             );
         }

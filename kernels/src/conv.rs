@@ -31,16 +31,20 @@ use crate::{reference, with_host_slice};
 pub fn conv2d(x: Tensor<4>, conv: &Conv2d) -> Tensor<4> {
     let wrap = crate::wrap::current();
     if wrap.any() {
-        return match crate::wrap::prepare(x, conv, wrap) {
-            (x, Some(unpadded)) => convolve(x, &unpadded),
-            (x, None) => convolve(x, conv),
-        };
+        return crate::wrap::convolve(x, conv, wrap);
     }
     convolve(x, conv)
 }
 
+/// Whether the CPU's Winograd path takes `conv` on `x`.
+pub(crate) fn takes_winograd(x: &Tensor<4>, conv: &Conv2d) -> bool {
+    let bias = conv.bias.as_ref().map(|b| b.val());
+    cpu_conv_shape(x, &conv.weight.val(), bias.as_ref(), conv)
+        .is_some_and(|s| winograd::applies(&s))
+}
+
 /// [`conv2d`] with `conv`'s own padding (zeros).
-fn convolve(x: Tensor<4>, conv: &Conv2d) -> Tensor<4> {
+pub(crate) fn convolve(x: Tensor<4>, conv: &Conv2d) -> Tensor<4> {
     let weight = conv.weight.val();
     let bias = conv.bias.as_ref().map(|b| b.val());
     #[cfg(feature = "wgpu")]

@@ -84,24 +84,32 @@ fn wrap_dim(x: Tensor<4>, dim: usize, pad: usize) -> Tensor<4> {
     repeated.narrow(dim, copies * n - pad, n + 2 * pad)
 }
 
-/// `x` padded circularly where `conv` pads and `wrap` asks, and `conv` with that padding
-/// taken off (`None`: nothing wraps, run `conv` as it is).
+/// `conv` on `x` with the padding circular where `wrap` asks: `x` is padded circularly
+/// first, and `conv` runs with that padding taken off, or, where the CPU's Winograd path
+/// takes it (which is written for its one pixel of zeros), with its padding kept and the
+/// output's border (computed from those zeros) cut off: about 6% more work on a 64×64
+/// latent instead of the im2col path's twice the multiplications.
 ///
 /// Only an axis padded alike on both sides wraps. torch's own convolution padding is always
 /// symmetric; the one asymmetric convolution in these models (the VAE encoder's
 /// downsampler, padded right and bottom) stands for diffusers' and A1111's `F.pad` with
 /// zeros before an unpadded convolution, which circular padding leaves alone.
-pub(crate) fn prepare(x: Tensor<4>, conv: &Conv2d, wrap: Wrap) -> (Tensor<4>, Option<Conv2d>) {
+pub(crate) fn convolve(x: Tensor<4>, conv: &Conv2d, wrap: Wrap) -> Tensor<4> {
     let PaddingConfig2d::Explicit(top, left, bottom, right) = conv.padding else {
-        return (x, None);
+        return crate::conv::convolve(x, conv);
     };
     let wrap_y = wrap.y && top == bottom && top > 0;
     let wrap_x = wrap.x && left == right && left > 0;
     if !(wrap_x || wrap_y) {
-        return (x, None);
+        return crate::conv::convolve(x, conv);
     }
     let vertical = if wrap_y { top } else { 0 };
     let horizontal = if wrap_x { left } else { 0 };
+    if crate::conv::takes_winograd(&x, conv) {
+        let [_, _, h, w] = x.dims();
+        let y = crate::conv::convolve(circular_pad(x, [vertical, horizontal]), conv);
+        return y.narrow(2, vertical, h).narrow(3, horizontal, w);
+    }
     let mut unpadded = conv.clone();
     unpadded.padding = PaddingConfig2d::Explicit(
         top - vertical,
@@ -109,7 +117,7 @@ pub(crate) fn prepare(x: Tensor<4>, conv: &Conv2d, wrap: Wrap) -> (Tensor<4>, Op
         bottom - vertical,
         right - horizontal,
     );
-    (circular_pad(x, [vertical, horizontal]), Some(unpadded))
+    crate::conv::convolve(circular_pad(x, [vertical, horizontal]), &unpadded)
 }
 
 #[cfg(test)]
@@ -175,12 +183,14 @@ mod tests {
         {
             let [_, c, h, w] = dims;
             let layer = conv(
-                [c, 5],
+                [c, c.max(5)],
                 k,
                 stride,
                 PaddingConfig2d::Explicit(pad, pad, pad, pad),
             );
             let x = random(dims);
+            // The Winograd case keeps its padding and cuts the output's border instead.
+            assert_eq!(crate::conv::takes_winograd(&x, &layer), i == 2, "case {i}");
             let wrapped = with_wrap(Wrap::BOTH, || crate::conv2d(x.clone(), &layer));
             let rows = Tensor::cat(vec![x.clone(), x.clone(), x.clone()], 2);
             let tiled = Tensor::cat(vec![rows.clone(), rows.clone(), rows], 3);

@@ -91,3 +91,29 @@ fn an_a1111_image_made_with_tiling_turns_it_on_and_one_without_turns_it_off() {
         a.settings.seamless == Seamless::Off
     });
 }
+
+#[test]
+fn the_gallery_shows_a_seamless_image_tiled_too() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = crate::with_fake_model(home.path(), FakeEngine::new(Duration::from_millis(1)));
+    w.state_mut().as_mut().unwrap().settings.seamless = Seamless::Both;
+    click(&mut w, "Generate");
+    step_until(&mut w, "the result to be saved", |a| {
+        a.session.running.is_none() && a.display.results.iter().all(|r| r.path.is_some())
+    });
+    click(&mut w, "Gallery");
+    step_until(&mut w, "the folder scan", |a| a.gallery.entries.len() == 1);
+    let name = app(&w).gallery.entries[0].path.file_name().unwrap();
+    let name = name.to_string_lossy().into_owned();
+    click(&mut w, &name);
+    step_until(&mut w, "the image to open", |a| {
+        a.gallery
+            .selected
+            .as_ref()
+            .is_some_and(|s| s.metadata.is_some() && s.texture.is_some())
+    });
+    assert_eq!(copies(&w), 0);
+    click(&mut w, "Show tiled");
+    w.step();
+    assert_eq!(copies(&w), 8, "a 3x3 grid");
+}

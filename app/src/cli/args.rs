@@ -50,6 +50,9 @@ pub struct BenchArgs {
     /// or off.
     #[arg(long, default_value = "auto")]
     pub vae_tiling: String,
+    /// `generate`: seamless tiling, off, both, x or y (its wrapped convolutions' cost).
+    #[arg(long, default_value = "off")]
+    pub seamless: String,
 }
 
 /// A seed flag: a number, or -1 for a random one (A1111's `-1`).

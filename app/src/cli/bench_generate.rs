@@ -26,6 +26,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         precision,
         vae_upcast,
         vae_tiling: inference::api::VaeTiling::parse(&args.vae_tiling).map_err(err)?,
+        seamless: inference::api::Seamless::parse(&args.seamless).map_err(err)?,
     };
     let result = generation::run(&config).map_err(err)?;
     let median = result.median().as_secs_f64();
@@ -35,7 +36,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             "implementation": "ember", "target": "generate", "arch": args.arch,
             "size": args.size, "images": images, "steps": args.steps, "device": args.device,
             "adapter": opened.description, "precision": precision.to_string(),
-            "vae_upcast": vae_upcast, "load_s": result.load.as_secs_f64(),
+            "vae_upcast": vae_upcast, "seamless": args.seamless, "load_s": result.load.as_secs_f64(),
             "first_s": result.first.as_secs_f64(), "median_s": median,
             "runs": result.times.len(), "peak_device_bytes": result.peak_device_bytes,
             "estimated_working_bytes": result.estimated_working_bytes,

@@ -278,7 +278,8 @@ fn check_memory(
     }
     match inference::memory::available_on(&options.device) {
         Some(free) => {
-            inference::memory::check_fits(estimate, (free, memory), bytes > 2).map_err(err)
+            let helps = (bytes > 2, !request.seamless.is_on());
+            inference::memory::check_fits(estimate, (free, memory), helps).map_err(err)
         }
         None => Ok(()),
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use burn::tensor::Device;
 
-use crate::api::{GenerateRequest, Progress, VaeTiling};
+use crate::api::{GenerateRequest, Progress, Seamless, VaeTiling};
 use crate::device::Precision;
 use crate::error::Result;
 use crate::family::Family;
@@ -31,6 +31,7 @@ pub struct GenerationConfig {
     /// Keep the VAE in f32 beside half-precision networks (`--precision auto` on a GPU).
     pub vae_upcast: bool,
     pub vae_tiling: VaeTiling,
+    pub seamless: Seamless,
 }
 
 /// What a generation took.
@@ -78,6 +79,7 @@ pub fn run(config: &GenerationConfig) -> Result<GenerationResult> {
         batch: config.images,
         seed: 1,
         vae_tiling: config.vae_tiling,
+        seamless: config.seamless,
         ..GenerateRequest::default()
     };
     // The check a job gets before it starts; its time estimate (which would run a UNet call

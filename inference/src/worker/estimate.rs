@@ -52,7 +52,8 @@ pub fn cost(
     if let Some(free) = available {
         // On a GPU the text encoders make room once the prompts are encoded.
         let free = free + residency::parkable_bytes(model);
-        memory::check_fits(estimate, (free, memory::MemoryOf::of(&model.device)), false)?;
+        let helps = (false, !request.seamless.is_on());
+        memory::check_fits(estimate, (free, memory::MemoryOf::of(&model.device)), helps)?;
     }
     let f = model.vae_factor();
     let pixels = (request.width as usize / f) * (request.height as usize / f);

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use egui::RichText;
+use inference::metadata::ImageMetadata;
 
 use super::Parts;
 use crate::gui::action::{Action, CanvasAction, ExtrasAction};
@@ -105,7 +106,14 @@ fn details(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
                 None => {}
             });
         });
+    let seamless = match &selected.metadata {
+        Some(ImageMetadata::A1111(p)) => inference::metadata::seamless(p),
+        _ => inference::api::Seamless::Off,
+    };
     match &selected.texture {
+        Some(texture) if seamless.is_on() && super::output::show_tiled(ui) => {
+            super::output::fit_tiled(ui, texture, seamless);
+        }
         Some(texture) => super::output::fit_image(ui, texture),
         None if selected.error.is_none() => {
             ui.spinner();

@@ -55,9 +55,9 @@ pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     }
 }
 
-/// The "Show tiled" switch a seamless result gets: runtime state (egui's memory), off
-/// again at the next start.
-fn show_tiled(ui: &mut egui::Ui) -> bool {
+/// The "Show tiled" switch a seamless image gets (one for the result and the gallery):
+/// runtime state (egui's memory), off again at the next start.
+pub fn show_tiled(ui: &mut egui::Ui) -> bool {
     let id = egui::Id::unique("show tiled");
     let mut tiled = ui.data(|d| d.get_temp::<bool>(id)).unwrap_or(false);
     let toggle = ui
