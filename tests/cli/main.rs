@@ -22,6 +22,7 @@ mod prompts;
 mod reproduce;
 mod seamless;
 mod seeds;
+mod styles;
 mod vae_tiling;
 #[cfg(target_os = "linux")]
 mod window;

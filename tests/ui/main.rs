@@ -17,6 +17,7 @@ mod real_engine;
 mod restore_model;
 mod seamless;
 mod seeds;
+mod styles;
 mod typed_path;
 mod upscale;
 
@@ -189,6 +190,19 @@ pub fn press_in_one_frame(window: &mut Window, modifiers: egui::Modifiers, keys:
     }
     events.push(egui::Event::ModifiersChanged(egui::Modifiers::NONE));
     window.step();
+}
+
+/// Writes `dir/name`: a small PNG whose A1111 `parameters` are `text`.
+pub fn a1111_png(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    let image = inference::imaging::ImageRgb8 {
+        width: 8,
+        height: 8,
+        pixels: vec![90; 8 * 8 * 3],
+    };
+    let png = inference::imaging::encode_png(&image, &[("parameters", text)]).unwrap();
+    std::fs::write(&path, png).unwrap();
+    path
 }
 
 /// Whether some notice contains `text`.

@@ -69,16 +69,8 @@ fn an_a1111_image_made_with_tiling_turns_it_on_and_one_without_turns_it_off() {
     );
     w.step();
     let write = |name: &str, fields: &str| {
-        let path = home.path().join(name);
         let text = format!("a brick wall\nSteps: 20, Sampler: Euler a, Seed: 7{fields}");
-        let image = inference::imaging::ImageRgb8 {
-            width: 8,
-            height: 8,
-            pixels: vec![90; 8 * 8 * 3],
-        };
-        let png = inference::imaging::encode_png(&image, &[("parameters", &text)]).unwrap();
-        std::fs::write(&path, png).unwrap();
-        path
+        crate::a1111_png(home.path(), name, &text)
     };
     let tiled = write("tiled.png", ", Tiling: True");
     drop_files(&mut w, &[&tiled]);

@@ -97,6 +97,14 @@ pub struct GenerateArgs {
     pub prompt: String,
     #[arg(long, default_value = "")]
     pub negative: String,
+    /// An A1111 style to apply to the prompts, by name; repeat it for more, applied in the
+    /// order given.
+    #[arg(long = "style", value_name = "NAME")]
+    pub styles: Vec<String>,
+    /// The styles.csv `--style` reads (default: Ember's, in its config folder, which the
+    /// app's Styles editor writes).
+    #[arg(long, value_name = "FILE", requires = "styles")]
+    pub styles_file: Option<PathBuf>,
     /// SDXL: the prompt of the second text encoder (OpenCLIP bigG); default: --prompt.
     #[arg(long)]
     pub prompt_2: Option<String>,

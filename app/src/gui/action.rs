@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use inference::worker::ModelRole;
 
 use super::dialogs::PathPurpose;
+pub use super::styles::StyleAction;
 
 /// The app's main views.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -82,6 +83,8 @@ pub enum Action {
     Device(DeviceAction),
     /// The answer to closing with images still to make.
     Quit(QuitAction),
+    /// The Styles row's and the style editor's actions (see [`StyleAction`]).
+    Styles(StyleAction),
 }
 
 /// How to close while images are still to be made.

@@ -17,6 +17,7 @@ mod model_flow;
 mod open_folder;
 mod quit_flow;
 mod replies;
+mod styles_flow;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -39,6 +40,7 @@ use super::service::{Order, Service};
 use super::session::{Level, Session};
 use super::settings::{Settings, SettingsFile};
 use super::shared_device::DeviceNote;
+use super::styles::StyleStore;
 use super::{gallery, panels};
 
 /// How long one frame may spend taking in events before drawing.
@@ -58,6 +60,8 @@ pub struct EmberApp {
     pub device: DeviceNote,
     /// The Device menu: the machine's devices, and a start-again on the chosen one.
     pub device_choice: DeviceChoice,
+    /// The prompt styles (`styles.csv`) and the style editor.
+    pub styles: StyleStore,
     /// Closing with images still to make: the question and its answer.
     pub quitting: quit_flow::Quitting,
     /// A path being typed (when a dialog could not open, or asked for).
@@ -118,6 +122,10 @@ impl EmberApp {
         if let Some(problem) = loaded.problem {
             session.notify(Level::Warning, problem);
         }
+        let styles = StyleStore::open(&paths.config_dir);
+        if let Some(problem) = &styles.problem {
+            session.notify(Level::Warning, problem.clone());
+        }
         let worker = WorkerHandle::spawn(engine, wake(ctx)).unwrap_or_else(|e| spawn_failed(e));
         let files = Service::spawn("files", Order::Fifo, wake(ctx), gallery::store::serve)
             .unwrap_or_else(|e| spawn_failed(e));
@@ -154,6 +162,7 @@ impl EmberApp {
             paths,
             device: DeviceNote::default(),
             device_choice: DeviceChoice::default(),
+            styles,
             quitting: Default::default(),
             path_prompt: None,
         };
@@ -240,6 +249,7 @@ impl EmberApp {
                 quit_asked: self.quitting.asked,
                 paths: &self.paths,
                 path_prompt: &mut self.path_prompt,
+                styles: &mut self.styles,
                 unsaved: self.unsaved.len(),
                 saving: self.saves_in_flight,
             },
@@ -260,6 +270,7 @@ impl EmberApp {
             Action::Extras(extras) => self.perform_extras(extras),
             Action::Download(download) => self.perform_download(download),
             Action::Device(device) => self.perform_device(device),
+            Action::Styles(styles) => self.perform_styles(styles),
             Action::Quit(quit) => self.perform_quit(quit),
             Action::Notice(text) => self.session.notify(Level::Warning, text),
             Action::Generate => self.generate(),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use inference::worker::ModelRole;
 
-use super::action::{Action, CanvasAction, ControlAction, ExtrasAction};
+use super::action::{Action, CanvasAction, ControlAction, ExtrasAction, StyleAction};
 
 /// A dialog that answers faster than this did not open: nobody picks or cancels that fast.
 const TOO_FAST: Duration = Duration::from_millis(150);
@@ -37,6 +37,8 @@ pub enum PathPurpose {
     ExtrasImage,
     /// An ESRGAN model for the Extras view.
     Upscaler,
+    /// Another `styles.csv` (A1111's) whose styles to take in.
+    StylesFile,
     /// The config folder for a checkpoint of non-standard size.
     ConfigFor {
         model: PathBuf,
@@ -59,6 +61,7 @@ impl PathPurpose {
             PathPurpose::ControlModel(_) => "Open a ControlNet model",
             PathPurpose::ExtrasImage => "Open an image to upscale",
             PathPurpose::Upscaler => "Open an ESRGAN / Real-ESRGAN upscaler model",
+            PathPurpose::StylesFile => "Import the styles of a styles.csv (A1111's)",
             PathPurpose::ConfigFor { .. } => {
                 "Choose the checkpoint's config folder (a diffusers folder describing it)"
             }
@@ -70,6 +73,7 @@ impl PathPurpose {
         match self.filter() {
             Some(("Images", _)) => "/home/you/Pictures/image.png",
             Some(("Upscaler models", _)) => "/home/you/models/ESRGAN/4x-UltraSharp.pth",
+            Some(("Styles", _)) => "/home/you/stable-diffusion-webui/styles.csv",
             Some(_) => "/home/you/models/model.safetensors",
             None => "/home/you/models",
         }
@@ -84,6 +88,7 @@ impl PathPurpose {
             | PathPurpose::ControlImage(_)
             | PathPurpose::ExtrasImage => Some(("Images", IMAGES)),
             PathPurpose::Upscaler => Some(("Upscaler models", UPSCALERS)),
+            PathPurpose::StylesFile => Some(("Styles", &["csv"])),
             PathPurpose::ControlModel(_) => Some(("ControlNet models", CHECKPOINTS)),
             _ => None,
         }
@@ -106,6 +111,7 @@ impl PathPurpose {
             }
             PathPurpose::ExtrasImage => Action::Extras(ExtrasAction::OpenImage(path)),
             PathPurpose::Upscaler => Action::Extras(ExtrasAction::SetUpscaler(path)),
+            PathPurpose::StylesFile => Action::Styles(StyleAction::Import(path)),
             PathPurpose::ConfigFor { model, role } => Action::LoadWithConfig {
                 model: model.clone(),
                 config: path,

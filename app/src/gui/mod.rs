@@ -26,6 +26,7 @@ pub mod session;
 pub mod settings;
 pub mod shared_device;
 pub mod start_again;
+pub mod styles;
 pub mod termination;
 pub mod texture;
 pub mod window_gpu_lost;

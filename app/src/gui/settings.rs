@@ -33,6 +33,8 @@ pub const RECENT_MODELS: usize = 8;
 pub struct Settings {
     pub prompt: String,
     pub negative_prompt: String,
+    /// The A1111 styles chosen, by name, in the order they apply to the prompts.
+    pub styles: Vec<String>,
     /// The seed the next generation uses when `seed_locked`; otherwise the last one used.
     pub seed: u64,
     /// Keep the seed between generations (off: a new random seed each time).
@@ -237,6 +239,7 @@ impl Default for Settings {
         Self {
             prompt: String::new(),
             negative_prompt: String::new(),
+            styles: Vec::new(),
             seed: 0,
             seed_locked: false,
             noise: NoiseSettings::default(),

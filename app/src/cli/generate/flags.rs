@@ -19,6 +19,30 @@ const DEFAULT_STRENGTH: f32 = 0.75;
 /// Default refiner switch (A1111's and diffusers' examples).
 const DEFAULT_REFINER_SWITCH: f32 = 0.8;
 
+/// The prompts with the `--style`s applied, from `--styles-file` or else the app's
+/// `styles.csv`.
+fn styled_prompts(args: &GenerateArgs) -> Result<(String, String), String> {
+    if args.styles.is_empty() {
+        return Ok((args.prompt.clone(), args.negative.clone()));
+    }
+    let path = args.styles_file.clone().unwrap_or_else(|| {
+        crate::gui::paths::Paths::from_env()
+            .config_dir
+            .join(crate::styles::FILE_NAME)
+    });
+    let book = crate::styles::StyleBook::read(&path).map_err(|e| format!("--style: {e}"))?;
+    book.apply(&args.styles, &args.prompt, &args.negative)
+        .map_err(|e| {
+            let known: Vec<&str> = book.styles().iter().map(|s| s.name.as_str()).collect();
+            let known = if known.is_empty() {
+                "it has none".to_string()
+            } else {
+                format!("it has {}", known.join(", "))
+            };
+            format!("--style: {e} in {} ({known})", path.display())
+        })
+}
+
 /// The request the flags describe, before the model is known (its default sampler and
 /// native size, the canvas and ControlNet images are filled in once it is loaded).
 pub(super) fn request(
@@ -32,9 +56,10 @@ pub(super) fn request(
         crop: parse_corner(args.crop_top_left.as_deref())?,
         target: parse_size(args.target_size.as_deref(), "--target-size")?,
     };
+    let (prompt, negative_prompt) = styled_prompts(args)?;
     Ok(GenerateRequest {
-        prompt: args.prompt.clone(),
-        negative_prompt: args.negative.clone(),
+        prompt,
+        negative_prompt,
         width: args.width.unwrap_or(512),
         height: args.height.unwrap_or(512),
         steps: args.steps,

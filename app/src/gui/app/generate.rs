@@ -105,6 +105,11 @@ impl EmberApp {
                 .hires
                 .to_request(&self.add_on_dirs(inference::add_on_folders::UPSCALERS))?,
         };
+        // The styles' text is part of the prompts from here on, as in A1111: the job, the
+        // queue kept across a start-again and the image's metadata hold what they made.
+        let (prompt, negative_prompt) =
+            self.styles
+                .apply(&s.styles, &s.prompt, &s.negative_prompt)?;
         let request = GenerateRequest {
             hires,
             prompt_2: second(&s.prompt_2),
@@ -114,8 +119,8 @@ impl EmberApp {
             refiner_switch: refiner.map(|_| s.refiner.switch_at),
             aesthetic_score: scored.then_some(s.refiner.aesthetic_score),
             negative_aesthetic_score: scored.then_some(s.refiner.negative_aesthetic_score),
-            prompt: s.prompt.clone(),
-            negative_prompt: s.negative_prompt.clone(),
+            prompt,
+            negative_prompt,
             width: s.width,
             height: s.height,
             steps: s.steps,

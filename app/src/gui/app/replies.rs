@@ -114,7 +114,12 @@ impl EmberApp {
         match metadata {
             Some(meta) => {
                 let size_before = (self.settings.width, self.settings.height);
-                let restored = restore::apply(meta, &mut self.settings, with_seed);
+                let mut restored = restore::apply(meta, &mut self.settings, with_seed);
+                if restored.applied.contains(&"prompt")
+                    && self.styles.take_from_restored(&mut self.settings)
+                {
+                    restored.applied.push("styles");
+                }
                 if (self.settings.width, self.settings.height) != size_before {
                     // The image's size, as if typed: for the model loaded, or kept by the
                     // one loading (`restore_model` says which when the image names one).

@@ -1,4 +1,4 @@
-//! The generate form: prompts, seed (its row, extra options and noise source are
+//! The generate form: prompts and their styles (`panels/styles`), seed (its row, extra options and noise source are
 //! `panels/seed`), steps, CFG, size, sampler and schedule, batch count, seamless tiling,
 //! the SDXL second prompt and refiner, the hires fix, and the Generate / Cancel buttons.
 
@@ -47,10 +47,17 @@ fn prompt_label(
 
 pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     let running = app.session.running.is_some();
+    // The counters count what the text encoder will read: the prompts with their styles.
+    let (styled, styled_negative) = {
+        let s = &app.settings;
+        app.styles
+            .apply(&s.styles, &s.prompt, &s.negative_prompt)
+            .unwrap_or_else(|_| (s.prompt.clone(), s.negative_prompt.clone()))
+    };
     let s = &mut app.settings;
     // The second prompts follow the first unless typed; they only apply to SDXL.
 
-    let label = prompt_label(ui, "Prompt", (&s.prompt, true), s.emphasis, s.steps);
+    let label = prompt_label(ui, "Prompt", (&styled, true), s.emphasis, s.steps);
     let embeddings: Vec<String> = app
         .models
         .iter()
@@ -61,7 +68,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     let label = prompt_label(
         ui,
         "Negative prompt",
-        (&s.negative_prompt, false),
+        (&styled_negative, false),
         s.emphasis,
         s.steps,
     );
@@ -74,6 +81,8 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
         &embeddings,
     )
     .labelled_by(label.id);
+    super::styles::row(ui, app, actions);
+    let s = &mut app.settings;
 
     ui.horizontal(|ui| {
         let generate = ui

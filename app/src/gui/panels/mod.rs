@@ -18,6 +18,7 @@ mod prompt_box;
 mod quit;
 mod seed;
 mod size;
+mod styles;
 
 use egui::{Color32, RichText};
 
@@ -65,6 +66,8 @@ pub struct Parts<'a> {
     pub paths: &'a Paths,
     /// A path being typed, drawn as a small window.
     pub path_prompt: &'a mut Option<PathPrompt>,
+    /// The prompt styles and the style editor's fields.
+    pub styles: &'a mut super::styles::StyleStore,
     /// Finished images no folder took, kept until saved.
     pub unsaved: usize,
     /// Images being saved now.
@@ -139,6 +142,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>) -> Vec<Action> {
     if app.downloads.open {
         downloads::window(ui, app, &mut actions);
     }
+    styles::editor(ui, app, &mut actions);
     if app.quit_asked {
         quit::question(ui, app, &mut actions);
     }
