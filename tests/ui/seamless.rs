@@ -24,7 +24,7 @@ fn the_seamless_menu_reaches_the_job_and_its_result_can_be_shown_tiled() {
     click(&mut w, "Left and right edges");
     assert_eq!(app(&w).request().unwrap().seamless, Seamless::X);
     click(&mut w, "Generate");
-    // Saved, so that the row of its path is there and the switch stays where it is.
+    // Done and saved: the result is on show, no longer the preview.
     let saved = |a: &ember_app::gui::app::EmberApp, seamless| {
         a.session.running.is_none()
             && a.display

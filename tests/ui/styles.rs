@@ -80,7 +80,9 @@ fn styles_ticked_reach_the_job_in_their_order_and_apply_writes_them_into_the_pro
     let mut w = open_in(home.path());
     assert_eq!(app(&w).settings.styles, ["Watercolor", "Masterpiece"]);
     // The last model loads again meanwhile, which moves the form: click once it is there.
-    step_until(&mut w, "the model to load again", |a| a.session.model().is_some());
+    step_until(&mut w, "the model to load again", |a| {
+        a.session.model().is_some()
+    });
 
     click(&mut w, "Apply");
     let s = &app(&w).settings;

@@ -146,7 +146,11 @@ impl EmberApp {
     /// Says which LoRAs a restored prompt's `<lora:…>` tags name that the LoRA folders do
     /// not hold, with the hash the image recorded (`Lora hashes`) to find the file by.
     fn check_restored_loras(&mut self, meta: &ImageMetadata) {
-        let Ok((_, tags)) = inference::lora::tags::extract(&self.settings.prompt) else {
+        // The prompt as the image had it: a style's text may hold a LoRA tag too.
+        let s = &self.settings;
+        let prompt = (self.styles.apply(&s.styles, &s.prompt, &s.negative_prompt))
+            .map_or_else(|_| s.prompt.clone(), |(prompt, _)| prompt);
+        let Ok((_, tags)) = inference::lora::tags::extract(&prompt) else {
             return;
         };
         if tags.is_empty() {

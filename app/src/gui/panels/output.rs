@@ -25,6 +25,10 @@ pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     let image = if app.session.running.is_some() {
         app.display.preview.as_ref()
     } else {
+        let first = app.display.results.first();
+        // Above the rows of saved paths, which come a moment after the image: the switch
+        // stays where it is when they do.
+        let tiled = first.is_some_and(|f| f.seamless.is_on()) && show_tiled(ui);
         for shown in &app.display.results {
             if let Some(path) = &shown.path {
                 // The button first: a long path is cut short, never the button.
@@ -41,14 +45,11 @@ pub fn draw(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
                 });
             }
         }
-        if let Some(first) = app.display.results.first()
-            && first.seamless.is_on()
-            && show_tiled(ui)
-        {
+        if let Some(first) = first.filter(|_| tiled) {
             fit_tiled(ui, &first.texture, first.seamless);
             return;
         }
-        app.display.results.first().map(|s| &s.texture)
+        first.map(|s| &s.texture)
     };
     if let Some(texture) = image {
         fit_image(ui, texture);
