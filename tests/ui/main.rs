@@ -9,6 +9,7 @@ mod families;
 mod files;
 mod first_minutes;
 mod flows;
+mod forever;
 mod gallery;
 mod model_slots;
 mod prompts;

@@ -25,6 +25,8 @@ pub enum View {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     Generate,
+    /// Start (`true`) or stop A1111's Generate forever.
+    GenerateForever(bool),
     /// Stop the running image (the queue goes on).
     Cancel,
     /// Stop the running image and empty the queue.

@@ -216,6 +216,9 @@ impl EmberApp {
     /// One frame: take in what arrived, handle input, draw, act.
     pub fn frame(&mut self, ui: &mut egui::Ui) {
         self.drain();
+        // Before drawing: the next image of Generate forever shows as queued, never a frame
+        // with nothing under way.
+        self.keep_generating();
         self.device_frame();
         self.quit_frame();
         if let Some(next) = self.session.expire(Instant::now()) {
@@ -273,7 +276,14 @@ impl EmberApp {
             Action::Styles(styles) => self.perform_styles(styles),
             Action::Quit(quit) => self.perform_quit(quit),
             Action::Notice(text) => self.session.notify(Level::Warning, text),
-            Action::Generate => self.generate(),
+            Action::Generate => {
+                let _ = self.generate();
+            }
+            Action::GenerateForever(on) => {
+                self.session.forever = on;
+                // The first image is queued at the start of the next frame.
+                self.ctx.request_repaint();
+            }
             // The running image only: an Esc meant for a job that ended in this very frame
             // must not stop a model load (the model panel's "Cancel loading" does that).
             Action::Cancel => self.session.cancel_running(),
@@ -281,6 +291,7 @@ impl EmberApp {
             Action::SetOutputFolder(dir) => self.set_output_folder(dir),
             Action::ClearQueue => self.session.clear_queue(),
             Action::CancelAll => {
+                self.session.forever = false;
                 self.session.clear_queue();
                 self.session.cancel_running();
             }

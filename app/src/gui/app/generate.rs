@@ -9,18 +9,37 @@ use crate::gui::action::View;
 use crate::gui::session::{Level, ModelState};
 
 impl EmberApp {
-    /// Queues `batch_count` jobs from the settings (seeds `seed`, `seed + 1`, ...; with a
-    /// variation, variation seeds counting up).
-    pub(super) fn generate(&mut self) {
-        if self.session.refuse_when_stopped() {
+    /// Generate forever's next click: once nothing is left to make and the model is ready.
+    /// A close or a start-again waiting for the queue to finish stops it, and so does a click
+    /// that queues nothing (the reason is on show).
+    pub(super) fn keep_generating(&mut self) {
+        if !self.session.forever {
             return;
+        }
+        if self.quitting.asked || self.device_choice.when_idle {
+            self.session.forever = false;
+            return;
+        }
+        let idle = self.session.running.is_none() && self.session.queue.is_empty();
+        if idle && matches!(self.session.model, ModelState::Ready(_)) && !self.generate() {
+            self.session.forever = false;
+        }
+    }
+
+    /// Queues `batch_count` jobs from the settings (seeds `seed`, `seed + 1`, ...; with a
+    /// variation, variation seeds counting up); `false` when it queued none (a notice says
+    /// why).
+    #[must_use]
+    pub(super) fn generate(&mut self) -> bool {
+        if self.session.refuse_when_stopped() {
+            return false;
         }
         if matches!(self.session.model, ModelState::Empty) {
             self.session.notify(
                 Level::Warning,
                 "load a model first: drop a checkpoint on the window or choose one",
             );
-            return;
+            return false;
         }
         if let ModelState::Loading { path, .. } = &self.session.model {
             // The request is built from the model's capabilities (an SDXL model's second
@@ -31,7 +50,7 @@ impl EmberApp {
                 Level::Warning,
                 format!("{name} is still loading: Generate once it is ready"),
             );
-            return;
+            return false;
         }
         let planned = self.request().and_then(|request| match self.view {
             View::Canvas => self
@@ -47,7 +66,7 @@ impl EmberApp {
             Ok(r) => r,
             Err(e) => {
                 self.session.notify(Level::Error, e);
-                return;
+                return false;
             }
         };
         if !self.settings.seed_locked {
@@ -79,6 +98,7 @@ impl EmberApp {
                 self.canvas.jobs_from_source.insert(id);
             }
         }
+        true
     }
 
     /// The request the settings describe (seed set by the caller).

@@ -90,10 +90,32 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
                 [120.0, 32.0],
                 egui::Button::new(RichText::new("Generate").strong()),
             )
-            .on_hover_text("Ctrl+Enter. While a job runs, this queues another.");
+            .on_hover_text(
+                "Ctrl+Enter. While a job runs, this queues another. Right-click: Generate \
+                 forever.",
+            );
         if generate.clicked() {
             actions.push(Action::Generate);
         }
+        let forever = app.session.forever;
+        generate.context_menu(|ui| {
+            let (label, hint) = if forever {
+                (
+                    "Stop generating forever",
+                    "The image under way is finished first",
+                )
+            } else {
+                (
+                    "Generate forever",
+                    "Generate again whenever the queue is done, with the form as it is then \
+                     (a new seed each time unless it is locked), until stopped",
+                )
+            };
+            if ui.button(label).on_hover_text(hint).clicked() {
+                actions.push(Action::GenerateForever(!forever));
+                ui.close();
+            }
+        });
         let cancelling = app.session.running.as_ref().is_some_and(|r| r.cancelling);
         let label = if cancelling {
             "Cancelling…"
@@ -106,6 +128,14 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
             .clicked()
         {
             actions.push(Action::Cancel);
+        }
+        if forever
+            && ui
+                .button("Stop forever")
+                .on_hover_text("Generate forever stops; the image under way is finished")
+                .clicked()
+        {
+            actions.push(Action::GenerateForever(false));
         }
     });
     ui.separator();

@@ -148,8 +148,8 @@ fn ready_state(ui: &mut egui::Ui) {
 /// What the Create view says until the first image.
 const READY_HINT: &str = "Type a prompt and press Generate (Ctrl+Enter)";
 
-/// The running job's progress bar, step, speed and ETA, its Cancel, and the queue with
-/// Cancel all (Create and Canvas both show it).
+/// The running job's progress bar, step, speed and ETA, its Cancel, and the queue (or
+/// Generate forever) with Cancel all (Create and Canvas both show it).
 pub fn progress(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
     if let Some(job) = &app.session.running {
         ui.horizontal(|ui| {
@@ -187,15 +187,25 @@ pub fn progress(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
             if ui.button("Clear queue").clicked() {
                 actions.push(Action::ClearQueue);
             }
-            if app.session.running.is_some()
-                && ui
-                    .button("Cancel all")
-                    .on_hover_text("Stop this image and empty the queue")
-                    .clicked()
-            {
-                actions.push(Action::CancelAll);
-            }
+            cancel_all(ui, app, actions);
         });
+    } else if app.session.forever {
+        ui.horizontal(|ui| {
+            ui.label("Generating forever: another image once this one is made");
+            cancel_all(ui, app, actions);
+        });
+    }
+}
+
+/// Cancel all, while an image is under way: it stops, with the queue and Generate forever.
+fn cancel_all(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
+    if app.session.running.is_some()
+        && ui
+            .button("Cancel all")
+            .on_hover_text("Stop this image, empty the queue and stop Generate forever")
+            .clicked()
+    {
+        actions.push(Action::CancelAll);
     }
 }
 

@@ -174,7 +174,11 @@ impl Session {
         }
         self.end_job(job);
         let what = if upscale { "upscaling" } else { "generation" };
-        let text = format!("{what} failed: {error}");
+        let mut text = format!("{what} failed: {error}");
+        // The next image would fail alike: one error, not one a second.
+        if std::mem::take(&mut self.forever) {
+            text.push_str(" (Generate forever stopped)");
+        }
         self.notify_about(Topic::Generate, Level::Error, text);
     }
 }

@@ -58,6 +58,9 @@ pub struct Session {
     gpu_lost: Option<String>,
     /// Why the worker stopped serving ([`Event::Stopped`]): nothing more is sent to it.
     pub stopped: Option<String>,
+    /// A1111's Generate forever: Generate is clicked again whenever nothing is left to make,
+    /// until asked to stop, Cancel all, a failed image, or the window closing.
+    pub forever: bool,
     next_id: u64,
     next_notice: u64,
 }
@@ -75,6 +78,7 @@ impl Default for Session {
             reloads: VecDeque::new(),
             gpu_lost: None,
             stopped: None,
+            forever: false,
             next_id: 1,
             next_notice: 1,
         }
