@@ -46,8 +46,10 @@ fn generate_forever_makes_image_after_image_until_stopped() {
 
     click(&mut w, "Stop forever");
     assert!(!app(&w).session.forever);
-    step_until(&mut w, "the image under way to finish", |a| {
-        a.session.running.is_none() && a.session.queue.is_empty()
+    step_until(&mut w, "the image under way to be made and saved", |a| {
+        a.session.running.is_none()
+            && a.session.queue.is_empty()
+            && a.display.results.iter().all(|r| r.path.is_some())
     });
     let made = pngs_in(&outputs);
     for _ in 0..20 {
