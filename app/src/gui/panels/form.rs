@@ -1,6 +1,7 @@
-//! The generate form: prompts and their styles (`panels/styles`), seed (its row, extra options and noise source are
-//! `panels/seed`), steps, CFG, size, sampler and schedule, batch count, seamless tiling,
-//! the SDXL second prompt and refiner, the hires fix, and the Generate / Cancel buttons.
+//! The generate form: prompts and their styles (`panels/styles`), seed (its row, extra
+//! options and noise source are `panels/seed`), steps, CFG, size, sampler and schedule,
+//! batch count, seamless tiling, the SDXL second prompt and refiner, the hires fix, and the
+//! Generate / Cancel buttons (right-click Generate: Generate forever).
 
 use egui::{DragValue, RichText, Slider};
 use inference::api::{MAX_BATCH, MAX_STEPS, ModelCapabilities, Seamless, VaeTiling};
