@@ -132,20 +132,12 @@ fn restoring_an_image_names_the_loras_it_used_that_are_missing() {
     let ink = lora("inkstyle", b"ink weights");
     let pencil = lora("pencil", b"pencil weights");
     assert_ne!(ink, "0123456789ab");
-    let png = home.path().join("a1111.png");
     let parameters = format!(
         "a cat <lora:pencil:1> <lora:inkstyle:0.8> <lora:watercolor:0.5>\nSteps: 20, Sampler: \
          Euler, CFG scale: 7, Seed: 5, Size: 512x512, Lora hashes: \"inkstyle: 0123456789ab, \
          watercolor: ba9876543210, pencil: {pencil}\""
     );
-    let parameters = parameters.as_str();
-    let image = inference::imaging::ImageRgb8 {
-        width: 8,
-        height: 8,
-        pixels: vec![0; 8 * 8 * 3],
-    };
-    let bytes = inference::imaging::encode_png(&image, &[("parameters", parameters)]).unwrap();
-    std::fs::write(&png, bytes).unwrap();
+    let png = crate::a1111_png(home.path(), "a1111.png", &parameters);
     let mut w = open(FakeEngine::new(Duration::ZERO), Paths::under(home.path()));
     w.step();
     w.state_mut()
