@@ -1,5 +1,6 @@
 //! Ember's application crate: the desktop app ([`gui`]), the `ember` command line ([`cli`]),
-//! and what both use: model downloads ([`download`]) and A1111's prompt styles ([`styles`]).
+//! and what both use: model downloads ([`download`]), A1111's prompt styles ([`styles`]) and
+//! its X/Y/Z plot ([`plot`]).
 //!
 //! **Invariant:** this crate never names a tensor type; it talks to the engine through
 //! `inference`'s plain-data API.
@@ -7,4 +8,5 @@
 pub mod cli;
 pub mod download;
 pub mod gui;
+pub mod plot;
 pub mod styles;

@@ -253,7 +253,7 @@ impl StyleBook {
 /// Python's `skipinitialspace`, which A1111 reads with: spaces at a field's start are
 /// dropped, so a quoted field may follow `, ` (the csv crate takes a quote as quoting only
 /// at a field's very start). Quoted fields keep their spaces.
-fn skip_initial_spaces(bytes: &[u8]) -> Vec<u8> {
+pub(crate) fn skip_initial_spaces(bytes: &[u8]) -> Vec<u8> {
     #[derive(Clone, Copy, PartialEq)]
     enum At {
         FieldStart,

@@ -18,6 +18,7 @@ mod info;
 mod kill;
 mod lora;
 mod packaging;
+mod plot;
 mod prompts;
 mod reproduce;
 mod seamless;

@@ -335,4 +335,15 @@ pub struct GenerateArgs {
     /// Also write the final latents as a safetensors file (tensor `latents`).
     #[arg(long)]
     pub save_latents: Option<PathBuf>,
+    /// A1111's X/Y/Z plot: `TYPE: VALUES`, for example `Steps: 10-30 (+10)` or `Sampler:
+    /// Euler a, DPM++ 2M`. One image per combination of the axes' values, each written as
+    /// `<out stem>-<i>`, and their labelled grid as `--out`.
+    #[arg(long, value_name = "TYPE: VALUES")]
+    pub plot_x: Option<String>,
+    /// The plot's Y axis (rows).
+    #[arg(long, value_name = "TYPE: VALUES")]
+    pub plot_y: Option<String>,
+    /// The plot's Z axis (one grid per value, side by side).
+    #[arg(long, value_name = "TYPE: VALUES")]
+    pub plot_z: Option<String>,
 }

@@ -5,7 +5,7 @@ use std::ops::ControlFlow;
 
 use inference::api::{GenerateRequest, Progress, SamplerChoice, Stage};
 use inference::device::{DeviceKind, choose_precision};
-use inference::imaging::{SaveFormat, write_atomic};
+use inference::imaging::{ImageRgb8, SaveFormat, write_atomic};
 use inference::metadata::ModelRef;
 use inference::model::{Layout, Model};
 use inference::pipeline::generate_hires;
@@ -17,6 +17,7 @@ use super::args::SeedArg;
 use super::canvas::{self, Canvas};
 
 mod flags;
+mod plot;
 
 pub(super) use flags::check_image_out;
 use flags::{check_flag_pairs, generation_size, output_paths, parse_prediction, sampler_choice};
@@ -49,6 +50,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         .transpose()?;
     check_flag_pairs(args)?;
     canvas::validate(args)?;
+    let plot = plot::parse(args)?;
     let given_seed = SeedArg::fixed(args.seed);
     let given_variation_seed = SeedArg::fixed(args.variation_seed);
     let seed = given_seed.unwrap_or_else(inference::rng::random_seed);
@@ -99,17 +101,34 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     }
     // Everything the models decide fails now, before anything is printed or run.
     let caps = model.capabilities();
-    request.validate(&caps).map_err(err)?;
     let refiner_caps = refiner.as_ref().map(Model::capabilities);
-    request
-        .validate_refiner(&caps, refiner_caps.as_ref())
-        .map_err(err)?;
-    inference::pipeline::hires::hires_plan(&request, &model).map_err(err)?;
-    let (loras, lora_warnings) =
-        inference::lora::set_for_request(&mut model, &request).map_err(err)?;
-    inference::control::set_for_request(&mut model, &request).map_err(err)?;
-    for warning in &lora_warnings {
-        eprintln!("warning: {warning}");
+    let planned = match &plot {
+        Some(plot) => {
+            let context = crate::plot::Context {
+                variation_seed,
+                schedule_follows_sampler: args.schedule.is_none()
+                    && args.scheduler_config.is_none(),
+            };
+            Some(plot.plan(&request, context)?)
+        }
+        None => None,
+    };
+    let requests: Vec<&GenerateRequest> = match &planned {
+        Some(planned) => planned.cells.iter().map(|c| &c.request).collect(),
+        None => vec![&request],
+    };
+    let mut tile = (0, 0);
+    for r in &requests {
+        r.validate(&caps).map_err(err)?;
+        r.validate_refiner(&caps, refiner_caps.as_ref())
+            .map_err(err)?;
+        let size = inference::pipeline::hires::hires_plan(r, &model)
+            .map_err(err)?
+            .map_or((r.width, r.height), |p| p.size);
+        tile = (tile.0.max(size.0), tile.1.max(size.1));
+    }
+    if let Some(planned) = &planned {
+        crate::plot::grid::check_size(planned, tile)?;
     }
     if given_seed.is_none() {
         eprintln!("seed: {seed}");
@@ -121,25 +140,59 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     let mut printer = ProgressPrinter {
         terminal: std::io::stderr().is_terminal(),
     };
-    let mut generation = generate_hires(
-        &model,
-        refiner.as_ref(),
-        upscaler.as_ref(),
-        &request,
-        &mut printer,
-    )
-    .map_err(err)?;
-    generation.loras = loras;
-    for warning in &generation.warnings {
-        eprintln!("warning: {warning}");
+    let mut cells = Vec::with_capacity(requests.len());
+    let mut generation = None;
+    for (i, cell) in requests.iter().enumerate() {
+        if let Some(planned) = &planned {
+            let labels: Vec<&str> = (0..3)
+                .map(|axis| planned.labels[axis][planned.cells[i].at[axis]].as_str())
+                .filter(|l| !l.is_empty())
+                .collect();
+            eprintln!(
+                "image {} of {}: {}",
+                i + 1,
+                requests.len(),
+                labels.join(", ")
+            );
+        }
+        let (loras, lora_warnings) =
+            inference::lora::set_for_request(&mut model, cell).map_err(err)?;
+        inference::control::set_for_request(&mut model, cell).map_err(err)?;
+        for warning in &lora_warnings {
+            eprintln!("warning: {warning}");
+        }
+        let mut made = generate_hires(
+            &model,
+            refiner.as_ref(),
+            upscaler.as_ref(),
+            cell,
+            &mut printer,
+        )
+        .map_err(err)?;
+        made.loras = loras;
+        for warning in &made.warnings {
+            eprintln!("warning: {warning}");
+        }
+        let outputs = match &planned {
+            Some(_) => vec![plot::cell_path(&args.out, i)],
+            None => outputs.clone(),
+        };
+        let first = write_images(
+            &model,
+            refiner.as_ref(),
+            cell,
+            &made,
+            (&canvas, &outputs, format),
+        )?;
+        cells.push(first);
+        generation = Some(made);
     }
-    write_images(
-        &model,
-        refiner.as_ref(),
-        &request,
-        &generation,
-        (&canvas, &outputs, format),
-    )?;
+    if let Some(planned) = &planned {
+        let first_parameters = cells.first().map(|(_, p)| p.clone()).unwrap_or_default();
+        let images: Vec<Option<_>> = cells.into_iter().map(|(image, _)| Some(image)).collect();
+        plot::write_grid(planned, &images, &first_parameters, (&args.out, format))?;
+    }
+    let generation = generation.expect("one generation at least");
     if let Some(path) = &args.save_latents {
         let bytes = latents_safetensors(&generation.latents, generation.latent_shape)?;
         write_atomic(path, &bytes).map_err(err)?;
@@ -188,20 +241,22 @@ fn load_models(
 }
 
 /// Each image of `generation` finished on its canvas and written atomically to its path,
-/// with its settings and the models' hashes as A1111 writes them.
+/// with its settings and the models' hashes as A1111 writes them; the first image as
+/// written and its settings' text (a plot's grid is made of them).
 fn write_images(
     model: &Model,
     refiner: Option<&Model>,
     request: &GenerateRequest,
     generation: &inference::api::Generation,
     (canvas, outputs, format): (&Canvas, &[std::path::PathBuf], SaveFormat),
-) -> Result<(), String> {
+) -> Result<(ImageRgb8, String), String> {
     let hash = hash_or_warn(model);
     let refiner_hash = refiner.and_then(hash_or_warn);
     let refiner_ref = refiner.map(|r| ModelRef {
         info: &r.info,
         hash: refiner_hash.as_deref(),
     });
+    let mut first = None;
     for (i, (image, path)) in generation.images.iter().zip(outputs).enumerate() {
         let main = ModelRef {
             info: &model.info,
@@ -211,14 +266,13 @@ fn write_images(
         metadata::push_generation_fields(&mut parameters, generation);
         canvas.annotate(&mut parameters);
         let image = canvas.finish(image);
-        super::write::write_image(
-            path,
-            &image,
-            format,
-            &[("parameters", &parameters.to_text())],
-        )?;
+        let text = parameters.to_text();
+        super::write::write_image(path, &image, format, &[("parameters", &text)])?;
+        if first.is_none() {
+            first = Some((image, text));
+        }
     }
-    Ok(())
+    first.ok_or_else(|| "the generation made no image".to_string())
 }
 
 /// Refuses, before anything is loaded, a generation that cannot fit in the free memory: the

@@ -1,0 +1,446 @@
+//! A1111's X/Y/Z plot: up to three axes of settings (steps, CFG, sampler, a prompt word…),
+//! one image per combination, and one labelled grid of them all. Shared by the app and
+//! `ember generate --plot-x …`; [`grid`] draws the grid.
+
+use inference::api::{GenerateRequest, SamplerChoice, Variation};
+use inference::metadata::Parameters;
+use inference::schedule::named::{SamplerName, ScheduleName};
+
+pub mod grid;
+mod text;
+mod values;
+
+/// What an axis changes, by A1111's names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum AxisKind {
+    #[default]
+    Nothing,
+    Seed,
+    VarSeed,
+    VarStrength,
+    Steps,
+    CfgScale,
+    PromptSr,
+    Sampler,
+    Schedule,
+    Denoising,
+    ClipSkip,
+    Size,
+}
+
+impl AxisKind {
+    pub const ALL: [AxisKind; 12] = [
+        AxisKind::Nothing,
+        AxisKind::Seed,
+        AxisKind::VarSeed,
+        AxisKind::VarStrength,
+        AxisKind::Steps,
+        AxisKind::CfgScale,
+        AxisKind::PromptSr,
+        AxisKind::Sampler,
+        AxisKind::Schedule,
+        AxisKind::Denoising,
+        AxisKind::ClipSkip,
+        AxisKind::Size,
+    ];
+
+    /// A1111's name (its menu's and its metadata's `X Type`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AxisKind::Nothing => "Nothing",
+            AxisKind::Seed => "Seed",
+            AxisKind::VarSeed => "Var. seed",
+            AxisKind::VarStrength => "Var. strength",
+            AxisKind::Steps => "Steps",
+            AxisKind::CfgScale => "CFG Scale",
+            AxisKind::PromptSr => "Prompt S/R",
+            AxisKind::Sampler => "Sampler",
+            AxisKind::Schedule => "Schedule type",
+            AxisKind::Denoising => "Denoising",
+            AxisKind::ClipSkip => "Clip skip",
+            AxisKind::Size => "Size",
+        }
+    }
+
+    /// The kind of an A1111 name, any case.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(name.trim()))
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
+                format!("no axis {name:?}; the axes are {}", names.join(", "))
+            })
+    }
+
+    /// An example of its values, for a hint.
+    pub fn example(self) -> &'static str {
+        match self {
+            AxisKind::Nothing => "",
+            AxisKind::Seed | AxisKind::VarSeed => "-1, -1, 1234",
+            AxisKind::VarStrength => "0, 0.1, 0.2",
+            AxisKind::Steps => "10-40 (+10)",
+            AxisKind::CfgScale => "4-10 [4]",
+            AxisKind::PromptSr => "dog, cat, fox",
+            AxisKind::Sampler => "Euler a, DPM++ 2M, DDIM",
+            AxisKind::Schedule => "Karras, Exponential",
+            AxisKind::Denoising => "0.3-0.7 (+0.2)",
+            AxisKind::ClipSkip => "1, 2",
+            AxisKind::Size => "512x512, 512x768",
+        }
+    }
+}
+
+/// One axis as typed: its kind and its values' text.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct AxisSpec {
+    pub kind: AxisKind,
+    pub values: String,
+}
+
+/// One value of an axis.
+#[derive(Clone, Debug, PartialEq)]
+enum Value {
+    Nothing,
+    Int(i64),
+    Float(f64),
+    Text(String),
+    Sampler(SamplerName),
+    Schedule(ScheduleName),
+    Size(u32, u32),
+}
+
+/// An axis with its values read.
+#[derive(Clone, Debug, PartialEq)]
+struct Axis {
+    kind: AxisKind,
+    typed: String,
+    values: Vec<Value>,
+}
+
+impl Axis {
+    fn parse(spec: &AxisSpec) -> Result<Self, String> {
+        use AxisKind as K;
+        let listed = values::split(&spec.values)?;
+        let texts = || listed.iter().filter(|v| !v.is_empty());
+        let values: Vec<Value> = match spec.kind {
+            K::Nothing => vec![Value::Nothing],
+            K::Seed | K::VarSeed | K::Steps | K::ClipSkip => values::integers(&listed)?
+                .into_iter()
+                .map(Value::Int)
+                .collect(),
+            K::VarStrength | K::CfgScale | K::Denoising => values::floats(&listed)?
+                .into_iter()
+                .map(Value::Float)
+                .collect(),
+            // A1111 keeps empty values here: replacing the word by nothing is a value.
+            K::PromptSr => listed.iter().cloned().map(Value::Text).collect(),
+            K::Sampler => texts()
+                .map(|v| SamplerName::parse(v).map(Value::Sampler))
+                .collect::<Result<_, _>>()
+                .map_err(|e| e.to_string())?,
+            K::Schedule => texts()
+                .map(|v| ScheduleName::parse(v).map(Value::Schedule))
+                .collect::<Result<_, _>>()
+                .map_err(|e| e.to_string())?,
+            K::Size => texts().map(|v| parse_size(v)).collect::<Result<_, _>>()?,
+        };
+        if values.is_empty() {
+            return Err(format!(
+                "{} has no values (for example {})",
+                spec.kind.name(),
+                spec.kind.example()
+            ));
+        }
+        if spec.kind == K::PromptSr && values.len() < 2 {
+            return Err(
+                "Prompt S/R needs the word to find and at least one to put in its \
+                        place (dog, cat)"
+                    .into(),
+            );
+        }
+        Ok(Self {
+            kind: spec.kind,
+            typed: spec.values.trim().to_string(),
+            values,
+        })
+    }
+
+    /// A1111's label of a value: `Steps: 20`, the value alone for samplers and prompts.
+    fn label(&self, value: &Value) -> String {
+        let text = match value {
+            Value::Nothing => return String::new(),
+            Value::Int(v) => v.to_string(),
+            Value::Float(v) => values::python_float(*v),
+            Value::Text(v) => return v.clone(),
+            Value::Sampler(s) => return s.a1111_name().to_string(),
+            Value::Schedule(s) => s.a1111_name().to_string(),
+            Value::Size(w, h) => format!("{w}x{h}"),
+        };
+        format!("{}: {text}", self.kind.name())
+    }
+}
+
+/// `512x768`: A1111 splits at the `x`.
+fn parse_size(text: &str) -> Result<Value, String> {
+    let bad = || format!("{text:?} is not a size such as 512x768");
+    let (w, h) = text.split_once(['x', 'X', '×']).ok_or_else(bad)?;
+    let side = |s: &str| s.trim().parse::<u32>().map_err(|_| bad());
+    Ok(Value::Size(side(w)?, side(h)?))
+}
+
+/// The most images one plot makes.
+pub const MAX_CELLS: usize = 500;
+
+/// Three axes read, X, Y and Z.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plot {
+    axes: [Axis; 3],
+}
+
+/// The images a plot makes: one request a cell, X fastest (A1111's order: Z, then Y, then
+/// X), with their labels and the seeds fixed for `-1`.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    pub cells: Vec<Cell>,
+    /// Each axis' value labels.
+    pub labels: [Vec<String>; 3],
+    /// `[x, y, z]` counts.
+    pub shape: [usize; 3],
+    /// The metadata fields the grid adds to its first image's: `Script: X/Y/Z plot`,
+    /// `X Type`, `X Values`, `Fixed X Values` (the seeds drawn for `-1`).
+    pub fields: Vec<(String, String)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Cell {
+    /// `[x, y, z]` value indices.
+    pub at: [usize; 3],
+    pub request: GenerateRequest,
+}
+
+impl Planned {
+    /// The grid's metadata: the first image's, with the plot's fields added.
+    pub fn grid_parameters(&self, first_image: &str) -> String {
+        let mut parameters = Parameters::parse(first_image);
+        for (key, value) in &self.fields {
+            parameters.push(key, value);
+        }
+        parameters.to_text()
+    }
+}
+
+/// How the requests are made beyond the base request.
+#[derive(Clone, Copy, Debug)]
+pub struct Context {
+    /// The variation seed a Var. strength axis uses when the base request has none.
+    pub variation_seed: u64,
+    /// A Sampler axis takes each sampler's own schedule (A1111's "Automatic"; the command
+    /// line without `--schedule`), else it keeps the base request's.
+    pub schedule_follows_sampler: bool,
+}
+
+impl Plot {
+    /// Reads three axes; errors name the axis (`X: …`).
+    pub fn parse(specs: &[AxisSpec; 3]) -> Result<Self, String> {
+        let mut axes = Vec::with_capacity(3);
+        for (spec, letter) in specs.iter().zip(["X", "Y", "Z"]) {
+            axes.push(Axis::parse(spec).map_err(|e| format!("{letter} axis: {e}"))?);
+        }
+        let axes: [Axis; 3] = axes.try_into().expect("three axes");
+        let count: usize = axes.iter().map(|a| a.values.len()).product();
+        if count > MAX_CELLS {
+            return Err(format!(
+                "the plot would make {count} images (at most {MAX_CELLS}); use fewer values"
+            ));
+        }
+        Ok(Self { axes })
+    }
+
+    /// `true` when every axis is Nothing: no plot to make.
+    pub fn is_empty(&self) -> bool {
+        self.axes.iter().all(|a| a.kind == AxisKind::Nothing)
+    }
+
+    /// `[x, y, z]` value counts.
+    pub fn shape(&self) -> [usize; 3] {
+        self.axes.clone().map(|a| a.values.len())
+    }
+
+    /// The cell requests made from `base` (its seed already fixed), each checked, with the
+    /// seed axes' `-1` values drawn at random once here.
+    pub fn plan(&self, base: &GenerateRequest, context: Context) -> Result<Planned, String> {
+        let mut axes = self.axes.clone();
+        let mut fields = vec![("Script".to_string(), "X/Y/Z plot".to_string())];
+        for (axis, letter) in axes.iter_mut().zip(["X", "Y", "Z"]) {
+            if axis.kind == AxisKind::Nothing {
+                continue;
+            }
+            fields.push((format!("{letter} Type"), axis.kind.name().into()));
+            fields.push((format!("{letter} Values"), axis.typed.clone()));
+            if matches!(axis.kind, AxisKind::Seed | AxisKind::VarSeed) {
+                let mut fixed = Vec::with_capacity(axis.values.len());
+                for value in &mut axis.values {
+                    if let Value::Int(-1) = value {
+                        // A 32-bit seed, as the app draws one.
+                        *value = Value::Int(inference::rng::random_seed() as i64);
+                    }
+                    if let Value::Int(v) = value {
+                        fixed.push(v.to_string());
+                    }
+                }
+                fields.push((format!("Fixed {letter} Values"), fixed.join(", ")));
+            }
+            if axis.kind == AxisKind::PromptSr {
+                let Value::Text(find) = &axis.values[0] else {
+                    unreachable!("Prompt S/R values are text")
+                };
+                let prompts = [&base.prompt, &base.negative_prompt];
+                let seconds = [&base.prompt_2, &base.negative_prompt_2];
+                let found = prompts.iter().any(|p| p.contains(find.as_str()))
+                    || seconds
+                        .iter()
+                        .flat_map(|p| p.as_deref())
+                        .any(|p| p.contains(find.as_str()));
+                if find.is_empty() || !found {
+                    return Err(format!(
+                        "{letter} axis: Prompt S/R's first value, {find:?}, is the text it \
+                         replaces, and the prompts do not contain it"
+                    ));
+                }
+            }
+        }
+        let shape = axes.clone().map(|a| a.values.len());
+        let mut cells = Vec::with_capacity(shape.iter().product());
+        for z in 0..shape[2] {
+            for y in 0..shape[1] {
+                for x in 0..shape[0] {
+                    let mut request = base.clone();
+                    for (axis, i) in axes.iter().zip([x, y, z]) {
+                        apply(axis, &axis.values[i], &mut request, base, context)?;
+                    }
+                    request.validate_settings().map_err(|e| {
+                        let labels: Vec<String> = axes
+                            .iter()
+                            .zip([x, y, z])
+                            .map(|(a, i)| a.label(&a.values[i]))
+                            .filter(|l| !l.is_empty())
+                            .collect();
+                        format!("the image for {}: {e}", labels.join(", "))
+                    })?;
+                    cells.push(Cell {
+                        at: [x, y, z],
+                        request,
+                    });
+                }
+            }
+        }
+        let labels = axes
+            .clone()
+            .map(|a| a.values.iter().map(|v| a.label(v)).collect());
+        Ok(Planned {
+            cells,
+            labels,
+            shape,
+            fields,
+        })
+    }
+}
+
+/// Sets what `value` of `axis` says on a cell's request.
+fn apply(
+    axis: &Axis,
+    value: &Value,
+    request: &mut GenerateRequest,
+    base: &GenerateRequest,
+    context: Context,
+) -> Result<(), String> {
+    let whole = |v: i64, what: &str| {
+        u32::try_from(v).map_err(|_| format!("{what} must be a whole number from 0, got {v}"))
+    };
+    match (axis.kind, value) {
+        (AxisKind::Nothing, _) => {}
+        (AxisKind::Seed, Value::Int(v)) => {
+            request.seed = u64::try_from(*v)
+                .map_err(|_| format!("a seed is a whole number from 0 (or -1), got {v}"))?;
+        }
+        (AxisKind::VarSeed, Value::Int(v)) => {
+            let seed = u64::try_from(*v).map_err(|_| {
+                format!("a variation seed is a whole number from 0 (or -1), got {v}")
+            })?;
+            let strength = request.noise.variation.map_or(0.0, |v| v.strength);
+            request.noise.variation = Some(Variation { seed, strength });
+        }
+        (AxisKind::VarStrength, Value::Float(v)) => {
+            let seed = request
+                .noise
+                .variation
+                .map_or(context.variation_seed, |v| v.seed);
+            request.noise.variation = Some(Variation {
+                seed,
+                strength: *v as f32,
+            });
+        }
+        (AxisKind::Steps, Value::Int(v)) => request.steps = whole(*v, "steps")?,
+        (AxisKind::ClipSkip, Value::Int(v)) => request.clip_skip = whole(*v, "clip skip")?,
+        (AxisKind::CfgScale, Value::Float(v)) => request.cfg_scale = *v as f32,
+        (AxisKind::PromptSr, Value::Text(to)) => {
+            let Value::Text(find) = &axis.values[0] else {
+                unreachable!("Prompt S/R values are text")
+            };
+            for prompt in [&mut request.prompt, &mut request.negative_prompt] {
+                *prompt = prompt.replace(find.as_str(), to);
+            }
+            for prompt in [&mut request.prompt_2, &mut request.negative_prompt_2]
+                .into_iter()
+                .flatten()
+            {
+                *prompt = prompt.replace(find.as_str(), to);
+            }
+        }
+        (AxisKind::Sampler, Value::Sampler(sampler)) => {
+            let schedule = match &request.sampler {
+                _ if context.schedule_follows_sampler => sampler.a1111_automatic_schedule(),
+                SamplerChoice::Named { schedule, .. } => *schedule,
+                SamplerChoice::Diffusers(_) => {
+                    return Err("a Sampler axis needs a named sampler, not a diffusers \
+                                scheduler config (give --sampler instead)"
+                        .into());
+                }
+            };
+            request.sampler = SamplerChoice::Named {
+                sampler: *sampler,
+                schedule,
+            };
+        }
+        (AxisKind::Schedule, Value::Schedule(schedule)) => match &mut request.sampler {
+            SamplerChoice::Named { schedule: s, .. } => *s = *schedule,
+            SamplerChoice::Diffusers(_) => {
+                return Err(
+                    "a Schedule type axis needs a named sampler, not a diffusers \
+                            scheduler config (give --sampler instead)"
+                        .into(),
+                );
+            }
+        },
+        (AxisKind::Denoising, Value::Float(v)) => match (&mut request.hires, &base.init_image) {
+            (Some(fix), _) => fix.strength = *v as f32,
+            (None, Some(_)) => request.strength = *v as f32,
+            (None, None) => {
+                return Err("Denoising sets the hires fix's denoising strength, or \
+                            img2img's: turn on the hires fix or start from an image"
+                    .into());
+            }
+        },
+        (AxisKind::Size, Value::Size(w, h)) => {
+            request.width = *w;
+            request.height = *h;
+        }
+        (kind, value) => unreachable!("{kind:?} never holds {value:?}"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

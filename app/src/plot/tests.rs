@@ -1,0 +1,218 @@
+//! The plot's plan (A1111's order, values and errors) and its grid's layout.
+
+use inference::api::{GenerateRequest, SamplerChoice};
+use inference::imaging::ImageRgb8;
+use inference::schedule::named::{SamplerName, ScheduleName};
+
+use super::*;
+
+fn spec(kind: AxisKind, values: &str) -> AxisSpec {
+    AxisSpec {
+        kind,
+        values: values.into(),
+    }
+}
+
+fn plot(x: AxisSpec, y: AxisSpec, z: AxisSpec) -> Result<Plot, String> {
+    Plot::parse(&[x, y, z])
+}
+
+fn nothing() -> AxisSpec {
+    AxisSpec::default()
+}
+
+fn base() -> GenerateRequest {
+    GenerateRequest {
+        prompt: "a red fox".into(),
+        negative_prompt: "blurry fox".into(),
+        width: 64,
+        height: 64,
+        steps: 20,
+        seed: 7,
+        sampler: SamplerChoice::Named {
+            sampler: SamplerName::DpmPp2M,
+            schedule: ScheduleName::Karras,
+        },
+        ..GenerateRequest::default()
+    }
+}
+
+const CONTEXT: Context = Context {
+    variation_seed: 99,
+    schedule_follows_sampler: false,
+};
+
+#[test]
+fn cells_run_x_fastest_and_each_takes_its_values() {
+    let plot = plot(
+        spec(AxisKind::Steps, "10-30 (+10)"),
+        spec(AxisKind::Sampler, "Euler a, DDIM"),
+        nothing(),
+    )
+    .unwrap();
+    let planned = plot.plan(&base(), CONTEXT).unwrap();
+    assert_eq!(planned.shape, [3, 2, 1]);
+    let at: Vec<[usize; 3]> = planned.cells.iter().map(|c| c.at).collect();
+    assert_eq!(at[..4], [[0, 0, 0], [1, 0, 0], [2, 0, 0], [0, 1, 0]]);
+    let last = &planned.cells[5].request;
+    assert_eq!(last.steps, 30);
+    // The form's schedule stays unless the sampler's own is asked for.
+    assert!(matches!(
+        last.sampler,
+        SamplerChoice::Named {
+            sampler: SamplerName::Ddim,
+            schedule: ScheduleName::Karras
+        }
+    ));
+    assert!(planned.cells.iter().all(|c| c.request.seed == 7));
+    assert_eq!(planned.labels[0], ["Steps: 10", "Steps: 20", "Steps: 30"]);
+    assert_eq!(planned.labels[1], ["Euler a", "DDIM"]);
+    assert_eq!(planned.labels[2], [""]);
+    let follows = Context {
+        schedule_follows_sampler: true,
+        ..CONTEXT
+    };
+    let planned = plot.plan(&base(), follows).unwrap();
+    assert!(matches!(
+        planned.cells[5].request.sampler,
+        SamplerChoice::Named {
+            sampler: SamplerName::Ddim,
+            schedule: ScheduleName::DdimUniform
+        }
+    ));
+}
+
+#[test]
+fn prompt_search_and_replace_changes_both_prompts_and_needs_its_word() {
+    let planned = plot(spec(AxisKind::PromptSr, "fox, cat"), nothing(), nothing())
+        .unwrap()
+        .plan(&base(), CONTEXT)
+        .unwrap();
+    assert_eq!(planned.cells[0].request.prompt, "a red fox");
+    assert_eq!(planned.cells[1].request.prompt, "a red cat");
+    assert_eq!(planned.cells[1].request.negative_prompt, "blurry cat");
+    assert_eq!(planned.labels[0], ["fox", "cat"]);
+    let missing = plot(spec(AxisKind::PromptSr, "wolf, cat"), nothing(), nothing())
+        .unwrap()
+        .plan(&base(), CONTEXT)
+        .unwrap_err();
+    assert!(missing.contains("\"wolf\""), "{missing}");
+}
+
+#[test]
+fn seeds_of_minus_one_are_drawn_once_and_recorded() {
+    let planned = plot(nothing(), spec(AxisKind::Seed, "-1, 5"), nothing())
+        .unwrap()
+        .plan(&base(), CONTEXT)
+        .unwrap();
+    let drawn = planned.cells[0].request.seed;
+    assert_eq!(planned.cells[1].request.seed, 5);
+    let fields = &planned.fields;
+    let get = |k: &str| {
+        fields
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(get("Script"), Some("X/Y/Z plot"));
+    assert_eq!(get("Y Type"), Some("Seed"));
+    assert_eq!(get("Y Values"), Some("-1, 5"));
+    assert_eq!(get("Fixed Y Values"), Some(format!("{drawn}, 5").as_str()));
+    assert_eq!(get("X Type"), None);
+    let text = planned.grid_parameters("a red fox\nSteps: 20, Seed: 7");
+    let parameters = inference::metadata::Parameters::parse(&text);
+    assert_eq!(parameters.get("Steps"), Some("20"));
+    assert_eq!(
+        parameters.get("Fixed Y Values"),
+        Some(format!("{drawn}, 5").as_str())
+    );
+}
+
+#[test]
+fn bad_plans_say_what_is_wrong() {
+    let err = |x: AxisSpec| match plot(x, nothing(), nothing()) {
+        Ok(plot) => plot.plan(&base(), CONTEXT).unwrap_err(),
+        Err(e) => e,
+    };
+    assert!(err(spec(AxisKind::Sampler, "Euler a, Nope")).contains("Nope"));
+    assert!(err(spec(AxisKind::Steps, "ten")).starts_with("X axis: "));
+    assert!(err(spec(AxisKind::Steps, "")).contains("no values"));
+    assert!(err(spec(AxisKind::Denoising, "0.5")).contains("hires fix"));
+    assert!(err(spec(AxisKind::Size, "512x500")).contains("512x500"));
+    assert!(err(spec(AxisKind::Steps, "0, 10")).contains("Steps: 0"));
+    let many = plot(
+        spec(AxisKind::Steps, "1-30"),
+        spec(AxisKind::CfgScale, "1-30"),
+        nothing(),
+    )
+    .unwrap_err();
+    assert!(many.contains("900 images"), "{many}");
+    assert_eq!(AxisKind::parse("cfg scale"), Ok(AxisKind::CfgScale));
+}
+
+fn filled(width: u32, height: u32, value: u8) -> ImageRgb8 {
+    ImageRgb8 {
+        width,
+        height,
+        pixels: vec![value; (width * height * 3) as usize],
+    }
+}
+
+#[test]
+fn the_grid_is_laid_out_as_a1111_lays_it_out() {
+    let planned = plot(
+        spec(AxisKind::Steps, "10, 20"),
+        spec(AxisKind::CfgScale, "5, 7"),
+        spec(AxisKind::Sampler, "Euler, DDIM"),
+    )
+    .unwrap()
+    .plan(&base(), CONTEXT)
+    .unwrap();
+    // Cell i is filled with 10 + i; the last one failed.
+    let mut images: Vec<Option<ImageRgb8>> = (0..8)
+        .map(|i| Some(filled(100, 100, 10 + i as u8)))
+        .collect();
+    images[7] = None;
+    let grid = grid::draw(&planned, &images).unwrap();
+    assert_eq!((grid.width, grid.height), grid::size(&planned, (100, 100)));
+    // A1111: font (100 + 100) // 25 = 8 px, Y labels in 75 px on the left, the X labels'
+    // line and two half-font spacings above.
+    let pad_left = 75;
+    assert!(grid.height > 200 && grid.width == 2 * (pad_left + 200));
+    let at = |x: u32, y: u32| {
+        let i = ((y * grid.width + x) * 3) as usize;
+        grid.pixels[i]
+    };
+    let top = grid.height - 200;
+    for (i, (x, y, z)) in [(0, 0, 0), (1, 0, 0), (0, 1, 0), (1, 1, 1)]
+        .into_iter()
+        .enumerate()
+    {
+        let i = [0, 1, 2, 7][i];
+        let left = z * (pad_left + 200) + pad_left + x * 100;
+        let expected = if i == 7 { 0 } else { 10 + i as u8 };
+        assert_eq!(at(left + 50, top + y * 100 + 50), expected, "cell {i}");
+    }
+    // The labels are ink on white: some dark pixels in each label area, none in the corner.
+    let dark = |xs: std::ops::Range<u32>, ys: std::ops::Range<u32>| {
+        ys.flat_map(|y| xs.clone().map(move |x| (x, y)))
+            .filter(|&(x, y)| at(x, y) < 128)
+            .count()
+    };
+    assert!(dark(pad_left..pad_left + 100, 0..top) > 0, "an X label");
+    assert!(dark(0..pad_left, top..top + 100) > 0, "a Y label");
+    assert_eq!(dark(0..pad_left, 0..top / 2), 0, "the corner");
+    assert!(grid::draw(&planned, &[None, None]).is_none());
+}
+
+#[test]
+fn a_plot_without_labels_is_its_cells_alone() {
+    let planned = plot(spec(AxisKind::PromptSr, "fox,,"), nothing(), nothing());
+    // Prompt S/R with an empty replacement is a value; its label is empty.
+    let planned = planned.unwrap().plan(&base(), CONTEXT).unwrap();
+    assert_eq!(planned.labels[0], ["fox", "", ""]);
+    let images: Vec<Option<ImageRgb8>> = (0..3).map(|_| Some(filled(64, 32, 200))).collect();
+    let grid = grid::draw(&planned, &images).unwrap();
+    assert_eq!(grid.width, 3 * 64);
+    assert!(grid.height > 32);
+}

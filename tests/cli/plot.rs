@@ -1,0 +1,140 @@
+//! `ember generate --plot-x/-y/-z`: A1111's X/Y/Z plot from the command line. Each cell is
+//! the image its settings make alone, written with its own settings; the grid holds the
+//! cells where A1111's layout puts them, with the plot's fields in its metadata; bad plots
+//! fail before anything is made. (Value syntax and layout: `app/src/plot/tests.rs`.)
+
+use std::path::Path;
+
+use ember_tests::reference;
+use inference::imaging::{self, ImageRgb8};
+use inference::metadata::Parameters;
+
+use crate::{arg, ember};
+
+const SIDE: u32 = 32;
+
+fn args<'a>(model: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "generate",
+        "--model",
+        model,
+        "--prompt",
+        "a red fox",
+        "--negative",
+        "ugly",
+        "--seed",
+        "3",
+        "--width",
+        "32",
+        "--height",
+        "32",
+        "--sampler",
+        "euler",
+        "--out",
+        out,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+fn parameters(path: &Path) -> Parameters {
+    let text = imaging::read_png_text(path).unwrap();
+    let (_, value) = text.iter().find(|(k, _)| k == "parameters").unwrap();
+    Parameters::parse(value)
+}
+
+fn load(path: &Path) -> ImageRgb8 {
+    imaging::load_rgb(path, None).unwrap()
+}
+
+#[test]
+fn a_plot_writes_each_cell_as_made_alone_and_their_grid() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let model = arg(&reference("sd15/pipeline"));
+    let plot = [
+        "--steps",
+        "1",
+        "--plot-x",
+        "Steps: 1, 2",
+        "--plot-y",
+        "Seed: 3, -1",
+    ];
+    let out = ember(d, &args(&model, "plot.png", &plot));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("image 4 of 4: Steps: 2, Seed: "),
+        "{stderr}"
+    );
+
+    let grid = parameters(&d.join("plot.png"));
+    assert_eq!(grid.get("Script"), Some("X/Y/Z plot"));
+    assert_eq!(grid.get("X Type"), Some("Steps"));
+    assert_eq!(grid.get("X Values"), Some("1, 2"));
+    assert_eq!(grid.get("Y Type"), Some("Seed"));
+    let fixed = grid.get("Fixed Y Values").unwrap().to_string();
+    let (first, drawn) = fixed.split_once(", ").unwrap();
+    assert_eq!(first, "3");
+    // X runs fastest: cell i is (i % 2, i / 2), with the seed drawn for -1 in row 1.
+    for i in 0..4 {
+        let cell = parameters(&d.join(format!("plot-{i}.png")));
+        assert_eq!(cell.get("Steps"), Some(["1", "2"][i % 2]), "cell {i}");
+        assert_eq!(cell.get("Seed"), Some([first, drawn][i / 2]), "cell {i}");
+        assert_eq!(cell.get("Script"), None);
+    }
+
+    // The cell with 2 steps and seed 3 is the image those settings make alone.
+    let alone = ember(d, &args(&model, "alone.png", &["--steps", "2"]));
+    assert!(
+        alone.status.success(),
+        "{}",
+        String::from_utf8_lossy(&alone.stderr)
+    );
+    assert_eq!(load(&d.join("plot-1.png")), load(&d.join("alone.png")));
+
+    // A1111's layout: Y labels in 3/4 of a cell's width on the left, X labels above, the
+    // cells below them pixel for pixel.
+    let image = load(&d.join("plot.png"));
+    let pad_left = SIDE * 3 / 4;
+    assert_eq!(image.width, pad_left + 2 * SIDE);
+    let pad_top = image.height - 2 * SIDE;
+    assert!(pad_top > 0);
+    for i in 0..4u32 {
+        let cell = load(&d.join(format!("plot-{i}.png")));
+        let (left, top) = (pad_left + (i % 2) * SIDE, pad_top + (i / 2) * SIDE);
+        for y in 0..SIDE {
+            let row = |img: &ImageRgb8, x0: u32, y0: u32| {
+                let at = ((y0 + y) * img.width + x0) as usize * 3;
+                img.pixels[at..at + SIDE as usize * 3].to_vec()
+            };
+            assert_eq!(
+                row(&image, left, top),
+                row(&cell, 0, 0),
+                "cell {i}, row {y}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_bad_plot_is_one_error_before_anything_is_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let model = arg(&reference("sd15/pipeline"));
+    let cases: [(&[&str], &str); 5] = [
+        (&["--plot-x", "Steps 1, 2"], "TYPE: VALUES"),
+        (&["--plot-x", "Colour: red"], "no axis \"Colour\""),
+        (&["--plot-x", "Steps: 1, 2", "--batch", "2"], "--batch"),
+        (&["--plot-y", "Prompt S/R: wolf, cat"], "\"wolf\""),
+        (&["--plot-x", "Sampler: Euler, Nope"], "Nope"),
+    ];
+    for (extra, says) in cases {
+        let out = ember(d, &args(&model, "bad.png", extra));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?}");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{extra:?}: {stderr}");
+        assert!(!d.join("bad.png").exists() && !d.join("bad-0.png").exists());
+    }
+}
