@@ -12,6 +12,7 @@ mod flows;
 mod forever;
 mod gallery;
 mod model_slots;
+mod plot;
 mod prompts;
 mod quit;
 mod real_engine;

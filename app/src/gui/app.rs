@@ -15,6 +15,7 @@ mod generate;
 mod input;
 mod model_flow;
 mod open_folder;
+mod plot_flow;
 mod quit_flow;
 mod replies;
 mod styles_flow;
@@ -88,6 +89,8 @@ pub struct EmberApp {
     saves_in_flight: usize,
     /// Canvas jobs whose results must be put back onto their source.
     canvas_jobs: HashMap<JobId, inference::canvas::CanvasJob>,
+    /// X/Y/Z plots whose cells are being made.
+    pub plots: crate::gui::plot::Plots,
     worker: WorkerHandle,
     files: Service<gallery::store::Request, gallery::store::Reply>,
     models_service: Service<models::Request, models::Reply>,
@@ -151,6 +154,7 @@ impl EmberApp {
             extras_incoming: None,
             downloads: Default::default(),
             canvas_jobs: HashMap::new(),
+            plots: Default::default(),
             unsaved: Vec::new(),
             saves_in_flight: 0,
             worker,
@@ -253,6 +257,7 @@ impl EmberApp {
                 paths: &self.paths,
                 path_prompt: &mut self.path_prompt,
                 styles: &mut self.styles,
+                plot_progress: self.plots.progress(),
                 unsaved: self.unsaved.len(),
                 saving: self.saves_in_flight,
             },

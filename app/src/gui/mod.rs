@@ -18,6 +18,7 @@ pub mod hires;
 pub mod models;
 mod panels;
 pub mod paths;
+pub mod plot;
 pub mod prompt_edit;
 pub mod queue_file;
 pub mod restore;

@@ -33,6 +33,9 @@ pub struct KeptImage {
     parameters: String,
     extras: Option<String>,
     seed: u64,
+    /// An X/Y/Z plot's grid (absent in files of builds before the plot).
+    #[serde(default)]
+    grid: bool,
 }
 
 /// The job number images kept from the last start are saved under: none of this process's
@@ -47,6 +50,7 @@ impl From<&ToSave> for KeptImage {
             parameters: item.parameters.clone(),
             extras: item.extras.clone(),
             seed: item.seed,
+            grid: item.grid,
         }
     }
 }
@@ -60,6 +64,7 @@ impl From<KeptImage> for ToSave {
             parameters: kept.parameters,
             extras: kept.extras,
             seed: kept.seed,
+            grid: kept.grid,
         }
     }
 }
@@ -251,6 +256,7 @@ mod tests {
             parameters: "a fox\nSteps: 20, Seed: 9".into(),
             extras: Some("Postprocess upscale by: 4".into()),
             seed: 9,
+            grid: true,
         };
         let job = KeptJob {
             work: Work::Generate(Box::new(request.clone())),

@@ -101,6 +101,8 @@ pub fn apply(metadata: &ImageMetadata, settings: &mut Settings, with_seed: bool)
     // Only an A1111 image's own `Hires …` fields turn the hires fix on, and only its
     // `Tiling` / `Tile X` / `Tile Y` seamless tiling (ComfyUI and Fooocus have none).
     settings.hires.enabled = false;
+    // An image is remade as it was made: alone, unless it is an X/Y/Z plot's grid.
+    settings.plot.enabled = false;
     settings.seamless = inference::api::Seamless::Off;
     // ComfyUI, Fooocus and InvokeAI draw CPU noise without seed extras; A1111's fields
     // say where they differ.

@@ -103,6 +103,8 @@ pub struct Settings {
     pub controlnet: Vec<super::controlnet::ControlUnitSettings>,
     /// The hires fix (txt2img only).
     pub hires: super::hires::HiresSettings,
+    /// The X/Y/Z plot section.
+    pub plot: super::plot::PlotSettings,
     /// The Extras view's upscaler.
     pub extras: super::extras::ExtrasSettings,
     /// The device the engine runs on from the next start, as `--device` names it (`auto`,
@@ -271,6 +273,7 @@ impl Default for Settings {
             config_dirs: Default::default(),
             controlnet: Vec::new(),
             hires: Default::default(),
+            plot: Default::default(),
             extras: Default::default(),
             device: "auto".into(),
         }

@@ -33,6 +33,7 @@ fn main() {
                     parameters: format!("image {i}\nSteps: 20, Seed: {i}"),
                     extras: None,
                     seed: i,
+                    grid: false,
                 }),
             },
             &|reply| {

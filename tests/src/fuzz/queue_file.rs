@@ -69,6 +69,7 @@ impl Targets {
             parameters: "a cat\nSteps: 20, Seed: 9".into(),
             extras: None,
             seed: 9,
+            grid: false,
         });
         let kept = Kept::new(
             vec![

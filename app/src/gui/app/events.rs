@@ -53,6 +53,7 @@ impl EmberApp {
             }
         }
         self.forget_ended_canvas_jobs();
+        self.finish_plots();
         if start.elapsed() >= DRAIN_BUDGET {
             self.ctx.request_repaint();
         }
@@ -107,6 +108,9 @@ impl EmberApp {
             );
             let size = [result.image.width, result.image.height].map(|v| v as usize);
             let mut shown = Shown::new(shown, size);
+            if i == 0 {
+                self.plots.result(id, &result.image, &result.parameters);
+            }
             let parameters = inference::metadata::Parameters::parse(&result.parameters);
             shown.seamless = inference::metadata::seamless(&parameters);
             self.display.results.push(shown);
@@ -117,6 +121,7 @@ impl EmberApp {
                 parameters: result.parameters,
                 extras: result.extras,
                 seed: result.seed,
+                grid: false,
             });
         }
     }

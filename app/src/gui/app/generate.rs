@@ -27,8 +27,8 @@ impl EmberApp {
     }
 
     /// Queues `batch_count` jobs from the settings (seeds `seed`, `seed + 1`, ...; with a
-    /// variation, variation seeds counting up); `false` when it queued none (a notice says
-    /// why).
+    /// variation, variation seeds counting up), or the X/Y/Z plot's cells when it is on;
+    /// `false` when it queued none (a notice says why).
     #[must_use]
     pub(super) fn generate(&mut self) -> bool {
         if self.session.refuse_when_stopped() {
@@ -62,7 +62,8 @@ impl EmberApp {
             self.attach_controls(&mut request)?;
             Ok((request, job))
         });
-        let (request, canvas_job) = match planned {
+        let plot = planned.and_then(|planned| Ok((planned, self.settings.plot.plot()?)));
+        let ((request, canvas_job), plot) = match plot {
             Ok(r) => r,
             Err(e) => {
                 self.session.notify(Level::Error, e);
@@ -83,6 +84,9 @@ impl EmberApp {
         }
         if canvas_job.is_some() {
             self.canvas.hint = None;
+        }
+        if let Some(plot) = plot {
+            return self.queue_plot(&plot, first, canvas_job);
         }
         // Clamped here too: the form's field clamps only when it is drawn, and a settings
         // file may say anything.

@@ -40,6 +40,19 @@ pub struct ToSave {
     /// A1111's `extras` text (an upscale's).
     pub extras: Option<String>,
     pub seed: u64,
+    /// An X/Y/Z plot's grid: named `NNNNN-xyz_grid-SEED` (A1111's `xyz_grid` prefix).
+    pub grid: bool,
+}
+
+impl ToSave {
+    /// What its file name holds after the number: the seed, after `xyz_grid-` for a grid.
+    fn name_tail(&self) -> String {
+        if self.grid {
+            format!("xyz_grid-{}", self.seed)
+        } else {
+            self.seed.to_string()
+        }
+    }
 }
 
 /// File work the UI asks for (served in order).
@@ -102,7 +115,7 @@ pub fn serve(request: Request, reply: &dyn Fn(Reply)) {
         } => {
             let (job, index) = (item.job, item.index);
             let text = (item.parameters.as_str(), item.extras.as_deref());
-            match save_numbered(&dir, &item.image, text, item.seed, format) {
+            match save_named(&dir, &item.image, text, &item.name_tail(), format) {
                 Ok((path, problem)) => Reply::Saved {
                     job,
                     index,
@@ -110,7 +123,7 @@ pub fn serve(request: Request, reply: &dyn Fn(Reply)) {
                     problem,
                 },
                 Err(first) => {
-                    match save_numbered(&fallback_dir, &item.image, text, item.seed, format) {
+                    match save_named(&fallback_dir, &item.image, text, &item.name_tail(), format) {
                         Ok((path, problem)) => Reply::Saved {
                             job,
                             index,
@@ -204,8 +217,19 @@ pub fn next_index(dir: &Path) -> u64 {
 pub fn save_numbered(
     dir: &Path,
     image: &ImageRgb8,
-    (parameters, extras): (&str, Option<&str>),
+    text: (&str, Option<&str>),
     seed: u64,
+    format: SaveFormat,
+) -> Result<(PathBuf, Option<String>), String> {
+    save_named(dir, image, text, &seed.to_string(), format)
+}
+
+/// [`save_numbered`] with `tail` after the number instead of the seed.
+fn save_named(
+    dir: &Path,
+    image: &ImageRgb8,
+    (parameters, extras): (&str, Option<&str>),
+    tail: &str,
     format: SaveFormat,
 ) -> Result<(PathBuf, Option<String>), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -220,7 +244,7 @@ pub fn save_numbered(
     let extension = encoded.format.extension();
     let mut index = next_index(dir);
     loop {
-        let path = dir.join(format!("{index:05}-{seed}.{extension}"));
+        let path = dir.join(format!("{index:05}-{tail}.{extension}"));
         // Never over an existing image, even one another process saved meanwhile.
         if !path.exists() && imaging::write_new(&path, &encoded.bytes).map_err(|e| e.to_string())? {
             let name = path.file_name().unwrap_or_default().to_string_lossy();
@@ -374,6 +398,7 @@ mod tests {
             parameters: "p".into(),
             extras: None,
             seed: 5,
+            grid: false,
         }
     }
 

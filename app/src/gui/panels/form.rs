@@ -1,7 +1,8 @@
 //! The generate form: prompts and their styles (`panels/styles`), seed (its row, extra
 //! options and noise source are `panels/seed`), steps, CFG, size, sampler and schedule,
-//! batch count, seamless tiling, the SDXL second prompt and refiner, the hires fix, and the
-//! Generate / Cancel buttons (right-click Generate: Generate forever).
+//! batch count, seamless tiling, the SDXL second prompt and refiner, the hires fix, the
+//! X/Y/Z plot (`panels/plot`), and the Generate / Cancel buttons (right-click Generate:
+//! Generate forever).
 
 use egui::{DragValue, RichText, Slider};
 use inference::api::{MAX_BATCH, MAX_STEPS, ModelCapabilities, Seamless, VaeTiling};
@@ -218,6 +219,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
     if app.view == View::Generate {
         super::hires::section(ui, app);
     }
+    super::plot::section(ui, app);
     super::controlnet::lora_weights(ui, &mut app.settings.prompt);
     super::controlnet::section(ui, app, actions);
     let s = &mut app.settings;

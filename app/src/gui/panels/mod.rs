@@ -14,6 +14,7 @@ mod hints;
 mod hires;
 mod model;
 mod output;
+mod plot;
 mod prompt_box;
 mod quit;
 mod seed;
@@ -68,6 +69,8 @@ pub struct Parts<'a> {
     pub path_prompt: &'a mut Option<PathPrompt>,
     /// The prompt styles and the style editor's fields.
     pub styles: &'a mut super::styles::StyleStore,
+    /// The X/Y/Z plots under way: cells made and cells planned.
+    pub plot_progress: Option<(usize, usize)>,
     /// Finished images no folder took, kept until saved.
     pub unsaved: usize,
     /// Images being saved now.

@@ -195,6 +195,11 @@ pub fn progress(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
             cancel_all(ui, app, actions);
         });
     }
+    if let Some((made, planned)) = app.plot_progress {
+        ui.weak(format!(
+            "X/Y/Z plot: {made} of {planned} images made; the grid follows the last"
+        ));
+    }
 }
 
 /// Cancel all, while an image is under way: it stops, with the queue and Generate forever.

@@ -1,6 +1,6 @@
 //! Restoring A1111's `parameters` text (Forge's and Ember's own too): the prompts, the
 //! sampler and schedule (split from pre-1.9 names like "DPM++ 2M Karras"), emphasis, SDXL's
-//! fields, the hires fix and ControlNet units.
+//! fields, the hires fix, ControlNet units and the X/Y/Z plot.
 
 use inference::api::{RngSource, SdeNoise, parse_resize_from};
 use inference::metadata::Parameters;
@@ -51,6 +51,7 @@ pub(super) fn apply(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut R
     }
     apply_sdxl(p, s, r);
     crate::gui::hires::restore(p, &mut s.hires, r);
+    crate::gui::plot::restore(p, &mut s.plot, r);
     for i in 0.. {
         let Some(text) = p.get(&format!("ControlNet {i}")) else {
             break;

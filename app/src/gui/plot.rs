@@ -1,0 +1,150 @@
+//! The X/Y/Z plot in the app: its persisted settings (the form's section), and the plots
+//! under way, whose cells' images are gathered until none is left to make and the grid is
+//! drawn.
+
+use inference::imaging::ImageRgb8;
+use inference::metadata::Parameters;
+use inference::worker::JobId;
+use serde::{Deserialize, Serialize};
+
+use super::restore::Restored;
+use crate::plot::{AxisKind, AxisSpec, Planned, Plot, grid};
+
+/// The form's X/Y/Z plot section.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlotSettings {
+    pub enabled: bool,
+    /// X, Y and Z.
+    pub axes: [AxisSpec; 3],
+}
+
+impl PlotSettings {
+    /// The plot Generate makes: `None` when it is off or every axis is Nothing.
+    pub fn plot(&self) -> Result<Option<Plot>, String> {
+        if !self.enabled {
+            return Ok(None);
+        }
+        let plot = Plot::parse(&self.axes)?;
+        Ok((!plot.is_empty()).then_some(plot))
+    }
+}
+
+/// A plot whose cells are queued or being made.
+struct Run {
+    planned: Planned,
+    /// Cell `i`'s job.
+    jobs: Vec<JobId>,
+    images: Vec<Option<ImageRgb8>>,
+    /// Cell 0's settings, which the grid's metadata starts from (A1111's).
+    first_parameters: Option<String>,
+}
+
+/// A plot none of whose cells is left to make.
+pub struct Finished {
+    /// The number the grid is saved and shown under, one no job has.
+    pub id: JobId,
+    /// `None` when no cell made an image (all cancelled or failed).
+    pub grid: Option<ImageRgb8>,
+    pub parameters: String,
+    pub seed: u64,
+    /// Cells made and cells planned.
+    pub made: (usize, usize),
+}
+
+/// The plots under way.
+#[derive(Default)]
+pub struct Plots {
+    runs: Vec<Run>,
+    finished: u64,
+}
+
+impl Plots {
+    /// Gathers the images of `jobs`, cell `i` made by `jobs[i]`.
+    pub fn start(&mut self, planned: Planned, jobs: Vec<JobId>) {
+        let images = vec![None; jobs.len()];
+        self.runs.push(Run {
+            planned,
+            jobs,
+            images,
+            first_parameters: None,
+        });
+    }
+
+    /// Takes a finished job's first image when it is a plot's cell.
+    pub fn result(&mut self, job: JobId, image: &ImageRgb8, parameters: &str) {
+        for run in &mut self.runs {
+            if let Some(i) = run.jobs.iter().position(|j| *j == job) {
+                run.images[i] = Some(image.clone());
+                if i == 0 || run.first_parameters.is_none() {
+                    run.first_parameters = Some(parameters.to_string());
+                }
+            }
+        }
+    }
+
+    /// Cells made and cells planned, over every plot under way (for the progress row).
+    pub fn progress(&self) -> Option<(usize, usize)> {
+        if self.runs.is_empty() {
+            return None;
+        }
+        let made = self.runs.iter().map(|r| r.images.iter().flatten().count());
+        let planned = self.runs.iter().map(|r| r.jobs.len());
+        Some((made.sum(), planned.sum()))
+    }
+
+    /// The plots none of whose jobs `waiting` says is still queued or running, each with
+    /// its grid drawn (cells that made no image black, as in A1111).
+    pub fn take_finished(&mut self, waiting: impl Fn(JobId) -> bool) -> Vec<Finished> {
+        let (done, left): (Vec<Run>, Vec<Run>) = std::mem::take(&mut self.runs)
+            .into_iter()
+            .partition(|r| !r.jobs.iter().any(|j| waiting(*j)));
+        self.runs = left;
+        done.into_iter()
+            .map(|run| {
+                self.finished += 1;
+                let grid = grid::draw(&run.planned, &run.images);
+                let first = run.first_parameters.unwrap_or_default();
+                Finished {
+                    id: JobId(u64::MAX - 1 - self.finished),
+                    grid,
+                    parameters: run.planned.grid_parameters(&first),
+                    seed: run.planned.cells[0].request.seed,
+                    made: (run.images.iter().flatten().count(), run.jobs.len()),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Restores A1111's plot fields (`Script: X/Y/Z plot`, each axis' `Type` and `Values`,
+/// and for seed axes the seeds drawn for `-1`, `Fixed … Values`, so the grid comes out the
+/// same). They turn the plot on; the caller turns it off for an image without them.
+pub fn restore(p: &Parameters, s: &mut PlotSettings, r: &mut Restored) {
+    if p.get("Script") != Some("X/Y/Z plot") {
+        return;
+    }
+    let mut axes: [AxisSpec; 3] = Default::default();
+    for (axis, letter) in axes.iter_mut().zip(["X", "Y", "Z"]) {
+        let Some(name) = p.get(&format!("{letter} Type")) else {
+            continue;
+        };
+        let Ok(kind) = AxisKind::parse(name) else {
+            r.skipped.push(format!(
+                "the plot's {letter} axis {name:?} is not one Ember has"
+            ));
+            return;
+        };
+        let values = p
+            .get(&format!("Fixed {letter} Values"))
+            .or_else(|| p.get(&format!("{letter} Values")))
+            .unwrap_or_default();
+        *axis = AxisSpec {
+            kind,
+            values: values.to_string(),
+        };
+    }
+    s.axes = axes;
+    s.enabled = true;
+    r.applied.push("X/Y/Z plot");
+}
