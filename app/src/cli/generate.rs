@@ -130,6 +130,9 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     if let Some(planned) = &planned {
         crate::plot::grid::check_size(planned, tile)?;
     }
+    // The first image's LoRAs and ControlNets before anything is printed: a LoRA of
+    // another family fails here.
+    let mut first_loras = Some(set_adapters(&mut model, requests[0])?);
     if given_seed.is_none() {
         eprintln!("seed: {seed}");
     }
@@ -155,12 +158,10 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
                 labels.join(", ")
             );
         }
-        let (loras, lora_warnings) =
-            inference::lora::set_for_request(&mut model, cell).map_err(err)?;
-        inference::control::set_for_request(&mut model, cell).map_err(err)?;
-        for warning in &lora_warnings {
-            eprintln!("warning: {warning}");
-        }
+        let loras = match first_loras.take() {
+            Some(loras) => loras,
+            None => set_adapters(&mut model, cell)?,
+        };
         let mut made = generate_hires(
             &model,
             refiner.as_ref(),
@@ -208,6 +209,21 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Merges the LoRAs `request` asks for into `model` (warnings printed) and sets its
+/// ControlNets; the merged LoRAs' names and hashes.
+fn set_adapters(
+    model: &mut Model,
+    request: &GenerateRequest,
+) -> Result<Vec<(String, String)>, String> {
+    let err = |e: inference::Error| e.to_string();
+    let (loras, warnings) = inference::lora::set_for_request(model, request).map_err(err)?;
+    inference::control::set_for_request(model, request).map_err(err)?;
+    for warning in &warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(loras)
 }
 
 /// The model and, with `--refiner`, the refiner, their loaders' notes printed.
