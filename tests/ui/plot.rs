@@ -155,6 +155,12 @@ fn a_cancelled_plot_saves_the_grid_of_what_was_made() {
     step_until(&mut w, "the first cell", |a| {
         a.plots.progress() == Some((1, 3))
     });
+    w.step();
+    assert!(
+        w.query_by_label_contains("1 of 3 images made (now: CFG Scale: 5.0)")
+            .is_some(),
+        "the progress row names the cell under way"
+    );
     click(&mut w, "Cancel all");
     let outputs = home.path().join("outputs");
     step_until(&mut w, "the grid of one image", |_| {

@@ -257,7 +257,11 @@ impl EmberApp {
                 paths: &self.paths,
                 path_prompt: &mut self.path_prompt,
                 styles: &mut self.styles,
-                plot_progress: self.plots.progress(),
+                plot_progress: self.plots.progress().map(|(made, planned)| {
+                    let running = self.session.running.as_ref();
+                    let cell = running.and_then(|r| self.plots.cell_label(r.id));
+                    (made, planned, cell)
+                }),
                 unsaved: self.unsaved.len(),
                 saving: self.saves_in_flight,
             },

@@ -93,6 +93,19 @@ impl Plots {
         Some((made.sum(), planned.sum()))
     }
 
+    /// The labels of the cell `job` makes (`Steps: 20, Euler a`), when it is a plot's.
+    pub fn cell_label(&self, job: JobId) -> Option<String> {
+        self.runs.iter().find_map(|run| {
+            let i = run.jobs.iter().position(|j| *j == job)?;
+            let at = run.planned.cells[i].at;
+            let labels: Vec<&str> = (0..3)
+                .map(|axis| run.planned.labels[axis][at[axis]].as_str())
+                .filter(|l| !l.is_empty())
+                .collect();
+            Some(labels.join(", "))
+        })
+    }
+
     /// The plots none of whose jobs `waiting` says is still queued or running, each with
     /// its grid drawn (cells that made no image black, as in A1111).
     pub fn take_finished(&mut self, waiting: impl Fn(JobId) -> bool) -> Vec<Finished> {

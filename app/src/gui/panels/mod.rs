@@ -69,8 +69,9 @@ pub struct Parts<'a> {
     pub path_prompt: &'a mut Option<PathPrompt>,
     /// The prompt styles and the style editor's fields.
     pub styles: &'a mut super::styles::StyleStore,
-    /// The X/Y/Z plots under way: cells made and cells planned.
-    pub plot_progress: Option<(usize, usize)>,
+    /// The X/Y/Z plots under way: cells made, cells planned, and the labels of the cell
+    /// being made.
+    pub plot_progress: Option<(usize, usize, Option<String>)>,
     /// Finished images no folder took, kept until saved.
     pub unsaved: usize,
     /// Images being saved now.

@@ -195,9 +195,12 @@ pub fn progress(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
             cancel_all(ui, app, actions);
         });
     }
-    if let Some((made, planned)) = app.plot_progress {
+    if let Some((made, planned, cell)) = &app.plot_progress {
+        let now = cell
+            .as_ref()
+            .map_or(String::new(), |c| format!(" (now: {c})"));
         ui.weak(format!(
-            "X/Y/Z plot: {made} of {planned} images made; the grid follows the last"
+            "X/Y/Z plot: {made} of {planned} images made{now}; the grid follows the last"
         ));
     }
 }
