@@ -44,6 +44,16 @@ pub struct Cell {
 }
 
 impl Planned {
+    /// Cell `i`'s labels, as its grid shows them (`Steps: 20, Euler a`); empty ones left out.
+    pub fn cell_label(&self, i: usize) -> String {
+        let at = self.cells[i].at;
+        let labels: Vec<&str> = (0..3)
+            .map(|axis| self.labels[axis][at[axis]].as_str())
+            .filter(|l| !l.is_empty())
+            .collect();
+        labels.join(", ")
+    }
+
     /// The grid's metadata: the first image's, with the plot's fields added.
     pub fn grid_parameters(&self, first_image: &str) -> String {
         let mut parameters = Parameters::parse(first_image);
@@ -86,6 +96,11 @@ impl Plot {
         self.axes.iter().all(|a| a.kind == AxisKind::Nothing)
     }
 
+    /// Whether an axis is of `kind`.
+    pub fn has(&self, kind: AxisKind) -> bool {
+        self.axes.iter().any(|a| a.kind == kind)
+    }
+
     /// `[x, y, z]` value counts.
     pub fn shape(&self) -> [usize; 3] {
         self.axes.clone().map(|a| a.values.len())
@@ -107,7 +122,7 @@ impl Plot {
                 for value in &mut axis.values {
                     if let Value::Int(-1) = value {
                         // A 32-bit seed, as the app draws one.
-                        *value = Value::Int(inference::rng::random_seed() as i64);
+                        *value = Value::Int(i128::from(inference::rng::random_seed()));
                     }
                     if let Value::Int(v) = value {
                         fixed.push(v.to_string());
@@ -126,7 +141,13 @@ impl Plot {
                         .iter()
                         .flat_map(|p| p.as_deref())
                         .any(|p| p.contains(find.as_str()));
-                if find.is_empty() || !found {
+                if find.is_empty() {
+                    return Err(format!(
+                        "{letter} axis: Prompt S/R's first value is the text it replaces; \
+                         it is empty"
+                    ));
+                }
+                if !found {
                     return Err(format!(
                         "{letter} axis: Prompt S/R's first value, {find:?}, is the text it \
                          replaces, and the prompts do not contain it"
@@ -140,8 +161,9 @@ impl Plot {
             for y in 0..shape[1] {
                 for x in 0..shape[0] {
                     let mut request = base.clone();
-                    for (axis, i) in axes.iter().zip([x, y, z]) {
-                        apply(axis, &axis.values[i], &mut request, base, context)?;
+                    for ((axis, i), letter) in axes.iter().zip([x, y, z]).zip(["X", "Y", "Z"]) {
+                        apply(axis, &axis.values[i], &mut request, base, context)
+                            .map_err(|e| format!("{letter} axis: {e}"))?;
                     }
                     request.validate_settings().map_err(|e| {
                         let labels: Vec<String> = axes
@@ -179,7 +201,7 @@ fn apply(
     base: &GenerateRequest,
     context: Context,
 ) -> Result<(), String> {
-    let whole = |v: i64, what: &str| {
+    let whole = |v: i128, what: &str| {
         u32::try_from(v).map_err(|_| format!("{what} must be a whole number from 0, got {v}"))
     };
     match (axis.kind, value) {

@@ -121,13 +121,16 @@ fn a_plot_writes_each_cell_as_made_alone_and_their_grid() {
 fn a_bad_plot_is_one_error_before_anything_is_made() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let model = arg(&reference("sd15/pipeline"));
-    let cases: [(&[&str], &str); 5] = [
+    // No such model: each error below comes before the model is loaded.
+    let model = arg(&d.join("not yet downloaded.safetensors"));
+    let cases: [(&[&str], &str); 7] = [
         (&["--plot-x", "Steps 1, 2"], "TYPE: VALUES"),
         (&["--plot-x", "Colour: red"], "no axis \"Colour\""),
         (&["--plot-x", "Steps: 1, 2", "--batch", "2"], "--batch"),
         (&["--plot-y", "Prompt S/R: wolf, cat"], "\"wolf\""),
         (&["--plot-x", "Sampler: Euler, Nope"], "Nope"),
+        (&["--plot-z", "Steps: 10, 0"], "Steps: 0"),
+        (&["--plot-x", "Denoising: 0.5"], "hires fix"),
     ];
     for (extra, says) in cases {
         let out = ember(d, &args(&model, "bad.png", extra));

@@ -1,9 +1,10 @@
 //! A fake [`Engine`] for worker and UI tests: it takes `step_time` per step, paints a
-//! gradient the size of the request, and panics when the prompt is `panic`. A file whose
-//! name contains `refiner` loads as an SDXL refiner, one containing `xl` as SDXL, anything
-//! else as SD 1.x; one containing `broken` fails to load (keeping the loaded model), one
-//! containing `nonstandard` needs a config folder. One made [`FakeEngine::on_gpu`] loses
-//! its GPU at the prompt `lose the gpu`, and goes on on the CPU as the real engine does.
+//! gradient the size of the request, panics when the prompt is `panic` and fails (an
+//! error, the model kept) when it is `fail`. A file whose name contains `refiner` loads as
+//! an SDXL refiner, one containing `xl` as SDXL, anything else as SD 1.x; one containing
+//! `broken` fails to load (keeping the loaded model), one containing `nonstandard` needs a
+//! config folder. One made [`FakeEngine::on_gpu`] loses its GPU at the prompt
+//! `lose the gpu`, and goes on on the CPU as the real engine does.
 
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -225,6 +226,12 @@ impl Engine for FakeEngine {
             request.prompt != "panic",
             "the fake engine was told to panic"
         );
+        if request.prompt == "fail" {
+            // A job that fails as a bad setting does: an error, the model kept.
+            return Err(Error::settings(
+                "the fake engine refuses the prompt \"fail\"",
+            ));
+        }
         if self.on_gpu && request.prompt == "lose the gpu" {
             return Err(Error::DeviceLost {
                 what: "the GPU stopped working while generating (a fake fault); nothing was \

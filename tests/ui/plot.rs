@@ -77,7 +77,7 @@ fn a_plot_set_up_in_the_form_makes_its_cells_and_a_saved_grid() {
 
     let outputs = home.path().join("outputs");
     step_until(&mut w, "the grid to be saved", |a| {
-        a.plots.progress().is_none() && a.display.results.iter().all(|r| r.path.is_some())
+        !a.plots.busy() && a.display.results.iter().all(|r| r.path.is_some())
     });
     let saved = files(&outputs);
     let (grids, cells): (Vec<&PathBuf>, Vec<&PathBuf>) = saved.iter().partition(|p| is_grid(p));
@@ -172,6 +172,39 @@ fn a_cancelled_plot_saves_the_grid_of_what_was_made() {
 }
 
 #[test]
+fn a_failed_cell_is_black_in_the_grid_and_the_rest_are_made() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = crate::with_fake_model(home.path(), FakeEngine::new(Duration::from_millis(1)));
+    {
+        let app = w.state_mut().as_mut().unwrap();
+        // The fake engine fails on the prompt "fail" (and keeps its model).
+        app.settings.prompt = "fox".into();
+        app.settings.plot.enabled = true;
+        app.settings.plot.axes[0] = AxisSpec {
+            kind: AxisKind::PromptSr,
+            values: "fox, fail, owl".into(),
+        };
+    }
+    click(&mut w, "Generate");
+    let outputs = home.path().join("outputs");
+    step_until(&mut w, "the grid", |a| {
+        !a.plots.busy() && files(&outputs).iter().any(|p| is_grid(p))
+    });
+    assert!(has_notice(app(&w), "2 of its 3 images were made"));
+    let grid = files(&outputs).into_iter().find(|p| is_grid(p)).unwrap();
+    let image = inference::imaging::load_rgb(&grid, None).unwrap();
+    // The fake's cells are 64 px; the failed middle one is black, its neighbours are not.
+    let at = |x: u32| {
+        let y = image.height - 32;
+        let i = ((y * image.width + x) * 3) as usize;
+        [image.pixels[i], image.pixels[i + 1], image.pixels[i + 2]]
+    };
+    assert_eq!(at(64 + 32), [0, 0, 0]);
+    assert_ne!(at(32), [0, 0, 0]);
+    assert_ne!(at(128 + 32), [0, 0, 0]);
+}
+
+#[test]
 fn a_plot_that_cannot_be_made_queues_nothing_and_says_why() {
     let home = tempfile::tempdir().unwrap();
     let mut w = crate::with_fake_model(home.path(), FakeEngine::new(Duration::from_millis(1)));
@@ -191,5 +224,5 @@ fn a_plot_that_cannot_be_made_queues_nothing_and_says_why() {
         "X/Y/Z plot: X axis: Prompt S/R's first value, \"wolf\""
     ));
     assert!(a.session.running.is_none() && a.session.queue.is_empty());
-    assert!(a.plots.progress().is_none());
+    assert!(!a.plots.busy());
 }

@@ -58,6 +58,15 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     let mut request = flags::request(args, sampler.clone(), (seed, variation_seed))?;
     // Everything that does not need the model fails now, before a long load.
     request.validate_settings().map_err(err)?;
+    let plot_context = crate::plot::Context {
+        variation_seed,
+        schedule_follows_sampler: args.schedule.is_none() && args.scheduler_config.is_none(),
+    };
+    // A plot's cells too: its seeds drawn here are drawn again once the model is known.
+    let largest_cell = match &plot {
+        Some(plot) => plot::largest_size(&plot.plan(&request, plot_context)?),
+        None => None,
+    };
 
     let options = LoadOptions {
         config_dir: args.config.clone(),
@@ -70,13 +79,18 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         vae_upcast,
         ..LoadOptions::new(device.clone(), precision)
     };
-    check_memory(args, &request, (&options, &refiner_options))?;
+    check_memory(args, &request, (&options, &refiner_options), largest_cell)?;
     let upscaler = super::hires::load_upscaler(request.hires.as_ref(), &options)?;
     let (mut model, refiner) = load_models(args, (&options, &refiner_options))?;
     if args.verbose {
         eprintln!("loaded in {:.1} s", started.elapsed().as_secs_f64());
     }
-    if sampler.is_none() {
+    // A plot's Schedule type axis needs a named sampler: A1111's default, not the folder's
+    // diffusers scheduler.
+    let schedule_axis = plot
+        .as_ref()
+        .is_some_and(|p| p.has(crate::plot::AxisKind::Schedule));
+    if sampler.is_none() && !schedule_axis {
         request.sampler = model.default_sampler();
     }
     if let SamplerChoice::Diffusers(config) = &request.sampler
@@ -103,14 +117,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     let caps = model.capabilities();
     let refiner_caps = refiner.as_ref().map(Model::capabilities);
     let planned = match &plot {
-        Some(plot) => {
-            let context = crate::plot::Context {
-                variation_seed,
-                schedule_follows_sampler: args.schedule.is_none()
-                    && args.scheduler_config.is_none(),
-            };
-            Some(plot.plan(&request, context)?)
-        }
+        Some(plot) => Some(plot.plan(&request, plot_context)?),
         None => None,
     };
     let requests: Vec<&GenerateRequest> = match &planned {
@@ -125,6 +132,11 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         let size = inference::pipeline::hires::hires_plan(r, &model)
             .map_err(err)?
             .map_or((r.width, r.height), |p| p.size);
+        // A canvas image comes back at the canvas's size.
+        let size = canvas
+            .job
+            .as_ref()
+            .map_or(size, |job| job.finished_size(size));
         tile = (tile.0.max(size.0), tile.1.max(size.1));
     }
     if let Some(planned) = &planned {
@@ -143,61 +155,81 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     let mut printer = ProgressPrinter {
         terminal: std::io::stderr().is_terminal(),
     };
-    let mut cells = Vec::with_capacity(requests.len());
-    let mut generation = None;
+    let mut made = Vec::with_capacity(requests.len());
     for (i, cell) in requests.iter().enumerate() {
         if let Some(planned) = &planned {
-            let labels: Vec<&str> = (0..3)
-                .map(|axis| planned.labels[axis][planned.cells[i].at[axis]].as_str())
-                .filter(|l| !l.is_empty())
-                .collect();
-            eprintln!(
-                "image {} of {}: {}",
-                i + 1,
-                requests.len(),
-                labels.join(", ")
-            );
-        }
-        let loras = match first_loras.take() {
-            Some(loras) => loras,
-            None => set_adapters(&mut model, cell)?,
-        };
-        let mut made = generate_hires(
-            &model,
-            refiner.as_ref(),
-            upscaler.as_ref(),
-            cell,
-            &mut printer,
-        )
-        .map_err(err)?;
-        made.loras = loras;
-        for warning in &made.warnings {
-            eprintln!("warning: {warning}");
+            let label = planned.cell_label(i);
+            eprintln!("image {} of {}: {label}", i + 1, requests.len());
         }
         let outputs = match &planned {
             Some(_) => vec![plot::cell_path(&args.out, i)],
             None => outputs.clone(),
         };
-        let first = write_images(
-            &model,
-            refiner.as_ref(),
-            cell,
-            &made,
-            (&canvas, &outputs, format),
-        )?;
-        cells.push(first);
-        generation = Some(made);
+        let mut one = || {
+            let loras = match first_loras.take() {
+                Some(loras) => loras,
+                None => set_adapters(&mut model, cell)?,
+            };
+            let mut generation = generate_hires(
+                &model,
+                refiner.as_ref(),
+                upscaler.as_ref(),
+                cell,
+                &mut printer,
+            )
+            .map_err(err)?;
+            generation.loras = loras;
+            for warning in &generation.warnings {
+                eprintln!("warning: {warning}");
+            }
+            let first = write_images(
+                &model,
+                refiner.as_ref(),
+                cell,
+                &generation,
+                (&canvas, &outputs, format),
+            )?;
+            Ok::<_, String>((first, generation))
+        };
+        match one() {
+            Ok(result) => made.push(Some(result)),
+            // A plot goes on without a failed image (black in its grid, as in A1111).
+            Err(e) if planned.is_some() => {
+                eprintln!("error: image {} of {}: {e}", i + 1, requests.len());
+                made.push(None);
+            }
+            Err(e) => return Err(e),
+        }
     }
-    if let Some(planned) = &planned {
-        let first_parameters = cells.first().map(|(_, p)| p.clone()).unwrap_or_default();
-        let images: Vec<Option<_>> = cells.into_iter().map(|(image, _)| Some(image)).collect();
-        plot::write_grid(planned, &images, &first_parameters, (&args.out, format))?;
-    }
-    let generation = generation.expect("one generation at least");
-    if let Some(path) = &args.save_latents {
-        let bytes = latents_safetensors(&generation.latents, generation.latent_shape)?;
-        write_atomic(path, &bytes).map_err(err)?;
-        println!("{}", path.display());
+    match &planned {
+        Some(planned) => {
+            let first_parameters = made.iter().flatten().next().map(|((_, p), _)| p.clone());
+            let images: Vec<Option<ImageRgb8>> = made
+                .into_iter()
+                .map(|m| m.map(|((image, _), _)| image))
+                .collect();
+            let failed = images.iter().filter(|i| i.is_none()).count();
+            if failed < images.len() {
+                let first_parameters = first_parameters.unwrap_or_default();
+                plot::write_grid(planned, &images, &first_parameters, (&args.out, format))?;
+            }
+            if failed > 0 {
+                return Err(format!(
+                    "{failed} of the plot's {} images failed (black in its grid)",
+                    images.len()
+                ));
+            }
+        }
+        None => {
+            let Some(Some((_, generation))) = made.pop() else {
+                unreachable!("one generation, made or returned as an error");
+            };
+            if let Some(path) = &args.save_latents {
+                let bytes = latents_safetensors(&generation.latents, generation.latent_shape)?;
+                write_atomic(path, &bytes).map_err(err)?;
+                println!("{}", path.display());
+            }
+        }
     }
     if args.verbose {
         eprintln!("finished in {:.1} s", started.elapsed().as_secs_f64());
@@ -292,11 +324,13 @@ fn write_images(
 }
 
 /// Refuses, before anything is loaded, a generation that cannot fit in the free memory: the
-/// models' weights (read from their headers) plus the working memory at this size.
+/// models' weights (read from their headers) plus the working memory at this size (or at
+/// `size`, a plot's largest image).
 fn check_memory(
     args: &GenerateArgs,
     request: &GenerateRequest,
     (options, refiner_options): (&LoadOptions, &LoadOptions),
+    size: Option<(u32, u32)>,
 ) -> Result<(), String> {
     let err = |e: inference::Error| e.to_string();
     let memory = inference::memory::MemoryOf::of(&options.device);
@@ -311,7 +345,10 @@ fn check_memory(
         parameters += resident(&weights::plan::plan(path, refiner_options).map_err(err)?);
     }
     let native = (plan.unet.sample_size * plan.vae.factor()) as u32;
-    let size = generation_size(args, (native, native))?;
+    let size = match size {
+        Some(size) => size,
+        None => generation_size(args, (native, native))?,
+    };
     let rows = inference::pipeline::residency::rows(request);
     let bytes = options.precision.dtype().size() as u64;
     let tiling = request.effective_vae_tiling();

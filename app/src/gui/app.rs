@@ -257,11 +257,9 @@ impl EmberApp {
                 paths: &self.paths,
                 path_prompt: &mut self.path_prompt,
                 styles: &mut self.styles,
-                plot_progress: self.plots.progress().map(|(made, planned)| {
-                    let running = self.session.running.as_ref();
-                    let cell = running.and_then(|r| self.plots.cell_label(r.id));
-                    (made, planned, cell)
-                }),
+                plot_status: self
+                    .plots
+                    .status(self.session.running.as_ref().map(|r| r.id)),
                 unsaved: self.unsaved.len(),
                 saving: self.saves_in_flight,
             },

@@ -2,6 +2,8 @@
 //! under way, whose cells' images are gathered until none is left to make and the grid is
 //! drawn.
 
+use std::collections::HashSet;
+
 use inference::imaging::ImageRgb8;
 use inference::metadata::Parameters;
 use inference::worker::JobId;
@@ -44,18 +46,20 @@ struct Run {
 pub struct Finished {
     /// The number the grid is saved and shown under, one no job has.
     pub id: JobId,
-    /// `None` when no cell made an image (all cancelled or failed).
-    pub grid: Option<ImageRgb8>,
+    /// `Ok(None)` when no cell made an image (all cancelled or failed).
+    pub grid: Result<Option<ImageRgb8>, String>,
     pub parameters: String,
     pub seed: u64,
     /// Cells made and cells planned.
     pub made: (usize, usize),
 }
 
-/// The plots under way.
+/// The plots under way, and the grids being drawn (on a thread of their own: a large grid
+/// takes a while, and the window stays responsive meanwhile).
 #[derive(Default)]
 pub struct Plots {
     runs: Vec<Run>,
+    drawing: Vec<(JobId, crossbeam_channel::Receiver<Finished>)>,
     finished: u64,
 }
 
@@ -93,40 +97,104 @@ impl Plots {
         Some((made.sum(), planned.sum()))
     }
 
+    /// The progress row's line: cells made of those planned, the cell `running` makes, or
+    /// the grid being drawn; `None` when no plot is under way.
+    pub fn status(&self, running: Option<JobId>) -> Option<String> {
+        match self.progress() {
+            Some((made, planned)) => {
+                let cell = running.and_then(|job| self.cell_label(job));
+                let now = cell.map_or(String::new(), |c| format!(" (now: {c})"));
+                Some(format!(
+                    "X/Y/Z plot: {made} of {planned} images made{now}; the grid follows the last"
+                ))
+            }
+            None if !self.drawing.is_empty() => Some("X/Y/Z plot: drawing the grid…".into()),
+            None => None,
+        }
+    }
+
     /// The labels of the cell `job` makes (`Steps: 20, Euler a`), when it is a plot's.
     pub fn cell_label(&self, job: JobId) -> Option<String> {
         self.runs.iter().find_map(|run| {
             let i = run.jobs.iter().position(|j| *j == job)?;
-            let at = run.planned.cells[i].at;
-            let labels: Vec<&str> = (0..3)
-                .map(|axis| run.planned.labels[axis][at[axis]].as_str())
-                .filter(|l| !l.is_empty())
-                .collect();
-            Some(labels.join(", "))
+            Some(run.planned.cell_label(i)).filter(|l| !l.is_empty())
         })
     }
 
-    /// The plots none of whose jobs `waiting` says is still queued or running, each with
-    /// its grid drawn (cells that made no image black, as in A1111).
-    pub fn take_finished(&mut self, waiting: impl Fn(JobId) -> bool) -> Vec<Finished> {
+    /// Grids being drawn.
+    pub fn drawing(&self) -> usize {
+        self.drawing.len()
+    }
+
+    /// Whether a plot's cells are being made or its grid drawn.
+    pub fn busy(&self) -> bool {
+        !self.runs.is_empty() || !self.drawing.is_empty()
+    }
+
+    /// Starts drawing the grid of each plot none of whose jobs is in `waiting` (queued or
+    /// running; cells that made no image are black, as in A1111), and returns the grids
+    /// drawn since the last call. `ctx` is woken when one is ready.
+    pub fn take_finished(
+        &mut self,
+        waiting: &HashSet<JobId>,
+        ctx: &egui::Context,
+    ) -> Vec<Finished> {
         let (done, left): (Vec<Run>, Vec<Run>) = std::mem::take(&mut self.runs)
             .into_iter()
-            .partition(|r| !r.jobs.iter().any(|j| waiting(*j)));
+            .partition(|r| !r.jobs.iter().any(|j| waiting.contains(j)));
         self.runs = left;
-        done.into_iter()
-            .map(|run| {
-                self.finished += 1;
-                let grid = grid::draw(&run.planned, &run.images);
-                let first = run.first_parameters.unwrap_or_default();
-                Finished {
-                    id: JobId(u64::MAX - 1 - self.finished),
-                    grid,
-                    parameters: run.planned.grid_parameters(&first),
-                    seed: run.planned.cells[0].request.seed,
-                    made: (run.images.iter().flatten().count(), run.jobs.len()),
+        for run in done {
+            let id = JobId(u64::MAX - 1 - self.finished);
+            self.finished += 1;
+            let (send, receive) = crossbeam_channel::bounded(1);
+            let ctx = ctx.clone();
+            let draw = move || {
+                // The receiver goes only with the app.
+                let _ = send.send(run.finish(id));
+                ctx.request_repaint();
+            };
+            // A thread that cannot start (or dies) leaves its receiver disconnected, which
+            // is reported below: the cells themselves are saved already.
+            let _ = std::thread::Builder::new()
+                .name("plot grid".into())
+                .spawn(draw);
+            self.drawing.push((id, receive));
+        }
+        let mut ready = Vec::new();
+        self.drawing
+            .retain(|(id, receive)| match receive.try_recv() {
+                Ok(finished) => {
+                    ready.push(finished);
+                    false
                 }
-            })
-            .collect()
+                Err(crossbeam_channel::TryRecvError::Empty) => true,
+                Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                    ready.push(Finished {
+                        id: *id,
+                        grid: Err("its grid could not be drawn (its images are saved)".into()),
+                        parameters: String::new(),
+                        seed: 0,
+                        made: (0, 0),
+                    });
+                    false
+                }
+            });
+        ready
+    }
+}
+
+impl Run {
+    /// The grid of what was made.
+    fn finish(self, id: JobId) -> Finished {
+        let grid = Ok(grid::draw(&self.planned, &self.images));
+        let first = self.first_parameters.unwrap_or_default();
+        Finished {
+            id,
+            grid,
+            parameters: self.planned.grid_parameters(&first),
+            seed: self.planned.cells[0].request.seed,
+            made: (self.images.iter().flatten().count(), self.jobs.len()),
+        }
     }
 }
 

@@ -98,7 +98,7 @@ pub struct AxisSpec {
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Value {
     Nothing,
-    Int(i64),
+    Int(i128),
     Float(f64),
     Text(String),
     Sampler(SamplerName),

@@ -223,7 +223,7 @@ fn blank(width: u32, height: u32, color: [u8; 3]) -> ImageRgb8 {
     ImageRgb8 {
         width,
         height,
-        pixels: color.repeat((width * height) as usize),
+        pixels: color.repeat(width as usize * height as usize),
     }
 }
 

@@ -175,44 +175,62 @@ fn the_grid_is_laid_out_as_a1111_lays_it_out() {
     images[7] = None;
     let grid = grid::draw(&planned, &images).unwrap();
     assert_eq!((grid.width, grid.height), grid::size(&planned, (100, 100)));
-    // A1111: font (100 + 100) // 25 = 8 px, Y labels in 75 px on the left, the X labels'
-    // line and two half-font spacings above.
+    // A1111's numbers: cells of 100 px take a font of (100 + 100) // 25 = 8 px and a line
+    // spacing of 4; Y labels get 3/4 of a cell (75 px) on the left; the X labels' one line
+    // and twice the spacing above. Each 2×2 sub-grid is 275 × (200 + that); the Z labels
+    // above them are drawn at (275 + 200 + pad) // 25 px with half that as spacing.
     let pad_left = 75;
-    assert!(grid.height > 200 && grid.width == 2 * (pad_left + 200));
+    let pad_top = (super::text::Font::new(8.0).line_height() + 8.0) as u32;
+    let sub = (pad_left + 200, 200 + pad_top);
+    let z_font = (sub.0 + sub.1) / 25;
+    let z_top =
+        (super::text::Font::new(z_font as f32).line_height() + (z_font / 2 * 2) as f32) as u32;
+    assert_eq!((grid.width, grid.height), (2 * sub.0, z_top + sub.1));
     let at = |x: u32, y: u32| {
         let i = ((y * grid.width + x) * 3) as usize;
         grid.pixels[i]
     };
-    let top = grid.height - 200;
+    let top = z_top + pad_top;
     for (i, (x, y, z)) in [(0, 0, 0), (1, 0, 0), (0, 1, 0), (1, 1, 1)]
         .into_iter()
         .enumerate()
     {
         let i = [0, 1, 2, 7][i];
-        let left = z * (pad_left + 200) + pad_left + x * 100;
+        let left = z * sub.0 + pad_left + x * 100;
         let expected = if i == 7 { 0 } else { 10 + i as u8 };
-        assert_eq!(at(left + 50, top + y * 100 + 50), expected, "cell {i}");
+        // The whole cell, corners included.
+        for (dx, dy) in [(0, 0), (99, 0), (0, 99), (99, 99), (50, 50)] {
+            assert_eq!(at(left + dx, top + y * 100 + dy), expected, "cell {i}");
+        }
     }
-    // The labels are ink on white: some dark pixels in each label area, none in the corner.
+    // The labels are ink on white, each in its own band: Z above X above the cells, Y to
+    // the left of its row; the corner left of the X labels stays white.
     let dark = |xs: std::ops::Range<u32>, ys: std::ops::Range<u32>| {
         ys.flat_map(|y| xs.clone().map(move |x| (x, y)))
             .filter(|&(x, y)| at(x, y) < 128)
             .count()
     };
-    assert!(dark(pad_left..pad_left + 100, 0..top) > 0, "an X label");
+    assert!(dark(0..sub.0, 0..z_top) > 0, "the first Z label");
+    assert!(dark(sub.0..2 * sub.0, 0..z_top) > 0, "the second Z label");
+    assert!(dark(pad_left..pad_left + 100, z_top..top) > 0, "an X label");
     assert!(dark(0..pad_left, top..top + 100) > 0, "a Y label");
-    assert_eq!(dark(0..pad_left, 0..top / 2), 0, "the corner");
+    assert_eq!(dark(0..pad_left, z_top..top), 0, "the corner");
     assert!(grid::draw(&planned, &[None, None]).is_none());
 }
 
 #[test]
-fn a_plot_without_labels_is_its_cells_alone() {
+fn empty_replacements_are_values_with_empty_labels() {
     let planned = plot(spec(AxisKind::PromptSr, "fox,,"), nothing(), nothing());
-    // Prompt S/R with an empty replacement is a value; its label is empty.
     let planned = planned.unwrap().plan(&base(), CONTEXT).unwrap();
     assert_eq!(planned.labels[0], ["fox", "", ""]);
+    assert_eq!(planned.cells[1].request.prompt, "a red ");
+    assert_eq!(planned.cell_label(1), "");
     let images: Vec<Option<ImageRgb8>> = (0..3).map(|_| Some(filled(64, 32, 200))).collect();
     let grid = grid::draw(&planned, &images).unwrap();
+    // One X label line above the cells; no Y labels, so no space on the left.
     assert_eq!(grid.width, 3 * 64);
-    assert!(grid.height > 32);
+    let font = (64 + 32) / 25;
+    let pad_top =
+        (super::text::Font::new(font as f32).line_height() + (font / 2 * 2) as f32) as u32;
+    assert_eq!(grid.height, 32 + pad_top);
 }

@@ -19,7 +19,8 @@ pub fn split(text: &str) -> Result<Vec<String>, String> {
 
 /// Whole numbers: each value a number or a range (`1-5`, `1-9 (+2)`, `5-1 (-1)`, or
 /// `1-10 [4]` for four values spread evenly, truncated as A1111's `int(np.linspace)`).
-pub fn integers(values: &[String]) -> Result<Vec<i64>, String> {
+/// (`i128`: every seed a `u64` holds, and no range's arithmetic overflows.)
+pub fn integers(values: &[String]) -> Result<Vec<i128>, String> {
     let mut out = Vec::new();
     for value in values.iter().filter(|v| !v.is_empty()) {
         match range(value, parse_int) {
@@ -29,7 +30,7 @@ pub fn integers(values: &[String]) -> Result<Vec<i64>, String> {
                 if step == 0 {
                     return Err(format!("{value:?}: a step of 0 never ends"));
                 }
-                let stop = end + 1;
+                let stop = end.saturating_add(1);
                 let mut v = start;
                 while (step > 0 && v < stop) || (step < 0 && v > stop) {
                     out.push(v);
@@ -39,7 +40,7 @@ pub fn integers(values: &[String]) -> Result<Vec<i64>, String> {
             }
             Some(Range::Count(start, end, count)) => {
                 check_count(count, value)?;
-                out.extend(linspace(start as f64, end as f64, count).map(|v| v as i64));
+                out.extend(linspace(start as f64, end as f64, count).map(|v| v as i128));
             }
             None => out.push(parse_int(value).ok_or_else(|| not_a("whole number", value))?),
         }
@@ -135,8 +136,12 @@ fn range<T: From<i8>>(text: &str, number: fn(&str) -> Option<T>) -> Option<Range
     }
 }
 
-fn parse_int(text: &str) -> Option<i64> {
-    text.strip_prefix('+').unwrap_or(text).parse().ok()
+/// A whole number within `u64`'s or `i64`'s range (so ranges of them cannot overflow).
+fn parse_int(text: &str) -> Option<i128> {
+    let v: i128 = text.strip_prefix('+').unwrap_or(text).parse().ok()?;
+    (i128::from(i64::MIN)..=i128::from(u64::MAX))
+        .contains(&v)
+        .then_some(v)
 }
 
 fn parse_float(text: &str) -> Option<f64> {
@@ -160,11 +165,23 @@ fn linspace(start: f64, end: f64, count: usize) -> impl Iterator<Item = f64> {
     })
 }
 
-/// A number as Python's `str(float)` writes it: `7.0`, `0.5`, `1e-05`.
+/// A number as Python's `str(float)` writes it: `7.0`, `0.5`, `1e-05`, `1e+16`.
 pub fn python_float(v: f64) -> String {
-    // A1111 rounds a float axis' labels to 8 places first.
-    let v = (v * 1e8).round() / 1e8;
-    if v == v.trunc() && v.abs() < 1e16 {
+    // A1111 rounds a float axis' labels to 8 places first (past 1e7 an f64 holds no more
+    // than that, and scaling would only add error).
+    let v = if v.abs() < 1e7 {
+        (v * 1e8).round() / 1e8
+    } else {
+        v
+    };
+    if v != 0.0 && !(1e-4..1e16).contains(&v.abs()) {
+        // Python's repr: the shortest digits, an exponent of two digits at least.
+        let text = format!("{v:e}");
+        let (mantissa, exponent) = text.split_once('e').expect("`{:e}` has an exponent");
+        let exponent: i32 = exponent.parse().expect("an exponent is a number");
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.abs())
+    } else if v == v.trunc() {
         format!("{v:.1}")
     } else {
         format!("{v}")
@@ -200,6 +217,11 @@ mod tests {
         assert!(integers(&list("abc")).is_err());
         assert!(integers(&list("1-5 (2)")).is_err());
         assert!(integers(&list("1-100000")).is_err());
+        // No overflow at the ends of the range, and 64-bit seeds are numbers.
+        assert!(integers(&list("1-9223372036854775807")).is_err());
+        assert!(integers(&list("1-5 (+9223372036854775807)")).is_ok());
+        assert_eq!(ints("18446744073709551615"), [18446744073709551615]);
+        assert!(integers(&list("18446744073709551616")).is_err());
     }
 
     #[test]
@@ -212,5 +234,9 @@ mod tests {
         assert!(floats(&list("nan")).is_err());
         assert_eq!(python_float(7.0), "7.0");
         assert_eq!(python_float(0.1 + 0.2), "0.3");
+        assert_eq!(python_float(0.00001), "1e-05");
+        assert_eq!(python_float(-2.5e16), "-2.5e+16");
+        assert_eq!(python_float(0.0001), "0.0001");
+        assert_eq!(python_float(0.0), "0.0");
     }
 }

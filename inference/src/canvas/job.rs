@@ -107,6 +107,14 @@ pub fn canvas_job(
 }
 
 impl CanvasJob {
+    /// The size [`CanvasJob::finish`] gives an image generated at `generated`: the
+    /// source's when it is pasted back.
+    pub fn finished_size(&self, generated: (u32, u32)) -> (u32, u32) {
+        self.paste
+            .as_ref()
+            .map_or(generated, |p| (p.source.width, p.source.height))
+    }
+
     /// A generated image put back onto the source (inpainting), composited unless the
     /// options said not to; img2img images as they are.
     pub fn finish(&self, generated: &ImageRgb8) -> ImageRgb8 {

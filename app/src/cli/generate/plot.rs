@@ -39,6 +39,20 @@ pub(super) fn parse(args: &GenerateArgs) -> Result<Option<Plot>, String> {
     Ok((!plot.is_empty()).then_some(plot))
 }
 
+/// The largest image a plot with a Size axis makes (`None` without one: every cell has the
+/// flags' size), for the memory check.
+pub(super) fn largest_size(planned: &Planned) -> Option<(u32, u32)> {
+    let sizes = planned
+        .cells
+        .iter()
+        .map(|c| (c.request.width, c.request.height));
+    let first = sizes.clone().next()?;
+    if sizes.clone().all(|s| s == first) {
+        return None;
+    }
+    sizes.max_by_key(|&(w, h)| u64::from(w) * u64::from(h))
+}
+
 /// Cell `i`'s file: `<out stem>-<i>.<ext>` beside `--out`, as a batch names its images.
 pub(super) fn cell_path(out: &Path, i: usize) -> PathBuf {
     let stem = out.file_stem().unwrap_or_default().to_string_lossy();

@@ -1,8 +1,11 @@
 //! The app's X/Y/Z plots: a Generate that queues a plot's cells, and each plot's grid
 //! drawn, shown and saved once none of its cells is left to make.
 
+use std::collections::HashSet;
+
 use inference::api::GenerateRequest;
 use inference::canvas::CanvasJob;
+use inference::worker::JobId;
 
 use super::EmberApp;
 use crate::gui::display::Shown;
@@ -22,14 +25,23 @@ impl EmberApp {
         first: GenerateRequest,
         canvas_job: Option<CanvasJob>,
     ) -> bool {
+        // The form's variation seed when its seed extras are on (drawn anew per Generate
+        // unless locked); otherwise a Var. strength axis varies towards a new one each time.
+        let noise = &self.settings.noise;
+        let variation_seed = if noise.extras {
+            noise.variation_seed
+        } else {
+            inference::rng::random_seed()
+        };
         let context = Context {
-            variation_seed: self.settings.noise.variation_seed,
+            variation_seed,
             // The form's schedule is a choice of its own (A1111's Schedule type menu).
             schedule_follows_sampler: false,
         };
         let planned = plot.plan(&first, context).and_then(|planned| {
-            let sizes = planned.cells.iter().map(|c| {
-                let r = &c.request;
+            let mut tile = (0, 0);
+            for (i, cell) in planned.cells.iter().enumerate() {
+                let r = &cell.request;
                 if canvas_job.is_some() && (r.width, r.height) != (first.width, first.height) {
                     return Err(
                         "a Size axis changes the image's size, which the canvas keeps; \
@@ -37,15 +49,18 @@ impl EmberApp {
                             .to_string(),
                     );
                 }
-                let planned_size = r.hires.as_ref().and_then(|fix| {
-                    fix.plan((r.width, r.height), 8, inference::api::MAX_SIDE)
-                        .ok()
-                });
-                Ok(planned_size.map_or((r.width, r.height), |p| p.size))
-            });
-            let mut tile = (0, 0);
-            for size in sizes {
-                let (w, h) = size?;
+                let generated = match &r.hires {
+                    Some(fix) => {
+                        fix.plan((r.width, r.height), 8, inference::api::MAX_SIDE)
+                            .map_err(|e| format!("the image for {}: {e}", planned.cell_label(i)))?
+                            .size
+                    }
+                    None => (r.width, r.height),
+                };
+                // A canvas image comes back at the canvas's size.
+                let (w, h) = canvas_job
+                    .as_ref()
+                    .map_or(generated, |job| job.finished_size(generated));
                 tile = (tile.0.max(w), tile.1.max(h));
             }
             grid::check_size(&planned, tile)?;
@@ -72,21 +87,29 @@ impl EmberApp {
         true
     }
 
-    /// Draws, shows and saves the grid of each plot none of whose cells is left to make.
+    /// Has the grid of each plot none of whose cells is left to make drawn, and shows and
+    /// saves those drawn.
     pub(super) fn finish_plots(&mut self) {
         let session = &self.session;
-        let waiting = |id| {
-            session.running.as_ref().is_some_and(|r| r.id == id)
-                || session.queue.iter().any(|q| q.id == id)
-        };
-        for finished in self.plots.take_finished(waiting) {
+        let waiting: HashSet<JobId> = (session.queue.iter().map(|q| q.id))
+            .chain(session.running.as_ref().map(|r| r.id))
+            .collect();
+        for finished in self.plots.take_finished(&waiting, &self.ctx) {
             let (made, planned) = finished.made;
-            let Some(grid) = finished.grid else {
-                self.session.notify(
-                    Level::Warning,
-                    "X/Y/Z plot: none of its images was made, so there is no grid",
-                );
-                continue;
+            let grid = match finished.grid {
+                Ok(Some(grid)) => grid,
+                Ok(None) => {
+                    self.session.notify(
+                        Level::Warning,
+                        "X/Y/Z plot: none of its images was made, so there is no grid",
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    self.session
+                        .notify(Level::Error, format!("X/Y/Z plot: {e}"));
+                    continue;
+                }
             };
             if made < planned {
                 self.session.notify(

@@ -69,9 +69,8 @@ pub struct Parts<'a> {
     pub path_prompt: &'a mut Option<PathPrompt>,
     /// The prompt styles and the style editor's fields.
     pub styles: &'a mut super::styles::StyleStore,
-    /// The X/Y/Z plots under way: cells made, cells planned, and the labels of the cell
-    /// being made.
-    pub plot_progress: Option<(usize, usize, Option<String>)>,
+    /// The X/Y/Z plots under way, in a line (their cells made, the grid being drawn).
+    pub plot_status: Option<String>,
     /// Finished images no folder took, kept until saved.
     pub unsaved: usize,
     /// Images being saved now.

@@ -195,13 +195,8 @@ pub fn progress(ui: &mut egui::Ui, app: &Parts<'_>, actions: &mut Vec<Action>) {
             cancel_all(ui, app, actions);
         });
     }
-    if let Some((made, planned, cell)) = &app.plot_progress {
-        let now = cell
-            .as_ref()
-            .map_or(String::new(), |c| format!(" (now: {c})"));
-        ui.weak(format!(
-            "X/Y/Z plot: {made} of {planned} images made{now}; the grid follows the last"
-        ));
+    if let Some(status) = &app.plot_status {
+        ui.weak(status);
     }
 }
 
