@@ -211,6 +211,10 @@ pub struct GenerateRequest {
     /// Which edges of the image meet (A1111's "Tiling").
     #[serde(default)]
     pub seamless: Seamless,
+    /// `Key: value` fields the front end adds to the image's metadata, before `Version`
+    /// (the dynamic prompts' `Template`).
+    #[serde(default)]
+    pub metadata_fields: Vec<(String, String)>,
 }
 
 /// Latents to start img2img from, `[1, channels, height / f, width / f]`, already scaled by
@@ -260,6 +264,7 @@ impl Default for GenerateRequest {
             hires: None,
             vae_tiling: VaeTiling::Auto,
             seamless: Seamless::Off,
+            metadata_fields: Vec::new(),
         }
     }
 }

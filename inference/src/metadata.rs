@@ -315,6 +315,9 @@ pub fn for_generation(
     for (i, c) in request.controlnets.iter().enumerate() {
         p.push(&format!("ControlNet {i}"), controlnet_unit(c));
     }
+    for (key, value) in &request.metadata_fields {
+        p.push(key, value);
+    }
     p.push("Version", concat!("Ember ", env!("CARGO_PKG_VERSION")));
     p
 }

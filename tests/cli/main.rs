@@ -12,6 +12,7 @@ mod cuda;
 mod device;
 mod devices;
 mod download;
+mod dynamic_prompts;
 mod families;
 mod hires;
 mod info;

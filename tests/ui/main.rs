@@ -5,6 +5,7 @@ mod add_ons;
 mod canvas;
 mod device;
 mod download;
+mod dynamic_prompts;
 mod families;
 mod files;
 mod first_minutes;

@@ -213,6 +213,14 @@ pub struct GenerateArgs {
     /// beside the model or one or two folders up is searched after these.
     #[arg(long = "loras", value_name = "DIR")]
     pub loras: Vec<PathBuf>,
+    /// A folder of wildcard files (`name.txt`, one choice a line) for the prompt's
+    /// `__name__` (repeatable); `wildcards/` beside the model or up to two folders up is
+    /// searched after these.
+    #[arg(long = "wildcards", value_name = "DIR")]
+    pub wildcards: Vec<PathBuf>,
+    /// Take `{a|b}` and `__name__` literally instead of as dynamic prompts.
+    #[arg(long)]
+    pub no_dynamic_prompts: bool,
     /// A ControlNet: a single file (A1111's `control_v11p_sd15_*.safetensors`) or a
     /// diffusers folder; repeatable, the n-th `--control-*` flag of each kind going with the
     /// n-th ControlNet.

@@ -62,6 +62,14 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         variation_seed,
         schedule_follows_sampler: args.schedule.is_none() && args.scheduler_config.is_none(),
     };
+    let wildcards = match args.no_dynamic_prompts {
+        true => None,
+        false => Some(flags::wildcard_dirs(args)?),
+    };
+    if let Some(dirs) = &wildcards {
+        // Its syntax checked now; resolved (and its warnings printed) per image below.
+        crate::dynamic_prompts::apply(&mut request.clone(), dirs)?;
+    }
     // A plot's cells too: its seeds drawn here are drawn again once the model is known.
     let largest_cell = match &plot {
         Some(plot) => plot::largest_size(&plot.plan(&request, plot_context)?),
@@ -120,10 +128,21 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
         Some(plot) => Some(plot.plan(&request, plot_context)?),
         None => None,
     };
-    let requests: Vec<&GenerateRequest> = match &planned {
-        Some(planned) => planned.cells.iter().map(|c| &c.request).collect(),
-        None => vec![&request],
+    let mut requests: Vec<GenerateRequest> = match &planned {
+        Some(planned) => planned.cells.iter().map(|c| c.request.clone()).collect(),
+        None => vec![request.clone()],
     };
+    if let Some(dirs) = &wildcards {
+        // Each image's prompt from its own seed (a batch shares its first image's).
+        let mut warned = std::collections::BTreeSet::new();
+        for r in &mut requests {
+            for warning in crate::dynamic_prompts::apply(r, dirs)? {
+                if warned.insert(warning.clone()) {
+                    eprintln!("warning: {warning}");
+                }
+            }
+        }
+    }
     let mut tile = (0, 0);
     for r in &requests {
         r.validate(&caps).map_err(err)?;
@@ -144,7 +163,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     }
     // The first image's LoRAs and ControlNets before anything is printed: a LoRA of
     // another family fails here.
-    let mut first_loras = Some(set_adapters(&mut model, requests[0])?);
+    let mut first_loras = Some(set_adapters(&mut model, &requests[0])?);
     if given_seed.is_none() {
         eprintln!("seed: {seed}");
     }

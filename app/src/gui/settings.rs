@@ -74,6 +74,9 @@ pub struct Settings {
     /// The DPM++ SDE samplers draw from a Brownian tree (ComfyUI's and A1111's default)
     /// rather than from the seed's generator.
     pub sde_brownian: bool,
+    /// `{a|b}` variant groups and `__name__` wildcards in the prompts are resolved per image
+    /// (`crate::dynamic_prompts`).
+    pub dynamic_prompts: bool,
     /// Where results are saved; `None` = the default under the user's pictures folder.
     pub output_dir: Option<PathBuf>,
     /// The file format results are saved in.
@@ -258,6 +261,7 @@ impl Default for Settings {
             vae_tiling: VaeTiling::Auto,
             seamless: Seamless::Off,
             sde_brownian: true,
+            dynamic_prompts: true,
             output_dir: None,
             saving: SaveSettings::default(),
             models_dir: None,

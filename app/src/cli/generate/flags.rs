@@ -99,6 +99,7 @@ pub(super) fn request(
         hires: crate::cli::hires::from_args(args)?,
         vae_tiling: VaeTiling::parse(&args.vae_tiling).map_err(err)?,
         seamless: Seamless::parse(&args.seamless).map_err(err)?,
+        metadata_fields: Vec::new(),
     })
 }
 
@@ -371,4 +372,10 @@ pub(super) fn lora_specs(args: &GenerateArgs) -> Result<Vec<inference::lora::Lor
 /// `--loras` folders (each must exist), then the `Lora/` folders near the model.
 fn lora_dirs(args: &GenerateArgs) -> Result<Vec<PathBuf>, String> {
     add_on_dirs(&args.loras, "--loras", "LoRA", args, LORAS)
+}
+
+/// `--wildcards` folders, then `wildcards/` near the model.
+pub(super) fn wildcard_dirs(args: &GenerateArgs) -> Result<Vec<PathBuf>, String> {
+    let names = crate::dynamic_prompts::WILDCARDS;
+    add_on_dirs(&args.wildcards, "--wildcards", "wildcards", args, names)
 }

@@ -90,12 +90,19 @@ impl EmberApp {
         }
         // Clamped here too: the form's field clamps only when it is drawn, and a settings
         // file may say anything.
+        let mut jobs = Vec::new();
         for i in 0..self.settings.batch_count.clamp(1, MAX_BATCH) {
             // A1111's batch: seeds seed, seed + 1, ..., or with a variation the seed and
             // variation seeds counting up.
             let mut job = first.clone();
             job.seed = first.image_seed(i as usize);
             job.noise = first.noise.for_image(i as usize);
+            jobs.push(job);
+        }
+        if !self.resolve_dynamic_prompts(&mut jobs) {
+            return false;
+        }
+        for job in jobs {
             let id = self.session.enqueue(job);
             if let Some(canvas_job) = &canvas_job {
                 self.canvas_jobs.insert(id, canvas_job.clone());
@@ -168,6 +175,31 @@ impl EmberApp {
         };
         request.validate_settings().map_err(|e| e.to_string())?;
         Ok(request)
+    }
+
+    /// Resolves each job's dynamic prompts from its seed when they are on; `false` (with a
+    /// notice) when a template cannot be read. Wildcards not found are one warning each.
+    #[must_use]
+    pub(super) fn resolve_dynamic_prompts(&mut self, jobs: &mut [GenerateRequest]) -> bool {
+        if !self.settings.dynamic_prompts {
+            return true;
+        }
+        let dirs = self.add_on_dirs(crate::dynamic_prompts::WILDCARDS);
+        let mut warnings = std::collections::BTreeSet::new();
+        for job in jobs {
+            match crate::dynamic_prompts::apply(job, &dirs) {
+                Ok(found) => warnings.extend(found),
+                Err(e) => {
+                    self.session
+                        .notify(Level::Error, format!("dynamic prompts: {e}"));
+                    return false;
+                }
+            }
+        }
+        for warning in warnings {
+            self.session.notify(Level::Warning, warning);
+        }
+        true
     }
 
     /// Where prompts' embedding names are looked up: the models folder's `embeddings/`

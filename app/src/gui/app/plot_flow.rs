@@ -74,9 +74,15 @@ impl EmberApp {
                 return false;
             }
         };
-        let mut jobs = Vec::with_capacity(planned.cells.len());
-        for cell in &planned.cells {
-            let id = self.session.enqueue(cell.request.clone());
+        // Each cell's dynamic prompts from its own seed (after Prompt S/R, as in A1111).
+        let mut requests: Vec<GenerateRequest> =
+            planned.cells.iter().map(|c| c.request.clone()).collect();
+        if !self.resolve_dynamic_prompts(&mut requests) {
+            return false;
+        }
+        let mut jobs = Vec::with_capacity(requests.len());
+        for request in requests {
+            let id = self.session.enqueue(request);
             if let Some(canvas_job) = &canvas_job {
                 self.canvas_jobs.insert(id, canvas_job.clone());
                 self.canvas.jobs_from_source.insert(id);
