@@ -6,8 +6,9 @@
 //! Syntax: `{a|b|c}` one of them; `{2$$a|b|c}` two different ones joined by `, `;
 //! `{1-3$$a|b|c}` one to three; `{2$$ and $$a|b|c}` joined by ` and `; `{3::a|b}` `a`
 //! three times as likely; groups nest; `__name__` one line of `name.txt` in a wildcards
-//! folder (itself resolved); `\{`, `\}`, `\|` are literal. A brace group without `|` or `$$`
-//! is left as typed (A1111 reads braces as plain text, and NovelAI-style prompts use them).
+//! folder (itself resolved), `{2$$__name__}` two different lines; `\{`, `\}`, `\|` are
+//! literal. A brace group without `|` or `$$` is left as typed (A1111 reads braces as plain
+//! text, and NovelAI-style prompts use them), and so is A1111's `[a|b]` alternation.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +16,11 @@ use inference::api::GenerateRequest;
 
 /// Wildcard files within wildcard files, at most: a file naming itself is a mistake.
 const MAX_DEPTH: usize = 16;
+/// Groups within groups, at most (the parser recurses once a level).
+const MAX_NESTING: usize = 64;
+
+/// The folders wildcards are read from, by name (sd-dynamic-prompts' `wildcards/`).
+pub const WILDCARDS: &[&str] = &["wildcards"];
 
 /// A prompt resolved, with what could not be (a wildcard no folder holds).
 #[derive(Debug, PartialEq)]
@@ -23,17 +29,20 @@ pub struct Resolved {
     pub warnings: Vec<String>,
 }
 
-/// The folders wildcards are read from, by name (sd-dynamic-prompts' `wildcards/`).
-pub const WILDCARDS: &[&str] = &["wildcards"];
-
 /// Resolves a request's prompts (and SDXL's second ones) for its seed, the image's, and
 /// records the templates as sd-dynamic-prompts does (`Template`, `Negative Template`).
-/// Returns the warnings (wildcards not found).
+/// Returns the warnings (wildcards not found); a syntax error is an `Err`.
 pub fn apply(request: &mut GenerateRequest, dirs: &[PathBuf]) -> Result<Vec<String>, String> {
-    let seed = request.seed;
+    // A batch with a variation seed shares its seed: the variation seed tells its images
+    // apart (both are in the metadata, so the choice is still reproducible).
+    let seed = match request.noise.active_variation() {
+        Some(v) => request.seed ^ v.seed.rotate_left(32),
+        None => request.seed,
+    };
     let mut warnings = Vec::new();
-    let mut one = |text: &mut String, stream: u64, field: Option<&str>, fields: &mut Vec<_>| {
-        if !is_dynamic(text) {
+    let mut fields = Vec::new();
+    let mut one = |text: &mut String, stream: u64, field: Option<&str>| {
+        if !is_dynamic(text)? {
             return Ok::<_, String>(());
         }
         let resolved = resolve(text, seed, stream, dirs)?;
@@ -44,27 +53,38 @@ pub fn apply(request: &mut GenerateRequest, dirs: &[PathBuf]) -> Result<Vec<Stri
         *text = resolved.text;
         Ok(())
     };
-    let mut fields = Vec::new();
-    one(&mut request.prompt, 0, Some("Template"), &mut fields)?;
-    one(
-        &mut request.negative_prompt,
-        1,
-        Some("Negative Template"),
-        &mut fields,
-    )?;
-    if let Some(p) = request.prompt_2.as_mut() {
-        one(p, 2, None, &mut fields)?;
-    }
-    if let Some(p) = request.negative_prompt_2.as_mut() {
-        one(p, 3, None, &mut fields)?;
+    let (prompt, negative) = (request.prompt.clone(), request.negative_prompt.clone());
+    one(&mut request.prompt, 0, Some("Template"))?;
+    one(&mut request.negative_prompt, 1, Some("Negative Template"))?;
+    // SDXL's second prompts: the same template makes the same choice for both encoders.
+    let firsts = [
+        (prompt, request.prompt.clone()),
+        (negative, request.negative_prompt.clone()),
+    ];
+    let seconds = [&mut request.prompt_2, &mut request.negative_prompt_2];
+    for ((second, (template, resolved)), stream) in seconds.into_iter().zip(firsts).zip([2, 3]) {
+        match second {
+            Some(text) if *text == template => *text = resolved,
+            Some(text) => one(text, stream, None)?,
+            None => {}
+        }
     }
     request.metadata_fields.extend(fields);
     Ok(warnings)
 }
 
-/// Whether `text` holds anything to resolve (so untouched prompts keep their metadata).
-pub fn is_dynamic(text: &str) -> bool {
-    matches!(parse(text), Ok(nodes) if nodes.iter().any(|n| !matches!(n, Node::Text(_))))
+/// Whether `text` holds anything to resolve (a group, a wildcard, an escape), or its syntax
+/// error (a bad count, groups nested too deep).
+pub fn is_dynamic(text: &str) -> Result<bool, String> {
+    let nodes = parse(text, 0)?;
+    let plain: Option<String> = nodes
+        .iter()
+        .map(|n| match n {
+            Node::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    Ok(plain.as_deref() != Some(text))
 }
 
 /// `template` resolved with the generator seeded from `seed` (and `stream`, so a prompt and
@@ -75,7 +95,7 @@ pub fn resolve(
     stream: u64,
     dirs: &[PathBuf],
 ) -> Result<Resolved, String> {
-    let nodes = parse(template)?;
+    let nodes = parse(template, 0)?;
     let mut rng = SplitMix64(seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut out = Resolved {
         text: String::new(),
@@ -101,8 +121,12 @@ struct Group {
     separator: String,
 }
 
-fn parse(text: &str) -> Result<Vec<Node>, String> {
+fn parse(text: &str, nesting: usize) -> Result<Vec<Node>, String> {
+    if nesting > MAX_NESTING {
+        return Err(format!("groups nest more than {MAX_NESTING} deep"));
+    }
     let chars: Vec<char> = text.chars().collect();
+    let closes = closing_braces(&chars);
     let mut nodes = Vec::new();
     let mut text = String::new();
     let mut i = 0;
@@ -112,10 +136,10 @@ fn parse(text: &str) -> Result<Vec<Node>, String> {
                 text.push(chars[i + 1]);
                 i += 2;
             }
-            '{' => match closing(&chars, i) {
+            '{' => match closes[i] {
                 Some(end) => {
                     let inner: String = chars[i + 1..end].iter().collect();
-                    match group(&inner)? {
+                    match group(&inner, nesting)? {
                         Some(group) => {
                             flush(&mut text, &mut nodes);
                             nodes.push(Node::Group(group));
@@ -160,25 +184,25 @@ fn flush(text: &mut String, nodes: &mut Vec<Node>) {
     }
 }
 
-/// The index of the `}` closing the `{` at `open` (escapes skipped), if any.
-fn closing(chars: &[char], open: usize) -> Option<usize> {
-    let mut depth = 0;
-    let mut i = open;
+/// For each `{`, the index of the `}` closing it (escapes skipped), found in one pass.
+fn closing_braces(chars: &[char]) -> Vec<Option<usize>> {
+    let mut closes = vec![None; chars.len()];
+    let mut open = Vec::new();
+    let mut i = 0;
     while i < chars.len() {
         match chars[i] {
             '\\' => i += 1,
-            '{' => depth += 1,
+            '{' => open.push(i),
             '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i);
+                if let Some(at) = open.pop() {
+                    closes[at] = Some(i);
                 }
             }
             _ => {}
         }
         i += 1;
     }
-    None
+    closes
 }
 
 /// `name__` from `start`: letters, digits, `_`, `-`, `.`, `/` up to the closing `__`.
@@ -197,37 +221,41 @@ fn wildcard_name(chars: &[char], start: usize) -> Option<(String, usize)> {
     None
 }
 
-/// Splits `text` at its top-level `sep`arators (not inside braces, not escaped).
-fn split_top(text: &str, sep: char) -> Vec<String> {
+/// Splits `text` at its top-level `|` (not inside braces, nor inside A1111's `[a|b]`
+/// alternation, nor escaped).
+fn split_options(text: &str) -> Vec<String> {
     let mut parts = vec![String::new()];
-    let mut depth = 0usize;
-    let mut chars = text.chars().peekable();
+    let (mut braces, mut brackets) = (0usize, 0usize);
+    let mut chars = text.chars();
     while let Some(c) = chars.next() {
+        let part = parts.last_mut().expect("one part at least");
         match c {
             '\\' => {
-                parts.last_mut().unwrap().push(c);
+                part.push(c);
                 if let Some(next) = chars.next() {
-                    parts.last_mut().unwrap().push(next);
+                    part.push(next);
                 }
                 continue;
             }
-            '{' => depth += 1,
-            '}' => depth = depth.saturating_sub(1),
-            c if c == sep && depth == 0 => {
+            '{' => braces += 1,
+            '}' => braces = braces.saturating_sub(1),
+            '[' => brackets += 1,
+            ']' => brackets = brackets.saturating_sub(1),
+            '|' if braces == 0 && brackets == 0 => {
                 parts.push(String::new());
                 continue;
             }
             _ => {}
         }
-        parts.last_mut().unwrap().push(c);
+        part.push(c);
     }
     parts
 }
 
 /// A variant group from what is between its braces; `None` when it is none (no `|` and no
 /// `$$` at its top level: plain braces).
-fn group(inner: &str) -> Result<Option<Group>, String> {
-    let mut options = split_top(inner, '|');
+fn group(inner: &str, nesting: usize) -> Result<Option<Group>, String> {
+    let mut options = split_options(inner);
     let mut count = (1, 1);
     let mut separator = ", ".to_string();
     let head: Vec<&str> = options[0].splitn(3, "$$").collect();
@@ -255,7 +283,7 @@ fn group(inner: &str) -> Result<Option<Group>, String> {
                 }
                 _ => (1.0, option.as_str()),
             };
-            Ok((weight, parse(text)?))
+            Ok((weight, parse(text, nesting + 1)?))
         })
         .collect::<Result<_, String>>()?;
     Ok(Some(Group {
@@ -295,30 +323,9 @@ fn render(
     for node in nodes {
         match node {
             Node::Text(text) => out.text.push_str(text),
-            Node::Group(group) => {
-                let high = group.count.1.min(group.options.len());
-                let low = group.count.0.min(high);
-                let count = low + rng.below(high - low + 1);
-                let mut left: Vec<&(f64, Vec<Node>)> = group.options.iter().collect();
-                for n in 0..count {
-                    if n > 0 {
-                        out.text.push_str(&group.separator);
-                    }
-                    let total: f64 = left.iter().map(|(w, _)| w).sum();
-                    let mut at = rng.unit() * total;
-                    let pick = left
-                        .iter()
-                        .position(|(w, _)| {
-                            at -= w;
-                            at < 0.0
-                        })
-                        .unwrap_or(left.len() - 1);
-                    let (_, option) = left.remove(pick);
-                    render(option, rng, dirs, depth, out)?;
-                }
-            }
+            Node::Group(group) => render_group(group, rng, dirs, depth, out)?,
             Node::Wildcard(name) => match wildcard_lines(name, dirs) {
-                Some(lines) if !lines.is_empty() => {
+                Ok(lines) => {
                     if depth >= MAX_DEPTH {
                         return Err(format!(
                             "the wildcard __{name}__ nests more than {MAX_DEPTH} deep: does a \
@@ -326,13 +333,11 @@ fn render(
                         ));
                     }
                     let line = &lines[rng.below(lines.len())];
-                    render(&parse(line)?, rng, dirs, depth + 1, out)?;
+                    render(&parse(line, 0)?, rng, dirs, depth + 1, out)?;
                 }
-                _ => {
-                    out.warnings.push(format!(
-                        "no wildcard file {name}.txt in {}: __{name}__ was left as typed",
-                        folders(dirs)
-                    ));
+                Err(why) => {
+                    out.warnings
+                        .push(format!("__{name}__ was left as typed: {why}"));
                     out.text.push_str(&format!("__{name}__"));
                 }
             },
@@ -341,27 +346,91 @@ fn render(
     Ok(())
 }
 
-fn folders(dirs: &[PathBuf]) -> String {
-    if dirs.is_empty() {
-        return "any wildcards folder (there is none: add one named wildcards to the models \
-                folder)"
-            .into();
+fn render_group(
+    group: &Group,
+    rng: &mut SplitMix64,
+    dirs: &[PathBuf],
+    depth: usize,
+    out: &mut Resolved,
+) -> Result<(), String> {
+    // `{2$$__name__}`: two different lines of the file.
+    let from_file;
+    let mut options: Vec<&(f64, Vec<Node>)> = match group.options.as_slice() {
+        [(_, only)] => match only.as_slice() {
+            [Node::Wildcard(name)] => match wildcard_lines(name, dirs) {
+                Ok(lines) => {
+                    from_file = lines
+                        .iter()
+                        .map(|l| Ok((1.0, parse(l, 0)?)))
+                        .collect::<Result<Vec<_>, String>>()?;
+                    from_file.iter().collect()
+                }
+                Err(_) => group.options.iter().collect(),
+            },
+            _ => group.options.iter().collect(),
+        },
+        _ => group.options.iter().collect(),
+    };
+    let high = group.count.1.min(options.len());
+    let low = group.count.0.min(high);
+    let count = low + rng.below(high - low + 1);
+    for n in 0..count {
+        let total: f64 = options.iter().map(|(w, _)| w).sum();
+        // Options of weight 0 are never chosen, not even to make up the count.
+        if total.is_nan() || total <= 0.0 {
+            break;
+        }
+        if n > 0 {
+            out.text.push_str(&group.separator);
+        }
+        let mut at = rng.unit() * total;
+        let pick = options
+            .iter()
+            .position(|(w, _)| {
+                at -= w;
+                at < 0.0
+            })
+            .unwrap_or(options.len() - 1);
+        let (_, option) = options.remove(pick);
+        render(option, rng, dirs, depth, out)?;
     }
-    let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-    names.join(", ")
+    Ok(())
 }
 
-/// The options of wildcard `name`: the first `name.txt` found, its lines trimmed, blank and
-/// `#` lines left out.
-fn wildcard_lines(name: &str, dirs: &[PathBuf]) -> Option<Vec<String>> {
-    // A name never climbs out of its folder.
-    if name.split('/').any(|part| part.is_empty() || part == "..") {
-        return None;
+/// The choices of wildcard `name`: the lines of the first `name.txt` with any, trimmed,
+/// blank and `#` lines left out; why there are none.
+fn wildcard_lines(name: &str, dirs: &[PathBuf]) -> Result<Vec<String>, String> {
+    // A name never climbs out of its folder, nor names a device (Windows' `con`, `nul`…).
+    let reserved = |part: &str| {
+        let stem = part.split('.').next().unwrap_or(part).to_ascii_lowercase();
+        matches!(stem.as_str(), "con" | "prn" | "aux" | "nul")
+            || (stem.len() == 4
+                && (stem.starts_with("com") || stem.starts_with("lpt"))
+                && stem.ends_with(|c: char| c.is_ascii_digit()))
+    };
+    if name
+        .split('/')
+        .any(|part| part.is_empty() || part == ".." || part == "." || reserved(part))
+    {
+        return Err(format!("{name:?} is not a wildcard name Ember reads"));
     }
-    dirs.iter().find_map(|dir| {
+    if dirs.is_empty() {
+        return Err(format!(
+            "there is no wildcards folder for {name}.txt (add one named wildcards to the \
+             models folder)"
+        ));
+    }
+    for dir in dirs {
         let path: PathBuf = dir.join(format!("{name}.txt"));
-        read_lines(&path)
-    })
+        if let Some(lines) = read_lines(&path).filter(|l| !l.is_empty()) {
+            return Ok(lines);
+        }
+    }
+    let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    Err(format!(
+        "no wildcard file {name}.txt with a line in it in {}",
+        names.join(", ")
+    ))
 }
 
 fn read_lines(path: &Path) -> Option<Vec<String>> {

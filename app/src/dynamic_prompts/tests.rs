@@ -52,7 +52,22 @@ fn counts_separators_and_weights() {
     assert_eq!(sizes, [1, 2, 3].into());
     assert_eq!(outcomes("{0::a|b}", &[]), ["b".to_string()].into());
     // More than there are: all of them.
-    assert_eq!(outcomes("{5$$a}", &[]).len(), 1);
+    for result in outcomes("{5$$a|b}", &[]) {
+        assert!(result == "a, b" || result == "b, a", "{result}");
+    }
+    let sizes = |template: &str| -> BTreeSet<usize> {
+        outcomes(template, &[])
+            .iter()
+            .map(|r| r.split(", ").count())
+            .collect()
+    };
+    assert_eq!(sizes("{-2$$a|b|c}"), [1, 2].into());
+    assert_eq!(sizes("{2-$$a|b|c}"), [2, 3].into());
+    // Weight 3 to 1: about three quarters of the seeds choose `a`.
+    let a = (0..400).filter(|&s| text("{3::a|b}", s) == "a").count();
+    assert!((250..350).contains(&a), "{a} of 400");
+    // A weight of 0 is never chosen, even to make up a count.
+    assert_eq!(outcomes("{2$$1::a|0::b}", &[]), ["a".to_string()].into());
     assert!(resolve("{x$$a|b}", 1, 0, &[]).unwrap_err().contains("`x`"));
 }
 
@@ -65,7 +80,7 @@ fn plain_braces_escapes_and_a1111_syntax_stay_as_typed() {
         "snake_case__words",
     ] {
         assert_eq!(text(typed, 1), typed);
-        assert!(!is_dynamic(typed), "{typed}");
+        assert!(!is_dynamic(typed).unwrap(), "{typed}");
     }
     assert_eq!(text(r"\{a|b\}", 1), "{a|b}");
     // A group inside plain braces is still a group; the braces stay.
@@ -73,8 +88,15 @@ fn plain_braces_escapes_and_a1111_syntax_stay_as_typed() {
         outcomes("{{a|b}}", &[]),
         ["{a}".to_string(), "{b}".to_string()].into()
     );
-    assert!(is_dynamic("{a|b}"));
-    assert!(is_dynamic("__colors__"));
+    assert!(is_dynamic("{a|b}").unwrap());
+    assert!(is_dynamic("__colors__").unwrap());
+    // An escape alone is resolved too: the braces reach the prompt without backslashes.
+    assert!(is_dynamic(r"\{a\}").unwrap());
+    // A1111's alternation inside a group is one option.
+    assert_eq!(
+        outcomes("{red|[cat|dog]}", &[]),
+        ["[cat|dog]".to_string(), "red".to_string()].into()
+    );
     // Tags and weights inside options are kept whole.
     let seen = outcomes("{<lora:a:1>|(b:1.2)}", &[]);
     assert_eq!(
@@ -125,4 +147,44 @@ fn wildcards_come_from_their_files() {
             .unwrap_err()
             .contains("nests")
     );
+}
+
+#[test]
+fn a_request_resolves_per_image_and_says_what_is_wrong() {
+    use inference::api::Variation;
+    let request = |seed: u64, variation: Option<u64>| {
+        let mut r = GenerateRequest {
+            prompt: "a {red|green|blue|gold|pink} fox".into(),
+            negative_prompt: "plain".into(),
+            prompt_2: Some("a {red|green|blue|gold|pink} fox".into()),
+            seed,
+            ..GenerateRequest::default()
+        };
+        r.noise.variation = variation.map(|seed| Variation {
+            seed,
+            strength: 0.5,
+        });
+        apply(&mut r, &[]).unwrap();
+        r
+    };
+    let r = request(3, None);
+    // Both encoders get the same choice; an untouched prompt records no template.
+    assert_eq!(r.prompt_2.as_deref(), Some(r.prompt.as_str()));
+    assert_eq!(
+        r.metadata_fields,
+        [(
+            "Template".to_string(),
+            "a {red|green|blue|gold|pink} fox".to_string()
+        )]
+    );
+    // A batch with a variation shares its seed; the variation seeds choose.
+    let prompts: BTreeSet<String> = (0..20).map(|v| request(3, Some(v)).prompt).collect();
+    assert!(prompts.len() > 1);
+    let mut bad = GenerateRequest {
+        prompt: "{red|blue} {x$$a|b}".into(),
+        ..GenerateRequest::default()
+    };
+    assert!(apply(&mut bad, &[]).unwrap_err().contains("`x`"));
+    let deep = format!("{}x{}", "{a|".repeat(100), "}".repeat(100));
+    assert!(is_dynamic(&deep).unwrap_err().contains("nest"));
 }

@@ -70,6 +70,8 @@ impl EmberApp {
                 return false;
             }
         };
+        // Kept to put back when nothing is queued: a failed Generate changes nothing.
+        let seeds_before = (self.settings.seed, self.settings.noise.variation_seed);
         if !self.settings.seed_locked {
             self.settings.seed = random_seed();
         }
@@ -85,9 +87,24 @@ impl EmberApp {
         if canvas_job.is_some() {
             self.canvas.hint = None;
         }
-        if let Some(plot) = plot {
-            return self.queue_plot(&plot, first, canvas_job);
+        let queued = match plot {
+            Some(plot) => self.queue_plot(&plot, first, canvas_job),
+            None => self.queue_batch(&first, canvas_job),
+        };
+        if !queued {
+            (self.settings.seed, self.settings.noise.variation_seed) = seeds_before;
         }
+        queued
+    }
+
+    /// Queues `batch_count` jobs from `first`; `false` (with a notice) when its dynamic
+    /// prompts cannot be read.
+    #[must_use]
+    fn queue_batch(
+        &mut self,
+        first: &GenerateRequest,
+        canvas_job: Option<inference::canvas::CanvasJob>,
+    ) -> bool {
         // Clamped here too: the form's field clamps only when it is drawn, and a settings
         // file may say anything.
         let mut jobs = Vec::new();

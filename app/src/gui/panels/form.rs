@@ -300,10 +300,16 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
                 "DPM++ SDE samplers: noise from torchsde's Brownian tree, as ComfyUI and \
                  A1111 make it (same seed, same image). Off: fresh draws from the seed.",
             );
-        ui.checkbox(&mut s.dynamic_prompts, "Dynamic prompts: {a|b}, __wildcards__")
-            .on_hover_text(
-                "{red|blue} picks one per image from its seed, {2$$a|b|c} two of them,                  __name__ a line of wildcards/name.txt in the models folder; the image                  records the prompt it got and the template. Off: braces and underscores                  are plain text, as in A1111 without the extension.",
-            );
+        ui.checkbox(
+            &mut s.dynamic_prompts,
+            "Dynamic prompts: {a|b}, __wildcards__",
+        )
+        .on_hover_text(
+            "{red|blue} picks one per image from its seed, {2$$a|b|c} two of them, \
+                 __name__ a line of wildcards/name.txt in the models folder; the image \
+                 records the prompt it got and the template. Off: braces and underscores \
+                 are plain text, as in A1111 without the extension.",
+        );
     });
 }
 

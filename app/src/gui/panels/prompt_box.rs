@@ -1,7 +1,7 @@
 //! A prompt box as A1111's: Ctrl+Up / Ctrl+Down change the weight of the selection or the
-//! word under the cursor, weighted spans, `BREAK` and embedding names are coloured (words that
-//! look like embeddings but name none in red, named under the box), and the token count shows
-//! against the chunk limit (`80/150`).
+//! word under the cursor, weighted spans, `BREAK`, choice marks (`{a|b}`, `[a|b]`) and
+//! embedding names are coloured (words that look like embeddings but name none in red, named
+//! under the box), and the token count shows against the chunk limit (`80/150`).
 
 use std::sync::OnceLock;
 
@@ -57,6 +57,8 @@ pub fn token_counter(prompt: &str, positive: bool, emphasis: Emphasis, steps: u3
 const UP: Color32 = Color32::from_rgb(0xf0, 0xa0, 0x60);
 const DOWN: Color32 = Color32::from_rgb(0x80, 0xa8, 0xe8);
 const BREAK: Color32 = Color32::from_rgb(0xc8, 0x90, 0xf0);
+/// The choice marks: dynamic prompts' `{`, `|`, `}` and A1111's alternation `|`.
+const CHOICE: Color32 = Color32::from_rgb(0x60, 0xc8, 0xc8);
 /// Colours: a known embedding's name, a word that looks like a missing one.
 const EMBEDDING: Color32 = Color32::from_rgb(0x70, 0xd0, 0x90);
 const MISSING: Color32 = Color32::from_rgb(0xf0, 0x60, 0x60);
@@ -139,7 +141,9 @@ fn highlighted(
             '[' => square += 1,
             _ => {}
         }
-        let colour = if round > square && round > 0 {
+        let colour = if matches!(c, '{' | '}' | '|') {
+            CHOICE
+        } else if round > square && round > 0 {
             UP
         } else if square > 0 {
             DOWN
@@ -231,7 +235,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn break_is_coloured_as_a_whole_word_only() {
+    fn break_is_coloured_as_a_whole_word_only_and_choices_stand_out() {
         let names = Names {
             known: &[],
             missing: Vec::new(),
@@ -250,6 +254,7 @@ mod tests {
                 .collect()
         };
         assert!(colours("a BREAK b").contains(&("BREAK".to_string(), BREAK)));
+        assert!(colours("{a|b}").contains(&("|".to_string(), CHOICE)));
         assert!(
             colours("BREAKFAST")
                 .iter()
