@@ -8,7 +8,7 @@ use ember_tests::reference;
 use inference::imaging;
 use inference::metadata::Parameters;
 
-use crate::{arg, ember};
+use crate::{arg, ember, parameters};
 
 fn run(d: &Path, prompt: &str, out: &str, extra: &[&str]) -> Parameters {
     let model = arg(&reference("sd15/pipeline"));
@@ -23,9 +23,7 @@ fn run(d: &Path, prompt: &str, out: &str, extra: &[&str]) -> Parameters {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let text = imaging::read_png_text(&d.join(out)).unwrap();
-    let (_, value) = text.iter().find(|(k, _)| k == "parameters").unwrap();
-    Parameters::parse(value)
+    parameters(&d.join(out))
 }
 
 #[test]

@@ -44,6 +44,14 @@ pub fn ember(dir: &Path, args: &[&str]) -> Output {
         .expect("the ember binary runs")
 }
 
+/// An image's A1111 `parameters`, read back (panics where it has none).
+pub fn parameters(path: &Path) -> inference::metadata::Parameters {
+    let text = inference::imaging::read_png_text(path).unwrap();
+    let (_, value) = (text.iter().find(|(k, _)| k == "parameters"))
+        .unwrap_or_else(|| panic!("{} has no parameters", path.display()));
+    inference::metadata::Parameters::parse(value)
+}
+
 /// The path as a string argument.
 pub fn arg(path: &Path) -> String {
     path.to_str().expect("UTF-8 path").to_string()

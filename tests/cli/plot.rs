@@ -7,9 +7,8 @@ use std::path::Path;
 
 use ember_tests::reference;
 use inference::imaging::{self, ImageRgb8};
-use inference::metadata::Parameters;
 
-use crate::{arg, ember};
+use crate::{arg, ember, parameters};
 
 const SIDE: u32 = 32;
 
@@ -35,12 +34,6 @@ fn args<'a>(model: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     ];
     args.extend_from_slice(extra);
     args
-}
-
-fn parameters(path: &Path) -> Parameters {
-    let text = imaging::read_png_text(path).unwrap();
-    let (_, value) = text.iter().find(|(k, _)| k == "parameters").unwrap();
-    Parameters::parse(value)
 }
 
 fn load(path: &Path) -> ImageRgb8 {

@@ -7,8 +7,6 @@ use std::path::Path;
 use std::process::Command;
 
 use ember_tests::reference;
-use inference::imaging;
-use inference::metadata::Parameters;
 
 use crate::{arg, ember};
 
@@ -42,10 +40,8 @@ fn args<'a>(model: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 
 /// The image's prompt and negative prompt as its `parameters` record them.
 fn prompts(path: &Path) -> (String, String) {
-    let text = imaging::read_png_text(path).unwrap();
-    let (_, value) = text.iter().find(|(k, _)| k == "parameters").unwrap();
-    let p = Parameters::parse(value);
-    (p.prompt.clone(), p.negative_prompt.clone())
+    let p = crate::parameters(path);
+    (p.prompt, p.negative_prompt)
 }
 
 #[test]
