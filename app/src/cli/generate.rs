@@ -208,6 +208,8 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
                 &generation,
                 (&canvas, &outputs, format),
             )?;
+            // A plot keeps each image for its grid, not its latents.
+            let generation = planned.is_none().then_some(generation);
             Ok::<_, String>((first, generation))
         };
         match one() {
@@ -240,7 +242,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
             }
         }
         None => {
-            let Some(Some((_, generation))) = made.pop() else {
+            let Some(Some((_, Some(generation)))) = made.pop() else {
                 unreachable!("one generation, made or returned as an error");
             };
             if let Some(path) = &args.save_latents {
