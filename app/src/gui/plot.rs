@@ -121,11 +121,6 @@ impl Plots {
         })
     }
 
-    /// Grids being drawn.
-    pub fn drawing(&self) -> usize {
-        self.drawing.len()
-    }
-
     /// Whether a plot's cells are being made or its grid drawn.
     pub fn busy(&self) -> bool {
         !self.runs.is_empty() || !self.drawing.is_empty()
