@@ -115,7 +115,7 @@ pub fn serve(request: Request, reply: &dyn Fn(Reply)) {
         } => {
             let (job, index) = (item.job, item.index);
             let text = (item.parameters.as_str(), item.extras.as_deref());
-            match save_named(&dir, &item.image, text, &item.name_tail(), format) {
+            match save_numbered(&dir, &item.image, text, &item.name_tail(), format) {
                 Ok((path, problem)) => Reply::Saved {
                     job,
                     index,
@@ -123,7 +123,8 @@ pub fn serve(request: Request, reply: &dyn Fn(Reply)) {
                     problem,
                 },
                 Err(first) => {
-                    match save_named(&fallback_dir, &item.image, text, &item.name_tail(), format) {
+                    match save_numbered(&fallback_dir, &item.image, text, &item.name_tail(), format)
+                    {
                         Ok((path, problem)) => Reply::Saved {
                             job,
                             index,
@@ -211,21 +212,11 @@ pub fn next_index(dir: &Path) -> u64 {
         .map_or(0, |n| n + 1)
 }
 
-/// Writes `image` as `dir/NNNNN-<seed>.<ext>` in `format`, with its `parameters` (when not
+/// Writes `image` as `dir/NNNNN-<tail>.<ext>` in `format` (`tail`: the seed, or a plot
+/// grid's `xyz_grid-<seed>`), with its `parameters` (when not
 /// empty) and `extras` texts, never replacing an existing file; returns the path, and why
 /// the format is not the one asked for (settings too long for a JPEG make a PNG).
 pub fn save_numbered(
-    dir: &Path,
-    image: &ImageRgb8,
-    text: (&str, Option<&str>),
-    seed: u64,
-    format: SaveFormat,
-) -> Result<(PathBuf, Option<String>), String> {
-    save_named(dir, image, text, &seed.to_string(), format)
-}
-
-/// [`save_numbered`] with `tail` after the number instead of the seed.
-fn save_named(
     dir: &Path,
     image: &ImageRgb8,
     (parameters, extras): (&str, Option<&str>),
@@ -322,10 +313,10 @@ mod tests {
         std::fs::write(dir.path().join("123-5.png"), b"x").unwrap();
         let png = SaveFormat::Png;
         let (path, _) =
-            save_numbered(dir.path(), &tiny(), ("a cat\nSteps: 20", None), 1234, png).unwrap();
+            save_numbered(dir.path(), &tiny(), ("a cat\nSteps: 20", None), "1234", png).unwrap();
         assert_eq!(path.file_name().unwrap(), "00042-1234.png");
         let (again, _) =
-            save_numbered(dir.path(), &tiny(), ("a cat\nSteps: 20", None), 1234, png).unwrap();
+            save_numbered(dir.path(), &tiny(), ("a cat\nSteps: 20", None), "1234", png).unwrap();
         assert_eq!(again.file_name().unwrap(), "00043-1234.png");
         let text = imaging::read_png_text(&path).unwrap();
         assert_eq!(text, [("parameters".into(), "a cat\nSteps: 20".into())]);
@@ -336,9 +327,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let jpeg = SaveFormat::Jpeg { quality: 90 };
         let (a, _) =
-            save_numbered(dir.path(), &tiny(), ("a cat\nSteps: 20", None), 5, jpeg).unwrap();
+            save_numbered(dir.path(), &tiny(), ("a cat\nSteps: 20", None), "5", jpeg).unwrap();
         let (b, _) =
-            save_numbered(dir.path(), &tiny(), ("a dog", None), 6, SaveFormat::WebP).unwrap();
+            save_numbered(dir.path(), &tiny(), ("a dog", None), "6", SaveFormat::WebP).unwrap();
         assert_eq!(a.file_name().unwrap(), "00000-5.jpg");
         assert_eq!(
             b.file_name().unwrap(),
@@ -424,9 +415,9 @@ mod tests {
     #[test]
     fn scan_lists_images_newest_first_and_thumbnails_fit() {
         let dir = tempfile::tempdir().unwrap();
-        let (a, _) = save_numbered(dir.path(), &tiny(), ("p", None), 1, SaveFormat::Png).unwrap();
+        let (a, _) = save_numbered(dir.path(), &tiny(), ("p", None), "1", SaveFormat::Png).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let (b, _) = save_numbered(dir.path(), &tiny(), ("p", None), 2, SaveFormat::Png).unwrap();
+        let (b, _) = save_numbered(dir.path(), &tiny(), ("p", None), "2", SaveFormat::Png).unwrap();
         std::fs::write(dir.path().join("readme.txt"), b"x").unwrap();
         let listed: Vec<_> = scan(dir.path()).into_iter().map(|e| e.path).collect();
         assert_eq!(listed, [b.clone(), a]);
