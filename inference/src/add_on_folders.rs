@@ -1,4 +1,4 @@
-//! Where add-on files (embeddings, LoRAs, upscalers) sit relative to a model, by the conventions of
+//! Where add-on files (embeddings, LoRAs, upscalers, preview decoders) sit relative to a model, by the conventions of
 //! A1111 (`models/Stable-diffusion/x.safetensors` beside `embeddings/`, `models/Lora/`) and
 //! ComfyUI (`models/checkpoints/` beside `models/embeddings/`, `models/loras/`).
 
@@ -12,6 +12,10 @@ pub const LORAS: &[&str] = &["Lora", "loras", "LyCORIS"];
 
 /// Upscaler model folder names (A1111's `ESRGAN/`, `RealESRGAN/`; ComfyUI's `upscale_models/`).
 pub const UPSCALERS: &[&str] = &["ESRGAN", "RealESRGAN", "upscale_models"];
+
+/// TAESD preview decoder folder names (A1111's `VAE-taesd`, older `VAE-approx`; ComfyUI's
+/// `vae_approx`).
+pub const PREVIEW_DECODERS: &[&str] = &["VAE-taesd", "vae_approx", "VAE-approx"];
 
 /// The folders named `names` beside `model` and one or two levels up; only those that exist.
 pub fn near_model(model: &Path, names: &[&str]) -> Vec<PathBuf> {

@@ -215,6 +215,9 @@ pub struct GenerateRequest {
     /// (the dynamic prompts' `Template`).
     #[serde(default)]
     pub metadata_fields: Vec<(String, String)>,
+    /// How live previews are drawn (not part of the image).
+    #[serde(default)]
+    pub preview: crate::preview::PreviewOptions,
 }
 
 /// Latents to start img2img from, `[1, channels, height / f, width / f]`, already scaled by
@@ -265,6 +268,7 @@ impl Default for GenerateRequest {
             vae_tiling: VaeTiling::Auto,
             seamless: Seamless::Off,
             metadata_fields: Vec::new(),
+            preview: Default::default(),
         }
     }
 }

@@ -37,6 +37,7 @@ mod prompt_schedules;
 mod rng;
 mod sampler_runs;
 mod schedules;
+mod taesd;
 mod tokenizer;
 mod upscale;
 mod vae_tiles;

@@ -212,10 +212,20 @@ pub fn write_edited_checkpoint(
 pub fn write_edited(
     src_rel: &str,
     dst: &Path,
+    edit: impl FnMut(&str, &mut Fixture) -> bool,
+    extra: Vec<(String, Fixture)>,
+) {
+    write_edited_file(&reference(src_rel), dst, edit, extra);
+}
+
+/// [`write_edited`] for a safetensors file anywhere (`tests/extra`'s).
+pub fn write_edited_file(
+    src: &Path,
+    dst: &Path,
     mut edit: impl FnMut(&str, &mut Fixture) -> bool,
     extra: Vec<(String, Fixture)>,
 ) {
-    let src = Fixtures::load(src_rel);
+    let src = Fixtures::load_path(src);
     let mut kept: Vec<(String, Fixture)> = Vec::new();
     for (name, mut tensor) in src.tensors {
         if edit(&name, &mut tensor) {

@@ -11,12 +11,11 @@ use super::protocol::{ModelRole, ModelSummary, ModelToReload};
 use crate::api::{GenerateRequest, Generation, Progress, SamplerChoice};
 use crate::device::Precision;
 use crate::error::Result;
-use crate::family::Family;
 use crate::imaging::ImageRgb8;
 use crate::metadata::ModelRef;
 use crate::model::{Layout, Model};
 use crate::pipeline::{Observer, StepLatents, generate_hires};
-use crate::preview::latent_preview;
+use crate::preview::{Drawer, PreviewMethod, taesd_load};
 use crate::weights::{self, LoadOptions};
 
 use super::engine::{Engine, EngineProgress};
@@ -61,6 +60,8 @@ pub struct BurnEngine {
     one_at_a_time: bool,
     /// The last hires-fix ESRGAN model, kept for the next job that names it.
     upscaler: Option<(std::path::PathBuf, crate::upscale::UpscaleModel)>,
+    /// The last TAESD preview decoder, kept for the next job that finds it.
+    taesd: Option<taesd_load::Taesd>,
 }
 
 impl BurnEngine {
@@ -75,6 +76,7 @@ impl BurnEngine {
             speed: Speed::default(),
             one_at_a_time: false,
             upscaler: None,
+            taesd: None,
         }
     }
 
@@ -165,7 +167,7 @@ struct PreviewObserver<'a> {
     progress: &'a mut dyn FnMut(EngineProgress) -> ControlFlow<()>,
     interrupted: &'a dyn Fn() -> bool,
     pending: Option<ImageRgb8>,
-    family: Family,
+    drawer: Drawer<'a>,
 }
 
 impl Observer for PreviewObserver<'_> {
@@ -181,7 +183,9 @@ impl Observer for PreviewObserver<'_> {
     }
 
     fn step(&mut self, latents: &StepLatents<'_>) {
-        self.pending = Some(latent_preview(latents.denoised, self.family));
+        if let Some(image) = self.drawer.draw(latents.denoised) {
+            self.pending = Some(image);
+        }
     }
 
     fn interrupted(&self) -> bool {
@@ -284,6 +288,8 @@ impl Engine for BurnEngine {
             }
             _ => None,
         };
+        let (drawer, preview_warning) =
+            preview_drawer(&mut self.taesd, request, model, &self.device);
         let mut generation = generate_hires(
             model,
             refiner,
@@ -293,11 +299,12 @@ impl Engine for BurnEngine {
                 progress,
                 interrupted,
                 pending: None,
-                family: model.family(),
+                drawer,
             },
         )?;
         generation.loras = loras;
         generation.warnings.extend(lora_warnings);
+        generation.warnings.extend(preview_warning);
         Ok(generation)
     }
 
@@ -369,11 +376,72 @@ impl Engine for BurnEngine {
             .collect();
         // As an engine made for the CPU is (`--precision auto` there is f32).
         self.upscaler = None;
+        self.taesd = None;
         self.device = cpu;
         self.precision = Precision::F32;
         self.vae_upcast = false;
         self.speed = Speed::default();
         Some(reload)
+    }
+}
+
+/// How this job's previews are drawn, and a warning when TAESD was asked for but cannot
+/// be had: its decoder is looked up in the request's folders and those near the model,
+/// kept in `cache` for the next job, and checked against the model's latents.
+fn preview_drawer<'a>(
+    cache: &'a mut Option<taesd_load::Taesd>,
+    request: &GenerateRequest,
+    model: &Model,
+    device: &Device,
+) -> (Drawer<'a>, Option<String>) {
+    let family = model.family();
+    let method = request.preview.method;
+    if method == PreviewMethod::LatentColours {
+        return (Drawer::Latent(family), None);
+    }
+    let mut dirs = request.preview.taesd_dirs.clone();
+    for dir in
+        crate::add_on_folders::near_model(&model.info.path, crate::add_on_folders::PREVIEW_DECODERS)
+    {
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    let Some(path) = taesd_load::find(&dirs, family) else {
+        let warning = (method == PreviewMethod::Taesd).then(|| {
+            format!(
+                "no TAESD decoder for {} latents was found (put {}_decoder.pth in the models \
+                 folder's VAE-taesd or vae_approx folder, or download it in the Download \
+                 window); the previews show the latent colours",
+                family.spec().label,
+                taesd_load::decoder_stem(family)
+            )
+        });
+        return (Drawer::Latent(family), warning);
+    };
+    if cache.as_ref().is_none_or(|t| t.path != path) {
+        *cache = None;
+        match taesd_load::load(&path, device) {
+            Ok(taesd) => *cache = Some(taesd),
+            Err(e) => {
+                let warning = format!("the previews show the latent colours: {e}");
+                return (Drawer::Latent(family), Some(warning));
+            }
+        }
+    }
+    let taesd = cache.as_ref().expect("just filled");
+    match taesd_load::check_latents(taesd, family) {
+        Ok(()) => (
+            Drawer::Taesd {
+                decoder: &taesd.decoder,
+                next: None,
+            },
+            None,
+        ),
+        Err(e) => (
+            Drawer::Latent(family),
+            Some(format!("the previews show the latent colours: {e}")),
+        ),
     }
 }
 

@@ -9,6 +9,7 @@ use inference::api::{
     SizeConditioning, VaeTiling, Variation,
 };
 use inference::imaging::{self, SaveFormat, check_jpeg_quality};
+use inference::preview::{PreviewMethod, PreviewOptions};
 use inference::schedule::diffusers::{Prediction, SchedulerConfig};
 use inference::schedule::named::{SamplerName, ScheduleName};
 
@@ -100,6 +101,12 @@ pub(super) fn request(
         vae_tiling: VaeTiling::parse(&args.vae_tiling).map_err(err)?,
         seamless: Seamless::parse(&args.seamless).map_err(err)?,
         metadata_fields: Vec::new(),
+        // The command line shows no preview: the latent colours cost nothing, a TAESD
+        // decode would.
+        preview: PreviewOptions {
+            method: PreviewMethod::LatentColours,
+            taesd_dirs: Vec::new(),
+        },
     })
 }
 
