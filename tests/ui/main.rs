@@ -14,6 +14,7 @@ mod forever;
 mod gallery;
 mod model_slots;
 mod plot;
+mod previews;
 mod prompts;
 mod quit;
 mod real_engine;

@@ -25,6 +25,8 @@ pub enum EntryKind {
     ControlNet,
     Vae,
     Upscaler,
+    /// A live preview decoder (TAESD).
+    PreviewDecoder,
     /// A file Ember cannot load as a model (`family` says why).
     NotLoadable,
 }
@@ -39,6 +41,7 @@ impl EntryKind {
             EntryKind::ControlNet => "ControlNet",
             EntryKind::Vae => "VAE",
             EntryKind::Upscaler => "Upscalers",
+            EntryKind::PreviewDecoder => "Preview decoders",
             EntryKind::NotLoadable => "Not loadable",
         }
     }
@@ -49,7 +52,9 @@ impl EntryKind {
             "lora" | "lycoris" | "loras" => Some(EntryKind::Lora),
             "embeddings" | "textual_inversion" => Some(EntryKind::Embedding),
             "controlnet" => Some(EntryKind::ControlNet),
-            "vae" | "vae-approx" => Some(EntryKind::Vae),
+            "vae" => Some(EntryKind::Vae),
+            // A1111's `VAE-approx` holds its "Approx NN" preview network.
+            "vae-taesd" | "vae_approx" | "vae-approx" => Some(EntryKind::PreviewDecoder),
             "esrgan" | "realesrgan" | "upscale_models" | "swinir" => Some(EntryKind::Upscaler),
             _ => None,
         }
@@ -368,6 +373,7 @@ mod tests {
         put("Lora/style.safetensors", Some(b"lora"));
         put("embeddings/word.pt", Some(b"ti"));
         put("ESRGAN/4x.pth", Some(b"esrgan"));
+        put("VAE-taesd/taesd_decoder.pth", Some(b"taesd"));
         put("notes.txt", Some(b"x"));
         let cache = root.join("cache");
         let entries = list(root, &CancelToken::new(), Some(&cache)).unwrap();
@@ -381,6 +387,7 @@ mod tests {
                 (EntryKind::Lora, "style.safetensors"),
                 (EntryKind::Embedding, "word.pt"),
                 (EntryKind::Upscaler, "4x.pth"),
+                (EntryKind::PreviewDecoder, "taesd_decoder.pth"),
                 (EntryKind::NotLoadable, "broken.safetensors"),
             ]
         );
@@ -390,9 +397,9 @@ mod tests {
             entries[0].family
         );
         assert!(
-            entries[5].family.starts_with("unreadable"),
+            entries[6].family.starts_with("unreadable"),
             "{}",
-            entries[5].family
+            entries[6].family
         );
         let hashes: Vec<&Hash> = entries.iter().map(|e| &e.hash).collect();
         assert_eq!(

@@ -77,6 +77,9 @@ pub struct Settings {
     /// `{a|b}` variant groups and `__name__` wildcards in the prompts are resolved per image
     /// (`crate::dynamic_prompts`).
     pub dynamic_prompts: bool,
+    /// How the live preview is drawn, stored as auto, latent or taesd.
+    #[serde(with = "by_name")]
+    pub preview: inference::preview::PreviewMethod,
     /// Where results are saved; `None` = the default under the user's pictures folder.
     pub output_dir: Option<PathBuf>,
     /// The file format results are saved in.
@@ -262,6 +265,7 @@ impl Default for Settings {
             seamless: Seamless::Off,
             sde_brownian: true,
             dynamic_prompts: true,
+            preview: Default::default(),
             output_dir: None,
             saving: SaveSettings::default(),
             models_dir: None,

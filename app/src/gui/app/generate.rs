@@ -183,6 +183,10 @@ impl EmberApp {
             seamless: s.seamless,
             embedding_dirs: self.embedding_dirs(),
             lora_dirs: self.lora_dirs(),
+            preview: inference::preview::PreviewOptions {
+                method: s.preview,
+                taesd_dirs: self.add_on_dirs(inference::add_on_folders::PREVIEW_DECODERS),
+            },
             sde_noise: if s.sde_brownian {
                 SdeNoise::BrownianTree
             } else {

@@ -1,4 +1,4 @@
-//! The Download window: the well-known checkpoints with their sizes and licenses, a URL
+//! The Download window: the well-known checkpoints and preview decoders with their sizes and licenses, a URL
 //! field (Hugging Face, Civitai, any HTTP(S) link), and the download under way with its
 //! speed, time left and Cancel.
 
@@ -26,7 +26,7 @@ pub fn window(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>)
                 for entry in &CATALOGUE {
                     ui.label(RichText::new(entry.title).strong())
                         .on_hover_text(format!("{} · license: {}", entry.file_name, entry.license));
-                    ui.weak(inference::memory::human_bytes(entry.size));
+                    ui.weak(entry.size_text());
                     let button = ui.add_enabled(!busy, egui::Button::new("Download"));
                     if button.on_hover_text(entry.url).clicked() {
                         actions.push(Action::Download(DownloadAction::Start(entry.name.into())));

@@ -7,6 +7,7 @@
 use egui::{DragValue, RichText, Slider};
 use inference::api::{MAX_BATCH, MAX_STEPS, ModelCapabilities, Seamless, VaeTiling};
 use inference::family::Family;
+use inference::preview::PreviewMethod;
 use inference::schedule::named::{SamplerName, ScheduleName};
 use inference::text::emphasis::Emphasis;
 
@@ -294,6 +295,21 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
                  that is free (and says so); On always tiles images larger than the VAE's \
                  tile (diffusers' enable_tiling); Off refuses what cannot fit",
             );
+        egui::ComboBox::from_label("Live preview")
+            .selected_text(preview_label(s.preview))
+            .show_ui(ui, |ui| {
+                for option in PreviewMethod::ALL {
+                    ui.selectable_value(&mut s.preview, option, preview_label(option));
+                }
+            })
+            .response
+            .on_hover_text(
+                "TAESD draws the whole picture as it forms, from a 5 MB decoder \
+                 (taesd_decoder.pth, taesdxl_decoder.pth for SDXL) in the models folder's \
+                 VAE-taesd or vae_approx folder (the Download window has them); it takes at \
+                 most a twentieth of the time. Latent colours cost nothing but are small \
+                 and blurred. Auto uses TAESD when its decoder is there.",
+            );
         super::seed::noise_advanced(ui, s);
         ui.checkbox(&mut s.sde_brownian, "Brownian-tree SDE noise")
             .on_hover_text(
@@ -320,6 +336,15 @@ fn seamless_label(mode: Seamless) -> &'static str {
         Seamless::Both => "Both axes (a grid)",
         Seamless::X => "Left and right edges",
         Seamless::Y => "Top and bottom edges",
+    }
+}
+
+/// The live preview menu's words for a choice.
+fn preview_label(method: PreviewMethod) -> &'static str {
+    match method {
+        PreviewMethod::Auto => "Auto (TAESD when found)",
+        PreviewMethod::LatentColours => "Latent colours (fast)",
+        PreviewMethod::Taesd => "TAESD",
     }
 }
 

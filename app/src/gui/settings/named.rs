@@ -106,6 +106,16 @@ impl Named for FitMode {
     const FALLBACK: Self = FitMode::Resize;
 }
 
+impl Named for inference::preview::PreviewMethod {
+    fn name(self) -> &'static str {
+        inference::preview::PreviewMethod::name(self)
+    }
+    fn from_name(name: &str) -> Option<Self> {
+        inference::preview::PreviewMethod::parse(name)
+    }
+    const FALLBACK: Self = inference::preview::PreviewMethod::Auto;
+}
+
 /// Serde for [`Named`] fields: the name as a string; an unknown name reads as the
 /// fallback rather than failing the whole file.
 pub(crate) mod by_name {
