@@ -234,3 +234,44 @@ fn a_slow_download_is_cancelled_promptly_and_keeps_its_part() {
         ["model.safetensors.part", "model.safetensors.part.source"]
     );
 }
+
+#[test]
+fn a_git_blob_check_keeps_the_right_file_and_removes_a_wrong_one() {
+    // The catalogue's TAESD decoders are checked by git blob id; `git hash-object` gives
+    // ce01362… for "hello\n", as this does.
+    let hello = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(hello.path(), b"hello\n").unwrap();
+    assert_eq!(
+        download::git_blob_id(hello.path()).unwrap(),
+        "ce013625030ba8dba906f756967f9e9ca394464a"
+    );
+    let catalogued = download::resolve("taesdxl", None).unwrap();
+    assert!(catalogued.git_blob.is_some() && catalogued.sha256.is_none());
+    let file = ember_tests::extra("taesd/taesd_decoder.pth");
+    let bytes = std::fs::read(&file).unwrap();
+    for (id, kept) in [
+        (download::git_blob_id(&file).unwrap(), true),
+        ("0".repeat(40), false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = serve(bytes.clone(), Behaviour::Serve);
+        let target = download::Target {
+            url: server.url("/model.safetensors"),
+            file_name: Some("taesd_decoder.pth".into()),
+            sha256: None,
+            git_blob: Some(id),
+            size: None,
+        };
+        let result = download::download(&target, &Options::new(dir.path().into()), &mut |_| {});
+        if kept {
+            assert_eq!(result, Ok(dir.path().join("taesd_decoder.pth")));
+            assert_eq!(files_in(dir.path()), ["taesd_decoder.pth"]);
+        } else {
+            assert!(
+                matches!(&result, Err(Failure::Failed(m)) if m.contains("git blob id")),
+                "{result:?}"
+            );
+            assert_eq!(files_in(dir.path()), Vec::<String>::new());
+        }
+    }
+}

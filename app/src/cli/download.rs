@@ -32,9 +32,9 @@ pub fn run(args: &DownloadArgs) -> Result<(), String> {
     if args.list {
         for e in &catalogue::CATALOGUE {
             println!(
-                "{:<18} {:>8}  {}  ({})",
+                "{:<18} {:>14}  {}  ({})",
                 e.name,
-                inference::memory::human_bytes(e.size),
+                e.size_text(),
                 e.title,
                 e.license
             );

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use checks::{check_free_space, check_size, check_status};
 pub use names::{checked_url, free_space};
 use part::Part;
-pub use part::sha256_file;
+pub use part::{git_blob_id, sha256_file};
 pub use transfer::Tokens;
 
 /// Tries per run; each resumes where the last ended.
@@ -36,6 +36,8 @@ pub struct Target {
     pub file_name: Option<String>,
     /// Lower-case hex SHA-256 the file must have.
     pub sha256: Option<String>,
+    /// Lower-case hex git blob id the file must have (see [`catalogue::Check::GitBlob`]).
+    pub git_blob: Option<String>,
     /// The size it must have.
     pub size: Option<u64>,
 }
@@ -44,11 +46,17 @@ pub struct Target {
 pub fn resolve(spec: &str, sha256: Option<&str>) -> Result<Target, String> {
     let expected = sha256.map(parse_sha256).transpose()?;
     if let Some(entry) = catalogue::find(spec) {
+        let (sha256, git_blob, size) = match entry.check {
+            catalogue::Check::Sha256(hex) => (Some(hex.into()), None, Some(entry.size)),
+            catalogue::Check::GitBlob(id) => (None, Some(id.into()), None),
+        };
         return Ok(Target {
             url: entry.url.into(),
             file_name: Some(entry.file_name.into()),
-            sha256: Some(expected.unwrap_or_else(|| entry.sha256.into())),
-            size: Some(entry.size),
+            // A hash given beside a name stands for the catalogue's check.
+            git_blob: git_blob.filter(|_| expected.is_none()),
+            sha256: expected.or(sha256),
+            size,
         });
     }
     if !spec.contains("://") {
@@ -62,6 +70,7 @@ pub fn resolve(spec: &str, sha256: Option<&str>) -> Result<Target, String> {
         url: checked_url(spec)?,
         file_name: None,
         sha256: expected,
+        git_blob: None,
         size: None,
     })
 }

@@ -125,6 +125,16 @@ impl Part {
                 )));
             }
         }
+        if let Some(expected) = &target.git_blob {
+            let actual = git_blob_id(&self.path)
+                .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
+            if &actual != expected {
+                return Err(reject(format!(
+                    "the download's git blob id is {actual}, not {expected}: the file is \
+                     damaged or not the one expected, and was removed"
+                )));
+            }
+        }
         if is_model_name(final_path)
             && let Err(e) = inference::weights::TensorFile::open(&self.path)
         {
@@ -151,6 +161,28 @@ fn is_model_name(path: &Path) -> bool {
     path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
         ["safetensors", "ckpt", "pt", "pth", "bin"].contains(&e.to_ascii_lowercase().as_str())
     })
+}
+
+/// Lower-case hex git blob id of a file: the SHA-1 of `blob <length>\0` and its bytes.
+pub fn git_blob_id(path: &Path) -> std::io::Result<String> {
+    use sha1::Digest as _;
+    let mut file = std::fs::File::open(path)?;
+    let length = file.metadata()?.len();
+    let mut hasher = sha1::Sha1::new();
+    hasher.update(format!("blob {length}\0").as_bytes());
+    let mut buffer = vec![0u8; CHUNK];
+    loop {
+        let n = file.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 /// Lower-case hex SHA-256 of a file.
