@@ -2,7 +2,7 @@
 # Side-by-side benchmark: `ember bench` and PyTorch/diffusers on the same networks, sizes
 # and machine, one after the other, with the ratio.
 #
-#   tests/bench/compare.sh [unet|vae-decode|text-encoder] [size] [batch] [runs] [arch] [precision]
+#   tests/bench/compare.sh [unet|vae-decode|text-encoder|preview-taesd] [size] [batch] [runs] [arch] [precision]
 #   (arch sd15 or sdxl; precision f32, bf16 or f16)
 #
 # GPU=1 runs ember on wgpu and PyTorch on CUDA (tests/bench/gpu.sh runs the whole GPU set).

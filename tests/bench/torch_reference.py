@@ -1,6 +1,6 @@
 """PyTorch/diffusers side of `ember bench`: the same networks, sizes and batch on this machine.
 
-Usage: python3 torch_reference.py unet|vae-decode|text-encoder [--arch sd15|sdxl] --size 512 --batch 2
+Usage: python3 torch_reference.py unet|vae-decode|text-encoder|preview-taesd [--arch sd15|sdxl] --size 512 --batch 2
        [--runs 3] [--dtype fp32|bf16|fp16] [--device cpu|cuda]
 Prints one JSON line like `ember bench --json`. Needs torch and diffusers (and transformers
 for text-encoder); tests/bench/compare.sh runs both and prints the ratio.
@@ -80,7 +80,7 @@ def peak_rss():
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("target", choices=["unet", "vae-decode", "text-encoder"])
+    p.add_argument("target", choices=["unet", "vae-decode", "text-encoder", "preview-taesd"])
     p.add_argument("--arch", choices=["sd15", "sdxl"], default="sd15")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
     p.add_argument("--size", type=int, default=512)
@@ -118,6 +118,14 @@ def main():
             model = sd_vae().eval().to(dev, dtype)
             z = torch.randn(a.batch, 4, latent, latent, dtype=dtype, device=dev)
             call = lambda: model.decode(z).sample
+        elif a.target == "preview-taesd":
+            # The released TAESD decoder's shape on the first image, read back as 8-bit
+            # levels, as ember's preview does.
+            from diffusers import AutoencoderTiny
+
+            model = AutoencoderTiny().eval().to(dev, dtype)
+            z = torch.randn(a.batch, 4, latent, latent, dtype=dtype, device=dev)
+            call = lambda: ((model.decode(z[:1]).sample + 1) / 2).clamp(0, 1).mul(255).round().to(torch.uint8).cpu()
         else:
             from transformers import CLIPTextConfig, CLIPTextModel
 

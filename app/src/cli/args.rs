@@ -7,8 +7,8 @@ use clap::Args;
 /// `ember bench` options.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// unet, vae-decode, text-encoder, preview (the live preview of one step), controlnet
-    /// (one ControlNet call beside one UNet call), lora (merging a kohya LoRA) or generate
+    /// unet, vae-decode, text-encoder, preview (the live preview of one step),
+    /// preview-taesd (the TAESD preview of one step), controlnet (one ControlNet call beside one UNet call), lora (merging a kohya LoRA) or generate
     /// (a whole generation, as a job runs, with its peak device memory).
     pub target: String,
     /// sd15, sd2, sdxl or sdxl-refiner.

@@ -1,7 +1,8 @@
-//! `ember bench unet|vae-decode|text-encoder|preview|controlnet|lora|generate`: times a
-//! network (or the per-step live preview) and prints GFLOP/s; a ControlNet call is timed
-//! beside a UNet call of the same size, `lora` times merging, changing and removing a kohya
-//! LoRA, and `generate` a whole generation (in `bench_generate`).
+//! `ember bench unet|vae-decode|text-encoder|preview|preview-taesd|controlnet|lora|generate`:
+//! times a network (or the per-step live preview, either kind) and prints GFLOP/s; a
+//! ControlNet call is timed beside a UNet call of the same size, `lora` times merging,
+//! changing and removing a kohya LoRA, and `generate` a whole generation (in
+//! `bench_generate`).
 
 use inference::bench::{self, BenchConfig, Target};
 use inference::device::{DeviceKind, Precision};

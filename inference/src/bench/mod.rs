@@ -30,22 +30,26 @@ pub enum Target {
     TextEncoder,
     /// The live preview of one step (latents -> RGB on the device, read back).
     Preview,
+    /// The TAESD live preview of one step (the released decoder's shape, random weights).
+    PreviewTaesd,
     /// One ControlNet call (SD 1.5's ControlNet architecture, random weights).
     ControlNet,
 }
 
 impl Target {
-    /// Parses `unet`, `vae-decode`, `text-encoder` or `preview`.
+    /// Parses `unet`, `vae-decode`, `text-encoder`, `preview`, `preview-taesd` or
+    /// `controlnet`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "unet" => Ok(Target::Unet),
             "vae-decode" => Ok(Target::VaeDecode),
             "text-encoder" => Ok(Target::TextEncoder),
             "preview" => Ok(Target::Preview),
+            "preview-taesd" => Ok(Target::PreviewTaesd),
             "controlnet" => Ok(Target::ControlNet),
             other => Err(Error::settings(format!(
                 "unknown benchmark {other:?}; valid: unet, vae-decode, text-encoder, preview, \
-                 controlnet, lora, generate"
+                 preview-taesd, controlnet, lora, generate"
             ))),
         }
     }
@@ -253,6 +257,19 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult> {
             (
                 Box::new(move || {
                     std::hint::black_box(crate::preview::latent_preview(&z, config.family));
+                    Ok(())
+                }),
+                flops,
+            )
+        }
+        Target::PreviewTaesd => {
+            let z = random([b, 4, latent, latent], d).cast(dtype);
+            let taesd = crate::preview::taesd::TaesdConfig::released(4);
+            let flops = taesd.flops(latent, latent);
+            let decoder = taesd.init(d);
+            (
+                Box::new(move || {
+                    std::hint::black_box(crate::preview::taesd_preview(&decoder, &z));
                     Ok(())
                 }),
                 flops,
