@@ -94,18 +94,45 @@ pub struct PreviewOptions {
     pub taesd_dirs: Vec<PathBuf>,
 }
 
-/// The most of a generation's time TAESD previews may take: after a decode that took `d`,
-/// the next waits until `d / TAESD_TIME_SHARE` has passed since that one began (the last
-/// preview stays up meanwhile). On a GPU that is every step; on a CPU every few.
+/// The most of a generation's time TAESD previews may take: after a decode, the next waits
+/// until the fastest decode so far divided by this has passed since that one began (the last
+/// preview stays up meanwhile). Where a decode is quick next to a step, that is every step.
 pub const TAESD_TIME_SHARE: f64 = 0.05;
+
+/// When TAESD decodes: [`TAESD_TIME_SHARE`] of the time, timed by the fastest decode so far
+/// (a slow one, the first compiling its kernels on a GPU, does not hold the next back), and
+/// never timed by the first (always followed by another).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Pacer {
+    next: Option<Instant>,
+    fastest: Option<Duration>,
+    decodes: usize,
+}
+
+impl Pacer {
+    /// Whether a decode may begin at `now`.
+    pub fn due(&self, now: Instant) -> bool {
+        self.next.is_none_or(|next| now >= next)
+    }
+
+    /// Records a decode that began at `start` and took `took`.
+    pub fn decoded(&mut self, start: Instant, took: Duration) {
+        self.decodes += 1;
+        if self.decodes == 1 {
+            return;
+        }
+        let fastest = self.fastest.map_or(took, |f| f.min(took));
+        self.fastest = Some(fastest);
+        self.next = Some(start + fastest.div_f64(TAESD_TIME_SHARE));
+    }
+}
 
 /// Draws each step's preview, one way or the other.
 pub enum Drawer<'a> {
     Latent(Family),
     Taesd {
         decoder: &'a taesd::TaesdDecoder,
-        /// When the next decode may start.
-        next: Option<Instant>,
+        pacer: Pacer,
     },
 }
 
@@ -119,22 +146,17 @@ impl Drawer<'_> {
     pub fn draw(&mut self, denoised: &Tensor<4>) -> Option<ImageRgb8> {
         match self {
             Drawer::Latent(family) => Some(latent_preview(denoised, *family)),
-            Drawer::Taesd { decoder, next } => {
+            Drawer::Taesd { decoder, pacer } => {
                 let start = Instant::now();
-                if next.is_some_and(|n| start < n) {
+                if !pacer.due(start) {
                     return None;
                 }
                 let image = taesd_preview(decoder, denoised);
-                *next = Some(next_taesd_start(start, start.elapsed()));
+                pacer.decoded(start, start.elapsed());
                 Some(image)
             }
         }
     }
-}
-
-/// When the TAESD decode after one that began at `start` and took `took` may begin.
-fn next_taesd_start(start: Instant, took: Duration) -> Instant {
-    start + took.div_f64(TAESD_TIME_SHARE)
 }
 
 /// TAESD's picture of the first image of a latent batch, clamped to [0, 1], as 8-bit pixels.
@@ -163,11 +185,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn taesd_previews_wait_so_they_take_their_share_of_the_time() {
-        let start = Instant::now();
-        let next = next_taesd_start(start, Duration::from_millis(10));
+    fn taesd_previews_take_their_share_of_the_time_by_the_fastest_decode() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut pacer = Pacer::default();
+        assert!(pacer.due(t0));
+        // The first decode (kernels compiling) is slow and is not the measure.
+        pacer.decoded(t0, ms(2000));
+        assert!(pacer.due(t0 + ms(2000)));
         // 10 ms of every 200: a twentieth.
-        assert!(((next - start).as_secs_f64() - 0.2).abs() < 1e-6);
+        let t1 = t0 + ms(3000);
+        pacer.decoded(t1, ms(10));
+        assert!(!pacer.due(t1 + ms(199)));
+        assert!(pacer.due(t1 + ms(201)));
+        // A slower decode later waits by the fastest.
+        let t2 = t1 + ms(300);
+        pacer.decoded(t2, ms(40));
+        assert!(pacer.due(t2 + ms(201)));
         assert_eq!(PreviewMethod::parse(" TAESD"), Some(PreviewMethod::Taesd));
         for method in PreviewMethod::ALL {
             assert_eq!(PreviewMethod::parse(method.name()), Some(method));

@@ -434,7 +434,7 @@ fn preview_drawer<'a>(
         Ok(()) => (
             Drawer::Taesd {
                 decoder: &taesd.decoder,
-                next: None,
+                pacer: Default::default(),
             },
             None,
         ),
