@@ -20,15 +20,15 @@ fn golden() -> Fixtures {
     Fixtures::load_path(&extra("taesd/golden.safetensors"))
 }
 
-/// Our decode of the golden latents, as diffusers returns it (`2x - 1`).
-fn decode(path: &Path) -> (Vec<f32>, Vec<usize>) {
+/// Our decode of the golden latents on `device`, as diffusers returns it (`2x - 1`).
+fn decode_on(path: &Path, device: &Device) -> (Vec<f32>, Vec<usize>) {
     let g = golden();
     let latents = g.get("latents");
-    let taesd = load(path, &Device::flex()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let taesd = load(path, device).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let dims: [usize; 4] = latents.shape.clone().try_into().unwrap();
     let out = taesd
         .decoder
-        .forward(tensor_from_vec(latents.f32(), dims, &Device::flex()));
+        .forward(tensor_from_vec(latents.f32(), dims, device));
     let shape = out.dims().to_vec();
     let values = tensor_to_vec(out).iter().map(|v| v * 2.0 - 1.0).collect();
     (values, shape)
@@ -51,11 +51,22 @@ fn every_layout_decodes_as_diffusers_does() {
             "{file}: diffusers' num_decoder_blocks"
         );
         assert_eq!(taesd.config.scale(), 8, "{file}");
-        let (ours, shape) = decode(&path);
+        let (ours, shape) = decode_on(&path, &Device::flex());
         let expected = g.get(tag);
         assert_eq!(shape, expected.shape, "{file}");
         assert_close(file, &ours, &expected.f64(), TOL, TOL);
     }
+}
+
+/// On the wgpu backend (lavapipe in CI), as the app runs it beside a GPU model: the same
+/// decode within float32 rounding of another order of sums.
+#[test]
+fn the_decoder_runs_on_wgpu_as_diffusers_does() {
+    let path = extra("taesd/taesd_decoder.pth");
+    let (ours, shape) = decode_on(&path, &crate::gpu::wgpu());
+    let expected = golden().get("taesd").clone();
+    assert_eq!(shape, expected.shape);
+    assert_close("TAESD on wgpu", &ours, &expected.f64(), 1e-4, 1e-4);
 }
 
 #[test]
