@@ -166,42 +166,36 @@ fn is_model_name(path: &Path) -> bool {
 /// Lower-case hex git blob id of a file: the SHA-1 of `blob <length>\0` and its bytes.
 pub fn git_blob_id(path: &Path) -> std::io::Result<String> {
     use sha1::Digest as _;
-    let mut file = std::fs::File::open(path)?;
-    let length = file.metadata()?.len();
+    let length = std::fs::metadata(path)?.len();
     let mut hasher = sha1::Sha1::new();
     hasher.update(format!("blob {length}\0").as_bytes());
-    let mut buffer = vec![0u8; CHUNK];
-    loop {
-        let n = file.read(&mut buffer)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buffer[..n]);
-    }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    each_chunk(path, |chunk| hasher.update(chunk))?;
+    Ok(hex(&hasher.finalize()))
 }
 
 /// Lower-case hex SHA-256 of a file.
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
+    each_chunk(path, |chunk| hasher.update(chunk))?;
+    Ok(hex(&hasher.finalize()))
+}
+
+/// Hands the file's bytes to `take` a chunk at a time (the hashes' two digest crates share
+/// no trait).
+fn each_chunk(path: &Path, mut take: impl FnMut(&[u8])) -> std::io::Result<()> {
+    let mut file = std::fs::File::open(path)?;
     let mut buffer = vec![0u8; CHUNK];
     loop {
         let n = file.read(&mut buffer)?;
         if n == 0 {
-            break;
+            return Ok(());
         }
-        hasher.update(&buffer[..n]);
+        take(&buffer[..n]);
     }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
