@@ -18,6 +18,9 @@ command -v Xvfb >/dev/null || need+=(xvfb)
 # For tests/gpu/matrix_units.sh: it runs the test binaries with a newer C library's loader.
 command -v patchelf >/dev/null || need+=(patchelf)
 command -v python3 >/dev/null || need+=(python3)
+# A CJK font for the grid-label test (`plot::text`): labels take the system's font for what the
+# bundled one lacks.
+fc-list 2>/dev/null | grep -qiE "cjk|droid sans fallback" || need+=(fonts-droid-fallback)
 # Read once (grep -q stopping early would break ldconfig's pipe); /sbin is not on every PATH.
 libs=$( (/sbin/ldconfig -p || ldconfig -p) 2>/dev/null || true)
 for lib in libX11.so.6:libx11-6 libX11-xcb.so.1:libx11-xcb1 libXcursor.so.1:libxcursor1 \
