@@ -87,6 +87,30 @@ pub fn is_dynamic(text: &str) -> Result<bool, String> {
     Ok(plain.as_deref() != Some(text))
 }
 
+/// `text` with what dynamic prompts would read in it escaped, so that it resolves to itself:
+/// `{`, `}`, and a backslash before `{ } | \`. Text without groups is returned as it is
+/// (plain braces like `{a}` stay). Wildcard names (`__name__`) have no escape and stay.
+pub fn literal(text: &str) -> String {
+    if !is_dynamic(text).unwrap_or(true) {
+        return text.to_string();
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len() + 8);
+    for (i, &c) in chars.iter().enumerate() {
+        match c {
+            '{' | '}' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\\' if matches!(chars.get(i + 1), Some('{' | '}' | '|' | '\\')) => {
+                out.push_str("\\\\")
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// `template` resolved with the generator seeded from `seed` (and `stream`, so a prompt and
 /// its negative choose independently); wildcards are read from `dirs`.
 pub fn resolve(

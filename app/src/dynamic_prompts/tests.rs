@@ -188,3 +188,22 @@ fn a_request_resolves_per_image_and_says_what_is_wrong() {
     let deep = format!("{}x{}", "{a|".repeat(100), "}".repeat(100));
     assert!(is_dynamic(&deep).unwrap_err().contains("nest"));
 }
+
+#[test]
+fn a_literal_prompt_resolves_to_itself() {
+    for prompt in [
+        "a {red|blue} sign",
+        r"a \{red|blue\} sign, \\ and \(escaped\) A1111 brackets",
+        r"{2$$a|b|c} and \\{x|y}",
+        "{unclosed | brace",
+        "no syntax at all (word:1.2)",
+    ] {
+        let kept = literal(prompt);
+        assert_eq!(text(&kept, 7), prompt, "{kept}");
+        assert!(!is_dynamic(&kept).unwrap() || kept.contains('\\'), "{kept}");
+    }
+    // Text without groups is left as typed: plain braces, A1111's escapes.
+    for prompt in ["{a}", r"\(x\)", "a | b"] {
+        assert_eq!(literal(prompt), prompt);
+    }
+}

@@ -14,8 +14,16 @@ use crate::gui::settings::Settings;
 
 /// Applies A1111's (and Forge's, and Ember's own) `parameters`.
 pub(super) fn apply(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut Restored) {
-    s.prompt = p.prompt.clone();
-    s.negative_prompt = p.negative_prompt.clone();
+    // The prompts as the model read them. With dynamic prompts on, a group left in them (an
+    // escaped `\{a|b\}` of Ember's, another tool's literal braces) is escaped, so that the
+    // image is remade as it was rather than resolved anew.
+    let dynamic = s.dynamic_prompts;
+    let literal = |text: &str| match dynamic {
+        true => crate::dynamic_prompts::literal(text),
+        false => text.to_string(),
+    };
+    s.prompt = literal(&p.prompt);
+    s.negative_prompt = literal(&p.negative_prompt);
     r.applied.extend(["prompt", "negative prompt"]);
     r.model = ImageModel::from_fields(p.get("Model"), p.get("Model hash"));
     set_number(p.get("Steps"), &mut s.steps, "steps", r);

@@ -390,3 +390,30 @@ fn other_tools_images_restore_cpu_noise_without_extras() {
     let request = s.noise.to_request();
     assert_eq!((request.variation, request.eta_noise_seed_delta), (None, 0));
 }
+
+#[test]
+fn a_prompt_with_a_group_left_in_it_is_restored_to_make_the_same_image() {
+    // Ember wrote the prompt the model read: `\{red|blue\}` typed gave literal braces.
+    let text = "a {red|blue} sign\nNegative prompt: {dull}\nSteps: 5, Seed: 3, Template: a \\{red|blue\\} sign";
+    let mut s = Settings::default();
+    assert!(s.dynamic_prompts);
+    apply(&ImageMetadata::A1111(Parameters::parse(text)), &mut s, true);
+    assert_eq!(s.prompt, r"a \{red|blue\} sign");
+    let made = crate::dynamic_prompts::resolve(&s.prompt, s.seed, 0, &[]).unwrap();
+    assert_eq!(
+        made.text, "a {red|blue} sign",
+        "the prompt it was made with"
+    );
+    assert_eq!(s.negative_prompt, "{dull}", "plain braces stay as they are");
+    // With dynamic prompts off the text is taken as it is.
+    let mut off = Settings {
+        dynamic_prompts: false,
+        ..Settings::default()
+    };
+    apply(
+        &ImageMetadata::A1111(Parameters::parse(text)),
+        &mut off,
+        true,
+    );
+    assert_eq!(off.prompt, "a {red|blue} sign");
+}
