@@ -2,7 +2,7 @@
 //! one image per combination, and one labelled grid of them all. Shared by the app and
 //! `ember generate --plot-x …`; [`grid`] draws the grid.
 
-use inference::api::{GenerateRequest, SamplerChoice, Variation};
+use inference::api::{GenerateRequest, PinnedModel, SamplerChoice, VaeChoice, Variation};
 use inference::metadata::Parameters;
 
 mod axis;
@@ -66,12 +66,18 @@ impl Planned {
 
 /// How the requests are made beyond the base request.
 #[derive(Clone, Copy, Debug)]
-pub struct Context {
+pub struct Context<'a> {
     /// The variation seed a Var. strength axis uses when the base request has none.
     pub variation_seed: u64,
     /// A Sampler axis takes each sampler's own schedule (A1111's "Automatic"; the command
     /// line without `--schedule`), else it keeps the base request's.
     pub schedule_follows_sampler: bool,
+    /// The VAE files and folders a VAE axis' names are found among (by file name, any
+    /// case, as A1111's `find_vae`).
+    pub vaes: &'a [std::path::PathBuf],
+    /// The models a Checkpoint name axis' names are found among (A1111's checkpoint list:
+    /// the models folder's, or those beside `--model`).
+    pub checkpoints: &'a [PinnedModel],
 }
 
 impl Plot {
@@ -108,7 +114,7 @@ impl Plot {
 
     /// The cell requests made from `base` (its seed already fixed), each checked, with the
     /// seed axes' `-1` values drawn at random once here.
-    pub fn plan(&self, base: &GenerateRequest, context: Context) -> Result<Planned, String> {
+    pub fn plan(&self, base: &GenerateRequest, context: Context<'_>) -> Result<Planned, String> {
         let mut axes = self.axes.clone();
         let mut fields = vec![("Script".to_string(), "X/Y/Z plot".to_string())];
         for (axis, letter) in axes.iter_mut().zip(["X", "Y", "Z"]) {
@@ -181,6 +187,10 @@ impl Plot {
                 }
             }
         }
+        // A1111 makes its costliest axis the outermost loop: one load per checkpoint.
+        if let Some(axis) = axes.iter().position(|a| a.kind == AxisKind::Checkpoint) {
+            cells.sort_by_key(|c| c.at[axis]);
+        }
         let labels = axes
             .clone()
             .map(|a| a.values.iter().map(|v| a.label(v)).collect());
@@ -199,7 +209,7 @@ fn apply(
     value: &Value,
     request: &mut GenerateRequest,
     base: &GenerateRequest,
-    context: Context,
+    context: Context<'_>,
 ) -> Result<(), String> {
     let whole = |v: i128, what: &str| {
         u32::try_from(v).map_err(|_| format!("{what} must be a whole number from 0, got {v}"))
@@ -282,9 +292,86 @@ fn apply(
             request.width = *w;
             request.height = *h;
         }
+        (AxisKind::Vae, Value::Text(name)) => request.vae = find_vae(name, context.vaes)?,
+        (AxisKind::Checkpoint, Value::Text(name)) => {
+            request.checkpoint = Some(find_checkpoint(name, context.checkpoints)?);
+        }
         (kind, value) => unreachable!("{kind:?} never holds {value:?}"),
     }
     Ok(())
+}
+
+/// A VAE axis' value as a choice: A1111's `auto` / `automatic` and `none`, else the VAE of
+/// that file name (any case), else a path that exists.
+fn find_vae(name: &str, vaes: &[std::path::PathBuf]) -> Result<VaeChoice, String> {
+    match name.trim().to_lowercase().as_str() {
+        "auto" | "automatic" => return Ok(VaeChoice::Automatic),
+        "none" => return Ok(VaeChoice::ModelsOwn),
+        _ => {}
+    }
+    let file_name = |p: &std::path::Path| p.file_name().map(|n| n.to_string_lossy().to_lowercase());
+    let wanted = name.trim().to_lowercase();
+    if let Some(path) = vaes
+        .iter()
+        .find(|p| file_name(p).as_deref() == Some(&wanted))
+    {
+        return Ok(VaeChoice::File(path.clone()));
+    }
+    let path = std::path::Path::new(name.trim());
+    if path.exists() {
+        return Ok(VaeChoice::File(path.to_path_buf()));
+    }
+    let known: Vec<String> = vaes.iter().filter_map(|p| file_name(p)).collect();
+    let known = match known.is_empty() {
+        true => "there are none in the models folder's VAE/".to_string(),
+        false => format!("they are {}", known.join(", ")),
+    };
+    Err(format!(
+        "no VAE named {name:?} (VAE values are Automatic, None or a VAE's file name; {known})"
+    ))
+}
+
+/// A Checkpoint name axis' value as a model, as A1111's `get_closet_checkpoint_match`
+/// finds it: its `[hash]` left out, a model of that file name, name without extension or
+/// path's end, else the shortest whose file name contains it, else a path that exists.
+fn find_checkpoint(name: &str, models: &[PinnedModel]) -> Result<PinnedModel, String> {
+    let typed = name.trim();
+    let bare = match typed.rsplit_once(" [") {
+        Some((bare, hash)) if hash.ends_with(']') => bare.trim(),
+        _ => typed,
+    };
+    let text = |s: Option<&std::ffi::OsStr>| s.map(|s| s.to_string_lossy().into_owned());
+    let exact = models.iter().find(|m| {
+        let p = &m.path;
+        text(p.file_name()).as_deref() == Some(bare)
+            || text(p.file_stem()).as_deref() == Some(bare)
+            || p.ends_with(bare)
+    });
+    let contains = || {
+        (models.iter())
+            .filter(|m| text(m.path.file_name()).is_some_and(|n| n.contains(bare)))
+            .min_by_key(|m| m.path.as_os_str().len())
+    };
+    if let Some(found) = exact.or_else(contains) {
+        return Ok(found.clone());
+    }
+    let path = std::path::Path::new(typed);
+    if path.exists() {
+        return Ok(PinnedModel {
+            path: path.to_path_buf(),
+            config_dir: None,
+        });
+    }
+    let known: Vec<String> = (models.iter())
+        .filter_map(|m| text(m.path.file_name()))
+        .collect();
+    let known = match known.is_empty() {
+        true => "there are none listed".to_string(),
+        false => format!("they are {}", known.join(", ")),
+    };
+    Err(format!(
+        "no checkpoint named {typed:?} (Checkpoint name values are models' file names; {known})"
+    ))
 }
 
 #[cfg(test)]

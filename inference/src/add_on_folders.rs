@@ -13,6 +13,9 @@ pub const LORAS: &[&str] = &["Lora", "loras", "LyCORIS"];
 /// Upscaler model folder names (A1111's `ESRGAN/`, `RealESRGAN/`; ComfyUI's `upscale_models/`).
 pub const UPSCALERS: &[&str] = &["ESRGAN", "RealESRGAN", "upscale_models"];
 
+/// VAE folder names (A1111's `VAE`, ComfyUI's `vae`).
+pub const VAES: &[&str] = &["VAE", "vae"];
+
 /// TAESD preview decoder folder names (A1111's `VAE-taesd`, older `VAE-approx`; ComfyUI's
 /// `vae_approx`).
 pub const PREVIEW_DECODERS: &[&str] = &["VAE-taesd", "vae_approx", "VAE-approx"];

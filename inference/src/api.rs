@@ -20,6 +20,7 @@ mod noise;
 mod seamless;
 mod vae_tiling;
 
+pub use crate::external_vae::VaeChoice;
 pub use choices::{MaskedContent, SdeNoise};
 pub use hires::{
     DEFAULT_HIRES_STRENGTH, HiresFix, HiresPlan, HiresSize, HiresUpscaler, MAX_HIRES_SCALE,
@@ -218,6 +219,23 @@ pub struct GenerateRequest {
     /// How live previews are drawn (not part of the image).
     #[serde(default)]
     pub preview: crate::preview::PreviewOptions,
+    /// The VAE that decodes and encodes its images (A1111's "SD VAE").
+    #[serde(default)]
+    pub vae: VaeChoice,
+    /// The model it is for (an X/Y/Z plot's Checkpoint name axis): the front end loads it
+    /// first, and the engine refuses to run it on another. `None` = the model loaded.
+    #[serde(default)]
+    pub checkpoint: Option<PinnedModel>,
+}
+
+/// A model a request is for, as a load names it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PinnedModel {
+    #[serde(with = "crate::path_json")]
+    pub path: PathBuf,
+    /// The config folder of a checkpoint of non-standard size.
+    #[serde(default, with = "crate::path_json::optional")]
+    pub config_dir: Option<PathBuf>,
 }
 
 /// Latents to start img2img from, `[1, channels, height / f, width / f]`, already scaled by
@@ -269,6 +287,8 @@ impl Default for GenerateRequest {
             seamless: Seamless::Off,
             metadata_fields: Vec::new(),
             preview: Default::default(),
+            vae: VaeChoice::Automatic,
+            checkpoint: None,
         }
     }
 }
@@ -313,6 +333,9 @@ pub struct Generation {
     /// The LoRAs merged for it: name (file stem) and A1111 short hash, for `Lora hashes`.
     /// Filled by whoever merged them (the engine, `ember generate`).
     pub loras: Vec<(String, String)>,
+    /// The VAE used when not the model's own: name and A1111 short hash (none for a
+    /// folder), for `VAE` and `VAE hash`. Filled by whoever put it in.
+    pub vae: Option<(String, Option<String>)>,
 }
 
 #[cfg(test)]

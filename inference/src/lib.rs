@@ -12,6 +12,7 @@ pub mod control;
 mod cuda_device;
 pub mod device;
 pub mod error;
+pub mod external_vae;
 pub mod family;
 mod gpu_failure;
 pub mod hashing;

@@ -428,6 +428,15 @@ pub fn push_generation_fields(p: &mut Parameters, generation: &crate::api::Gener
         fields.push(("TI hashes".to_string(), value));
     }
     p.fields.splice(at..at, fields);
+    // A1111 writes the VAE right after the model.
+    if let Some((name, hash)) = &generation.vae {
+        let mut at = (p.fields.iter().position(|(k, _)| k == "Model")).map_or(0, |i| i + 1);
+        if let Some(hash) = hash {
+            p.fields.insert(at, ("VAE hash".to_string(), hash.clone()));
+            at += 1;
+        }
+        p.fields.insert(at, ("VAE".to_string(), name.clone()));
+    }
 }
 
 #[cfg(test)]

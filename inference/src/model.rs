@@ -238,6 +238,8 @@ pub struct Model {
     /// The UNet in f32, made the first time the half-precision one overflowed and used from
     /// then on (dropped when LoRAs change the weights it was copied from).
     pub unet_f32: std::sync::OnceLock<UNet>,
+    /// The model's own VAE while a request's other VAE is in its place.
+    pub swapped_vae: crate::external_vae::Swapped,
 }
 
 impl Model {

@@ -90,6 +90,21 @@ pub mod many {
     }
 }
 
+/// A path that may be absent.
+pub mod optional {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(path: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+        path.as_deref().map(Stored::of).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+        Option::<Stored>::deserialize(d)?
+            .map(|s| s.path().map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

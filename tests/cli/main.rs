@@ -25,6 +25,7 @@ mod reproduce;
 mod seamless;
 mod seeds;
 mod styles;
+mod vae;
 mod vae_tiling;
 #[cfg(target_os = "linux")]
 mod window;

@@ -134,3 +134,62 @@ fn a_bad_plot_is_one_error_before_anything_is_made() {
         assert!(!d.join("bad.png").exists() && !d.join("bad-0.png").exists());
     }
 }
+
+#[test]
+fn a_checkpoint_axis_loads_the_models_beside_the_model_in_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The folder layout and the single file of one model: the same weights, two models.
+    let model = arg(&reference("sd15/pipeline"));
+    let plot = [
+        "--steps",
+        "2",
+        "--plot-x",
+        "Checkpoint name: checkpoint, pipeline",
+        "--plot-y",
+        "Seed: 3, 4",
+        "--vae",
+        "none",
+    ];
+    let out = ember(d, &args(&model, "plot.png", &plot));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // One checkpoint at a time: its two cells, then the other's.
+    let single = reference("sd15/checkpoint.safetensors");
+    let loads = stderr.lines().filter(|l| l.starts_with("loading ")).count();
+    assert_eq!(loads, 2, "checkpoint, then pipeline again: {stderr}");
+    assert!(
+        stderr.contains(&format!("loading {}", single.display())),
+        "{stderr}"
+    );
+    let cells: Vec<(String, Vec<u8>)> = (0..4)
+        .map(|i| {
+            let path = d.join(format!("plot-{i}.png"));
+            let p = parameters(&path);
+            (p.get("Model").unwrap().to_string(), load(&path).pixels)
+        })
+        .collect();
+    let models: Vec<&str> = cells.iter().map(|(m, _)| m.as_str()).collect();
+    assert_eq!(models, ["checkpoint", "checkpoint", "pipeline", "pipeline"]);
+    // Bit-identical weights: each seed's image is the same from either model.
+    assert_eq!(cells[0].1, cells[2].1);
+    assert_eq!(cells[1].1, cells[3].1);
+    assert_ne!(cells[0].1, cells[1].1);
+    let grid = parameters(&d.join("plot.png"));
+    assert_eq!(grid.get("X Type"), Some("Checkpoint name"));
+
+    let missing = ember(
+        d,
+        &args(
+            &model,
+            "missing.png",
+            &["--plot-x", "Checkpoint name: nowhere"],
+        ),
+    );
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success());
+    assert!(
+        stderr.contains("no checkpoint named \"nowhere\""),
+        "{stderr}"
+    );
+}

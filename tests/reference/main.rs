@@ -11,6 +11,7 @@ mod controlnet;
 mod cuda_layout;
 mod embeddings;
 mod engine;
+mod external_vae;
 mod extra_runs;
 mod extra_schedules;
 mod failed_load;

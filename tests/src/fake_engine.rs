@@ -80,6 +80,7 @@ impl FakeEngine {
             embeddings: Vec::new(),
             padded_conds: false,
             loras: Vec::new(),
+            vae: None,
         }
     }
 }
@@ -231,6 +232,16 @@ impl Engine for FakeEngine {
             return Err(Error::settings(
                 "the fake engine refuses the prompt \"fail\"",
             ));
+        }
+        // As the real engine: a plot cell for a checkpoint runs on that one only.
+        let main = self.loaded[0].as_ref().map(|m| m.path.as_path());
+        if let Some(wanted) = &request.checkpoint
+            && Some(wanted.path.as_path()) != main
+        {
+            return Err(Error::settings(format!(
+                "this image is for {}, but another model is loaded",
+                wanted.path.display()
+            )));
         }
         if self.on_gpu && request.prompt == "lose the gpu" {
             return Err(Error::DeviceLost {

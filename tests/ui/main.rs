@@ -24,6 +24,7 @@ mod seeds;
 mod styles;
 mod typed_path;
 mod upscale;
+mod vae;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -226,3 +226,73 @@ fn a_plot_that_cannot_be_made_queues_nothing_and_says_why() {
     assert!(a.session.running.is_none() && a.session.queue.is_empty());
     assert!(!a.plots.busy());
 }
+
+#[test]
+fn a_checkpoint_axis_loads_each_model_in_turn_and_the_chosen_one_after() {
+    let home = tempfile::tempdir().unwrap();
+    let mut w = crate::with_fake_model(home.path(), FakeEngine::new(Duration::from_millis(1)));
+    let chosen = app(&w).session.model().unwrap().path.clone();
+    let others: Vec<PathBuf> = ["alpha.safetensors", "beta.safetensors"]
+        .iter()
+        .map(|name| {
+            let path = home.path().join(name);
+            std::fs::write(&path, b"fake").unwrap();
+            path
+        })
+        .collect();
+    {
+        let app = w.state_mut().as_mut().unwrap();
+        app.settings.recent_models.extend(others.iter().cloned());
+        app.settings.plot.enabled = true;
+        app.settings.plot.axes[0] = AxisSpec {
+            kind: AxisKind::Checkpoint,
+            values: "alpha, beta".into(),
+        };
+        app.settings.plot.axes[1] = AxisSpec {
+            kind: AxisKind::Steps,
+            values: "1, 2".into(),
+        };
+    }
+    click(&mut w, "Generate");
+    step_until(&mut w, "the grid", |a| {
+        !a.plots.busy() && a.display.results.iter().all(|r| r.path.is_some())
+    });
+    // Every cell ran on its checkpoint (the fake engine refuses another, as Ember's does).
+    assert!(
+        !app(&w)
+            .session
+            .notices
+            .iter()
+            .any(|n| n.text.contains("failed")),
+        "{:?}",
+        app(&w).session.notices
+    );
+    let outputs = home.path().join("outputs");
+    let made = files(&outputs);
+    assert_eq!(made.iter().filter(|p| !is_grid(p)).count(), 4, "{made:?}");
+    let grid = parameters(made.iter().find(|p| is_grid(p)).unwrap());
+    assert_eq!(grid.get("X Type"), Some("Checkpoint name"));
+    step_until(&mut w, "the chosen model back", |a| {
+        a.session.model().is_some_and(|m| m.path == chosen)
+    });
+
+    // A checkpoint that does not load leaves its cells out, and says so once.
+    let broken = home.path().join("broken.safetensors");
+    std::fs::write(&broken, b"fake").unwrap();
+    {
+        let app = w.state_mut().as_mut().unwrap();
+        app.settings.recent_models.push(broken);
+        app.settings.plot.axes[0].values = "alpha, broken".into();
+    }
+    click(&mut w, "Generate");
+    step_until(&mut w, "the grid of what was made", |a| {
+        !a.plots.busy() && has_notice(a, "2 of its 4 images were made")
+    });
+    assert!(has_notice(
+        app(&w),
+        "the 2 image(s) for broken.safetensors are left out"
+    ));
+    step_until(&mut w, "the chosen model back", |a| {
+        a.session.model().is_some_and(|m| m.path == chosen)
+    });
+}

@@ -209,6 +209,11 @@ pub struct GenerateArgs {
     /// `<lora:name:weight>` tags add LoRAs found by name.
     #[arg(long = "lora", value_name = "FILE[:WEIGHT]")]
     pub lora: Vec<String>,
+    /// The VAE that decodes (and encodes) the images, as A1111's SD VAE setting: `auto` (a
+    /// `<model>.vae.safetensors`, `.pt` or `.ckpt` beside the model, else the model's own),
+    /// `none` (the model's own), or a VAE file (LDM or diffusers keys) or diffusers VAE folder.
+    #[arg(long, value_name = "auto|none|FILE", default_value = "auto")]
+    pub vae: String,
     /// A folder the prompt's `<lora:name:…>` tags are looked up in (repeatable); `Lora/`
     /// beside the model or one or two folders up is searched after these.
     #[arg(long = "loras", value_name = "DIR")]

@@ -5,6 +5,7 @@ use std::ops::ControlFlow;
 
 use inference::api::{GenerateRequest, Progress, SamplerChoice, Stage};
 use inference::device::{DeviceKind, choose_precision};
+use inference::external_vae::LoadedVae;
 use inference::imaging::{ImageRgb8, SaveFormat, write_atomic};
 use inference::metadata::ModelRef;
 use inference::model::{Layout, Model};
@@ -58,9 +59,16 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     let mut request = flags::request(args, sampler.clone(), (seed, variation_seed))?;
     // Everything that does not need the model fails now, before a long load.
     request.validate_settings().map_err(err)?;
+    // A plot's VAE axis names the VAEs in the `VAE/` folders near the model.
+    let vae_dirs =
+        inference::add_on_folders::near_model(&args.model, inference::add_on_folders::VAES);
+    let vaes = inference::external_vae::files_in(&vae_dirs);
+    let checkpoints = plot::checkpoints_beside(args);
     let plot_context = crate::plot::Context {
         variation_seed,
         schedule_follows_sampler: args.schedule.is_none() && args.scheduler_config.is_none(),
+        vaes: &vaes,
+        checkpoints: &checkpoints,
     };
     let wildcards = match args.no_dynamic_prompts {
         true => None,
@@ -89,7 +97,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     };
     check_memory(args, &request, (&options, &refiner_options), largest_cell)?;
     let upscaler = super::hires::load_upscaler(request.hires.as_ref(), &options)?;
-    let (mut model, refiner) = load_models(args, (&options, &refiner_options))?;
+    let (mut model, mut refiner) = load_models(args, (&options, &refiner_options))?;
     if args.verbose {
         eprintln!("loaded in {:.1} s", started.elapsed().as_secs_f64());
     }
@@ -143,11 +151,18 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
             }
         }
     }
+    plot::check_checkpoints(&requests, &model, &options)?;
     let mut tile = (0, 0);
     for r in &requests {
-        r.validate(&caps).map_err(err)?;
-        r.validate_refiner(&caps, refiner_caps.as_ref())
-            .map_err(err)?;
+        // A plot's other checkpoints are checked as they load (their family may differ).
+        if r.checkpoint
+            .as_ref()
+            .is_none_or(|c| c.path == model.info.path)
+        {
+            r.validate(&caps).map_err(err)?;
+            r.validate_refiner(&caps, refiner_caps.as_ref())
+                .map_err(err)?;
+        }
         let size = inference::pipeline::hires::hires_plan(r, &model)
             .map_err(err)?
             .map_or((r.width, r.height), |p| p.size);
@@ -163,7 +178,12 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     }
     // The first image's LoRAs and ControlNets before anything is printed: a LoRA of
     // another family fails here.
-    let mut first_loras = Some(set_adapters(&mut model, &requests[0])?);
+    let mut vae_cache = None;
+    let mut first_adapters = Some(set_adapters(
+        (&mut model, refiner.as_mut()),
+        &requests[0],
+        (&mut vae_cache, vae_upcast),
+    )?);
     if given_seed.is_none() {
         eprintln!("seed: {seed}");
     }
@@ -176,6 +196,16 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
     };
     let mut made = Vec::with_capacity(requests.len());
     for (i, cell) in requests.iter().enumerate() {
+        // A plot's Checkpoint name axis: its cells come one checkpoint at a time.
+        if let Some(wanted) = &cell.checkpoint
+            && wanted.path != model.info.path
+        {
+            eprintln!("loading {}", wanted.path.display());
+            // The old model goes first, so two never share memory.
+            drop(model);
+            model = plot::load_checkpoint(wanted, &options)?;
+            first_adapters = None;
+        }
         if let Some(planned) = &planned {
             let label = planned.cell_label(i);
             eprintln!("image {} of {}: {label}", i + 1, requests.len());
@@ -185,9 +215,13 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
             None => outputs.clone(),
         };
         let mut one = || {
-            let loras = match first_loras.take() {
-                Some(loras) => loras,
-                None => set_adapters(&mut model, cell)?,
+            let adapters = match first_adapters.take() {
+                Some(adapters) => adapters,
+                None => set_adapters(
+                    (&mut model, refiner.as_mut()),
+                    cell,
+                    (&mut vae_cache, vae_upcast),
+                )?,
             };
             let mut generation = generate_hires(
                 &model,
@@ -197,7 +231,8 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
                 &mut printer,
             )
             .map_err(err)?;
-            generation.loras = loras;
+            generation.loras = adapters.loras;
+            generation.vae = adapters.vae;
             for warning in &generation.warnings {
                 eprintln!("warning: {warning}");
             }
@@ -267,16 +302,31 @@ pub fn run(args: &GenerateArgs) -> Result<(), String> {
 /// Merges the LoRAs `request` asks for into `model` (warnings printed) and sets its
 /// ControlNets; the merged LoRAs' names and hashes.
 fn set_adapters(
-    model: &mut Model,
+    (model, refiner): (&mut Model, Option<&mut Model>),
     request: &GenerateRequest,
-) -> Result<Vec<(String, String)>, String> {
+    (vae_cache, vae_upcast): (&mut Option<LoadedVae>, bool),
+) -> Result<Adapters, String> {
     let err = |e: inference::Error| e.to_string();
-    let (loras, warnings) = inference::lora::set_for_request(model, request).map_err(err)?;
+    let (loras, mut warnings) = inference::lora::set_for_request(model, request).map_err(err)?;
     inference::control::set_for_request(model, request).map_err(err)?;
+    let mut models = vec![model];
+    models.extend(refiner.filter(|_| request.refiner_switch.is_some()));
+    let vae = inference::external_vae::set_for_request(&mut models, request, vae_cache, vae_upcast)
+        .map_err(err)?;
+    warnings.extend(vae.warnings);
     for warning in &warnings {
         eprintln!("warning: {warning}");
     }
-    Ok(loras)
+    Ok(Adapters {
+        loras,
+        vae: vae.used,
+    })
+}
+
+/// What [`set_adapters`] put in, for the metadata.
+struct Adapters {
+    loras: Vec<(String, String)>,
+    vae: Option<(String, Option<String>)>,
 }
 
 /// The model and, with `--refiner`, the refiner, their loaders' notes printed.

@@ -288,7 +288,10 @@ fn collect(
         let path = entry.path();
         let addon =
             kind.is_some() && has_extension(&path, &["safetensors", "ckpt", "pt", "pth", "bin"]);
-        if addon || (kind.is_none() && is_model_path(&path)) {
+        // A diffusers VAE folder (sdxl-vae-fp16-fix's) is one VAE, config and all.
+        let vae_folder =
+            kind == Some(EntryKind::Vae) && path.is_dir() && path.join("config.json").is_file();
+        if addon || vae_folder || (kind.is_none() && is_model_path(&path)) {
             found.push((path, kind));
         } else if path.is_dir() && depth < MAX_DEPTH {
             let name = path.file_name().unwrap_or_default().to_string_lossy();

@@ -27,6 +27,9 @@ pub struct Restored {
     /// models hold it (as ComfyUI and InvokeAI do; A1111 keeps its model unless told
     /// otherwise).
     pub model: Option<ImageModel>,
+    /// The VAE an A1111 image names (`VAE: sdxl_vae.safetensors`), `Some(None)` for an
+    /// A1111 image made with its model's own; `None` where the format does not say.
+    pub vae: Option<Option<String>>,
 }
 
 /// A model as an image names it: A1111's `Model` and `Model hash`, ComfyUI's checkpoint

@@ -80,6 +80,9 @@ pub struct Settings {
     /// How the live preview is drawn, stored as auto, latent or taesd.
     #[serde(with = "by_name")]
     pub preview: inference::preview::PreviewMethod,
+    /// The VAE that decodes (A1111's SD VAE): Automatic, the model's own, or a file.
+    #[serde(deserialize_with = "or_default")]
+    pub vae: inference::api::VaeChoice,
     /// Where results are saved; `None` = the default under the user's pictures folder.
     pub output_dir: Option<PathBuf>,
     /// The file format results are saved in.
@@ -266,6 +269,7 @@ impl Default for Settings {
             sde_brownian: true,
             dynamic_prompts: true,
             preview: Default::default(),
+            vae: Default::default(),
             output_dir: None,
             saving: SaveSettings::default(),
             models_dir: None,
@@ -345,6 +349,17 @@ impl Settings {
         self.recent_models.truncate(RECENT_MODELS);
         self.last_model = Some(path.to_path_buf());
     }
+}
+
+/// A value this version cannot read (a newer version's choice) takes its default rather
+/// than costing the whole file.
+fn or_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(T::deserialize(value).unwrap_or_default())
 }
 
 #[cfg(test)]

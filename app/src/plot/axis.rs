@@ -21,10 +21,12 @@ pub enum AxisKind {
     Denoising,
     ClipSkip,
     Size,
+    Vae,
+    Checkpoint,
 }
 
 impl AxisKind {
-    pub const ALL: [AxisKind; 12] = [
+    pub const ALL: [AxisKind; 14] = [
         AxisKind::Nothing,
         AxisKind::Seed,
         AxisKind::VarSeed,
@@ -37,6 +39,8 @@ impl AxisKind {
         AxisKind::Denoising,
         AxisKind::ClipSkip,
         AxisKind::Size,
+        AxisKind::Vae,
+        AxisKind::Checkpoint,
     ];
 
     /// A1111's name (its menu's and its metadata's `X Type`).
@@ -54,6 +58,8 @@ impl AxisKind {
             AxisKind::Denoising => "Denoising",
             AxisKind::ClipSkip => "Clip skip",
             AxisKind::Size => "Size",
+            AxisKind::Vae => "VAE",
+            AxisKind::Checkpoint => "Checkpoint name",
         }
     }
 
@@ -82,6 +88,8 @@ impl AxisKind {
             AxisKind::Denoising => "0.3-0.7 (+0.2)",
             AxisKind::ClipSkip => "1, 2",
             AxisKind::Size => "512x512, 512x768",
+            AxisKind::Vae => "None, sdxl_vae.safetensors",
+            AxisKind::Checkpoint => "v1-5-pruned-emaonly, dreamshaper_8",
         }
     }
 }
@@ -131,6 +139,8 @@ impl Axis {
                 .collect(),
             // A1111 keeps empty values here: replacing the word by nothing is a value.
             K::PromptSr => listed.iter().cloned().map(Value::Text).collect(),
+            // Names, found among the VAE files when the plot is planned.
+            K::Vae | K::Checkpoint => texts().cloned().map(Value::Text).collect(),
             K::Sampler => texts()
                 .map(|v| SamplerName::parse(v).map(Value::Sampler))
                 .collect::<Result<_, _>>()
@@ -168,7 +178,13 @@ impl Axis {
             Value::Nothing => return String::new(),
             Value::Int(v) => v.to_string(),
             Value::Float(v) => values::python_float(*v),
-            Value::Text(v) => return v.clone(),
+            Value::Text(v) if self.kind == AxisKind::PromptSr => return v.clone(),
+            // A1111's `format_remove_path`: the name without its folder, and no label.
+            Value::Text(v) if self.kind == AxisKind::Checkpoint => {
+                let name = v.rsplit(['/', '\\']).next().unwrap_or(v);
+                return name.to_string();
+            }
+            Value::Text(v) => v.clone(),
             Value::Sampler(s) => return s.a1111_name().to_string(),
             Value::Schedule(s) => s.a1111_name().to_string(),
             Value::Size(w, h) => format!("{w}x{h}"),

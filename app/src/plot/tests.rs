@@ -37,9 +37,11 @@ fn base() -> GenerateRequest {
     }
 }
 
-const CONTEXT: Context = Context {
+const CONTEXT: Context<'static> = Context {
     variation_seed: 99,
     schedule_follows_sampler: false,
+    vaes: &[],
+    checkpoints: &[],
 };
 
 #[test]
@@ -233,4 +235,148 @@ fn empty_replacements_are_values_with_empty_labels() {
     let pad_top =
         (super::text::Font::new(font as f32).line_height() + (font / 2 * 2) as f32) as u32;
     assert_eq!(grid.height, 32 + pad_top);
+}
+
+#[test]
+fn a_vae_axis_finds_its_names_among_the_vae_files_as_a1111_does() {
+    use inference::api::VaeChoice;
+    let vaes = [
+        std::path::PathBuf::from("/m/VAE/sdxl_vae.safetensors"),
+        std::path::PathBuf::from("/m/VAE/fp16-fix"),
+    ];
+    let context = Context {
+        vaes: &vaes,
+        ..CONTEXT
+    };
+    let plot = plot(
+        spec(
+            AxisKind::Vae,
+            "Automatic, None, SDXL_VAE.safetensors, fp16-fix",
+        ),
+        nothing(),
+        nothing(),
+    )
+    .unwrap();
+    let planned = plot.plan(&base(), context).unwrap();
+    let chosen: Vec<VaeChoice> = planned
+        .cells
+        .iter()
+        .map(|c| c.request.vae.clone())
+        .collect();
+    assert_eq!(
+        chosen,
+        [
+            VaeChoice::Automatic,
+            VaeChoice::ModelsOwn,
+            VaeChoice::File(vaes[0].clone()),
+            VaeChoice::File(vaes[1].clone()),
+        ]
+    );
+    assert_eq!(
+        planned.labels[0],
+        [
+            "VAE: Automatic",
+            "VAE: None",
+            "VAE: SDXL_VAE.safetensors",
+            "VAE: fp16-fix"
+        ],
+        "A1111 labels a VAE with its axis' name"
+    );
+    let missing = self::plot(
+        spec(AxisKind::Vae, "kl-f8-anime2.ckpt"),
+        nothing(),
+        nothing(),
+    )
+    .unwrap()
+    .plan(&base(), context)
+    .unwrap_err();
+    assert!(missing.contains("kl-f8-anime2.ckpt"), "{missing}");
+    assert!(
+        missing.contains("sdxl_vae.safetensors, fp16-fix"),
+        "{missing}"
+    );
+}
+
+#[test]
+fn a_checkpoint_axis_finds_models_as_a1111_does_and_runs_one_model_at_a_time() {
+    use inference::api::PinnedModel;
+    let model = |p: &str| PinnedModel {
+        path: p.into(),
+        config_dir: None,
+    };
+    let models = [
+        model("/m/Stable-diffusion/dreamshaper_8.safetensors"),
+        model("/m/Stable-diffusion/sdxl/juggernaut.safetensors"),
+        model("/m/Stable-diffusion/v1-5-pruned-emaonly.safetensors"),
+        model("/m/Stable-diffusion/v1-5-pruned.ckpt"),
+    ];
+    let context = Context {
+        checkpoints: &models,
+        ..CONTEXT
+    };
+    let plot = plot(
+        spec(AxisKind::Steps, "10, 20"),
+        spec(
+            AxisKind::Checkpoint,
+            "dreamshaper_8, sdxl/juggernaut.safetensors [1234567890], v1-5",
+        ),
+        nothing(),
+    )
+    .unwrap();
+    let planned = plot.plan(&base(), context).unwrap();
+    let pinned: Vec<&std::path::Path> = (planned.cells.iter())
+        .map(|c| c.request.checkpoint.as_ref().unwrap().path.as_path())
+        .collect();
+    // The shortest name holding "v1-5" (A1111's closest match).
+    assert_eq!(
+        pinned,
+        [
+            &models[0].path,
+            &models[0].path,
+            &models[1].path,
+            &models[1].path,
+            &models[3].path,
+            &models[3].path
+        ]
+        .map(|p| p.as_path())
+    );
+    assert_eq!(
+        planned.labels[1],
+        [
+            "dreamshaper_8",
+            "juggernaut.safetensors [1234567890]",
+            "v1-5"
+        ],
+        "A1111's format_remove_path: no folder, no label"
+    );
+
+    // With the checkpoint on X, the cells go one checkpoint at a time (A1111's cost order),
+    // each still in its place in the grid.
+    let plot = self::plot(
+        spec(AxisKind::Checkpoint, "dreamshaper_8, juggernaut"),
+        spec(AxisKind::Steps, "10, 20, 30"),
+        nothing(),
+    )
+    .unwrap();
+    let planned = plot.plan(&base(), context).unwrap();
+    let at: Vec<[usize; 3]> = planned.cells.iter().map(|c| c.at).collect();
+    assert_eq!(
+        at,
+        [
+            [0, 0, 0],
+            [0, 1, 0],
+            [0, 2, 0],
+            [1, 0, 0],
+            [1, 1, 0],
+            [1, 2, 0]
+        ]
+    );
+    assert_eq!(planned.cells[3].request.steps, 10);
+
+    let missing = self::plot(spec(AxisKind::Checkpoint, "nope"), nothing(), nothing())
+        .unwrap()
+        .plan(&base(), context)
+        .unwrap_err();
+    assert!(missing.contains("\"nope\""), "{missing}");
+    assert!(missing.contains("dreamshaper_8.safetensors"), "{missing}");
 }

@@ -46,6 +46,22 @@ impl VaeConfig {
         }
     }
 
+    /// Whether `other` builds the same network (its scaling factor, tile side and
+    /// `force_upcast` aside): a VAE made for one fits the other.
+    pub fn same_network(&self, other: &VaeConfig) -> bool {
+        let shape = |c: &VaeConfig| {
+            (
+                c.in_channels,
+                c.out_channels,
+                c.latent_channels,
+                c.block_out_channels.clone(),
+                c.layers_per_block,
+                c.norm_num_groups,
+            )
+        };
+        shape(self) == shape(other)
+    }
+
     /// The down-sampling factor between pixels and latents.
     pub fn factor(&self) -> usize {
         1 << (self.block_out_channels.len() - 1)

@@ -205,6 +205,7 @@ pub fn generate_refined(
         embeddings,
         padded_conds: stages.iter().flat_map(|(_, s)| s.all()).any(|c| c.padded),
         loras: Vec::new(),
+        vae: None,
     })
 }
 

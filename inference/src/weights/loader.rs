@@ -290,6 +290,7 @@ impl Networks {
             controlnets: Vec::new(),
             vae_f32: Default::default(),
             unet_f32: Default::default(),
+            swapped_vae: Default::default(),
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod restore;
 mod safetensors_file;
 mod single_file;
 pub mod source;
+pub mod vae_file;
 
 pub use apply::{ComponentReport, NamedTensor, apply_strict};
 pub use loader::{LoadOptions, load};

@@ -62,6 +62,8 @@ pub struct BurnEngine {
     upscaler: Option<(std::path::PathBuf, crate::upscale::UpscaleModel)>,
     /// The last TAESD preview decoder, kept for the next job that finds it.
     taesd: Option<taesd_load::Taesd>,
+    /// The last VAE file a request chose, kept for the next that chooses it.
+    vae_file: Option<crate::external_vae::LoadedVae>,
 }
 
 impl BurnEngine {
@@ -77,6 +79,7 @@ impl BurnEngine {
             one_at_a_time: false,
             upscaler: None,
             taesd: None,
+            vae_file: None,
         }
     }
 
@@ -264,9 +267,29 @@ impl Engine for BurnEngine {
             .main
             .as_mut()
             .ok_or_else(|| crate::Error::settings("no model is loaded; load a checkpoint first"))?;
+        if let Some(wanted) = &request.checkpoint
+            && wanted.path != main.model.info.path
+        {
+            return Err(crate::Error::settings(format!(
+                "this image is for {}, but {} is loaded",
+                wanted.path.display(),
+                main.model.info.name
+            )));
+        }
         // LoRAs merge into the loaded weights (and come out again when no longer asked for).
         let (loras, lora_warnings) = crate::lora::set_for_request(&mut main.model, request)?;
         crate::control::set_for_request(&mut main.model, request)?;
+        // The chosen VAE goes into every model that may decode (the refiner, when it runs).
+        let mut models: Vec<&mut Model> = vec![&mut main.model];
+        if let (Some(_), Some(refiner)) = (request.refiner_switch, self.refiner.as_mut()) {
+            models.push(&mut refiner.model);
+        }
+        let vae = crate::external_vae::set_for_request(
+            &mut models,
+            request,
+            &mut self.vae_file,
+            self.vae_upcast,
+        )?;
         let model = &main.model;
         let refiner = match request.refiner_switch {
             Some(_) => Some(
@@ -303,7 +326,9 @@ impl Engine for BurnEngine {
             },
         )?;
         generation.loras = loras;
+        generation.vae = vae.used;
         generation.warnings.extend(lora_warnings);
+        generation.warnings.extend(vae.warnings);
         generation.warnings.extend(preview_warning);
         Ok(generation)
     }
@@ -377,6 +402,7 @@ impl Engine for BurnEngine {
         // As an engine made for the CPU is (`--precision auto` there is f32).
         self.upscaler = None;
         self.taesd = None;
+        self.vae_file = None;
         self.device = cpu;
         self.precision = Precision::F32;
         self.vae_upcast = false;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use inference::add_on_folders::{EMBEDDINGS, LORAS, near_model};
 use inference::api::{
     GenerateRequest, MaskedContent, NoiseOptions, RngSource, SamplerChoice, SdeNoise, Seamless,
-    SizeConditioning, VaeTiling, Variation,
+    SizeConditioning, VaeChoice, VaeTiling, Variation,
 };
 use inference::imaging::{self, SaveFormat, check_jpeg_quality};
 use inference::preview::{PreviewMethod, PreviewOptions};
@@ -107,6 +107,8 @@ pub(super) fn request(
             method: PreviewMethod::LatentColours,
             taesd_dirs: Vec::new(),
         },
+        vae: vae_choice(&args.vae)?,
+        checkpoint: None,
     })
 }
 
@@ -374,6 +376,20 @@ pub(super) fn lora_specs(args: &GenerateArgs) -> Result<Vec<inference::lora::Lor
             })
         })
         .collect()
+}
+
+/// `--vae`: a file or folder named must be there.
+fn vae_choice(text: &str) -> Result<VaeChoice, String> {
+    let choice = VaeChoice::parse(text);
+    if let VaeChoice::File(path) = &choice
+        && !path.exists()
+    {
+        return Err(format!(
+            "--vae: {} does not exist (give a VAE file or folder, auto or none)",
+            path.display()
+        ));
+    }
+    Ok(choice)
 }
 
 /// `--loras` folders (each must exist), then the `Lora/` folders near the model.

@@ -72,3 +72,73 @@ pub(super) fn write_grid(
     let parameters = planned.grid_parameters(first_parameters);
     super::super::write::write_image(out, &grid, format, &[("parameters", &parameters)])
 }
+
+/// The models a Checkpoint name axis' names are found among: `--model` and the
+/// checkpoints and diffusers folders beside it (A1111's checkpoint list is its folder's).
+pub(super) fn checkpoints_beside(args: &GenerateArgs) -> Vec<inference::api::PinnedModel> {
+    let pinned = |path: PathBuf| inference::api::PinnedModel {
+        config_dir: (path == args.model).then(|| args.config.clone()).flatten(),
+        path,
+    };
+    let mut found = vec![pinned(args.model.clone())];
+    let Some(dir) = args.model.parent() else {
+        return found;
+    };
+    let mut beside: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| *p != args.model)
+        .filter(|p| match p.is_dir() {
+            true => p.join("model_index.json").is_file(),
+            false => (p.extension().and_then(|e| e.to_str())).is_some_and(|e| {
+                ["safetensors", "ckpt"].contains(&e.to_ascii_lowercase().as_str())
+            }),
+        })
+        .collect();
+    beside.sort();
+    found.extend(beside.into_iter().map(pinned));
+    found
+}
+
+/// Every other checkpoint a plot's cells are for, read from its headers before anything
+/// is made (a file that is not a model fails now, not halfway through the plot).
+pub(super) fn check_checkpoints(
+    requests: &[inference::api::GenerateRequest],
+    model: &inference::model::Model,
+    options: &inference::weights::LoadOptions,
+) -> Result<(), String> {
+    let mut checked = std::collections::HashSet::new();
+    for wanted in requests.iter().filter_map(|r| r.checkpoint.as_ref()) {
+        if wanted.path == model.info.path || !checked.insert(wanted.path.clone()) {
+            continue;
+        }
+        inference::weights::plan::plan(&wanted.path, &with_config(options, wanted))
+            .map_err(|e| format!("Checkpoint name: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Loads a plot's checkpoint with the options of `--model` (its own config folder).
+pub(super) fn load_checkpoint(
+    wanted: &inference::api::PinnedModel,
+    options: &inference::weights::LoadOptions,
+) -> Result<inference::model::Model, String> {
+    let model = inference::weights::load(&wanted.path, &with_config(options, wanted))
+        .map_err(|e| format!("Checkpoint name: {e}"))?;
+    for note in model.info.report.notes() {
+        eprintln!("note: {note}");
+    }
+    Ok(model)
+}
+
+fn with_config(
+    options: &inference::weights::LoadOptions,
+    wanted: &inference::api::PinnedModel,
+) -> inference::weights::LoadOptions {
+    inference::weights::LoadOptions {
+        config_dir: wanted.config_dir.clone(),
+        ..options.clone()
+    }
+}

@@ -187,6 +187,7 @@ impl EmberApp {
                 method: s.preview,
                 taesd_dirs: self.add_on_dirs(inference::add_on_folders::PREVIEW_DECODERS),
             },
+            vae: s.vae.clone(),
             sde_noise: if s.sde_brownian {
                 SdeNoise::BrownianTree
             } else {

@@ -59,10 +59,9 @@ impl EmberApp {
         let config = self.settings.config_dirs.get(path).cloned();
         let command = self.session.load_into(role, path, config);
         self.worker.send(command);
-        // The load goes ahead of the images still waiting: they are made with this model.
-        let waiting = (self.session.queue.iter())
-            .filter(|job| matches!(job.work, crate::gui::session::Work::Generate(_)))
-            .count();
+        // The load goes ahead of the images still waiting: they are made with this model
+        // (a plot's cells for a checkpoint keep theirs).
+        let waiting = self.session.waiting_for_any_model();
         if role == ModelRole::Main && waiting > 0 {
             let name = path.file_name().unwrap_or_default().to_string_lossy();
             let images = if waiting == 1 { "image" } else { "images" };

@@ -33,10 +33,34 @@ impl EmberApp {
         } else {
             inference::rng::random_seed()
         };
+        let vaes: Vec<std::path::PathBuf> = (self.models.iter())
+            .filter(|e| e.kind == crate::gui::models::EntryKind::Vae)
+            .map(|e| e.path.clone())
+            .collect();
+        // A1111's checkpoint list: the models folder's, and Recent.
+        let mut checkpoints: Vec<inference::api::PinnedModel> = (self.models.iter())
+            .filter(|e| e.kind == crate::gui::models::EntryKind::Model)
+            .map(|e| e.path.clone())
+            .chain(
+                self.settings
+                    .recent_models
+                    .iter()
+                    .filter(|p| p.exists())
+                    .cloned(),
+            )
+            .map(|path| inference::api::PinnedModel {
+                config_dir: self.settings.config_dirs.get(&path).cloned(),
+                path,
+            })
+            .collect();
+        let mut seen = HashSet::new();
+        checkpoints.retain(|c| seen.insert(c.path.clone()));
         let context = Context {
             variation_seed,
             // The form's schedule is a choice of its own (A1111's Schedule type menu).
             schedule_follows_sampler: false,
+            vaes: &vaes,
+            checkpoints: &checkpoints,
         };
         let planned = plot.plan(&first, context).and_then(|planned| {
             let mut tile = (0, 0);

@@ -132,6 +132,9 @@ impl EmberApp {
                     .notify(Level::Info, format!("{name}: {}", restored.summary()));
                 self.restore_model(restored.model.as_ref());
                 self.restore_refiner(restored.refiner.as_deref());
+                if let Some(vae) = &restored.vae {
+                    self.restore_vae(vae.as_deref());
+                }
                 self.restore_controlnets(restored.controlnets);
                 self.check_restored_loras(meta);
                 self.view = View::Generate;
@@ -199,6 +202,40 @@ impl EmberApp {
                     missing.join(", ")
                 ),
             );
+        }
+    }
+
+    /// Chooses the VAE a restored image names: Automatic when that is what finds it (a VAE
+    /// beside the checkpoint) or when the image names none, else the models folder's file
+    /// of that name; a warning when there is none.
+    pub(super) fn restore_vae(&mut self, name: Option<&str>) {
+        use inference::api::VaeChoice;
+        let file_name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+        let Some(name) = name else {
+            self.settings.vae = VaeChoice::Automatic;
+            return;
+        };
+        let automatic = (self.session.model_path())
+            .and_then(inference::external_vae::beside_checkpoint)
+            .is_some_and(|p| file_name(&p).as_deref() == Some(name));
+        if automatic {
+            self.settings.vae = VaeChoice::Automatic;
+            return;
+        }
+        let found = (self.models.iter())
+            .filter(|m| m.kind == models::EntryKind::Vae)
+            .find(|m| file_name(&m.path).as_deref() == Some(name))
+            .map(|m| m.path.clone());
+        match found {
+            Some(path) => self.settings.vae = VaeChoice::File(path),
+            None => self.session.notify(
+                Level::Warning,
+                format!(
+                    "the image was made with the VAE {name}, which is not in the models \
+                     folder's VAE folder; add it there and choose it under VAE, or the \
+                     picture will differ"
+                ),
+            ),
         }
     }
 

@@ -3,6 +3,7 @@
 //! output folder with the format results are saved in.
 
 use egui::{ProgressBar, RichText};
+use inference::api::VaeChoice;
 
 use super::Parts;
 
@@ -59,6 +60,7 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
             }
         }
     }
+    vae_row(ui, &mut app.settings.vae, app.models);
     if let Some((path, role)) = &app.session.needs_config {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         ui.label(format!(
@@ -148,6 +150,45 @@ pub fn draw(ui: &mut egui::Ui, app: &mut Parts<'_>, actions: &mut Vec<Action>) {
         }
     });
     saving_row(ui, &mut app.settings.saving);
+}
+
+/// The VAE that decodes (A1111's SD VAE): Automatic, the model's own, or one of the models
+/// folder's VAE files.
+fn vae_row(ui: &mut egui::Ui, chosen: &mut VaeChoice, entries: &[ModelEntry]) {
+    let files: Vec<&ModelEntry> = entries
+        .iter()
+        .filter(|e| e.kind == EntryKind::Vae)
+        .collect();
+    let label = |choice: &VaeChoice| match choice {
+        VaeChoice::Automatic => "Automatic".to_string(),
+        VaeChoice::ModelsOwn => "None (the model's own)".to_string(),
+        VaeChoice::File(path) => (files.iter().find(|e| e.path == *path))
+            .map(|e| e.name.clone())
+            .or_else(|| path.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| path.display().to_string()),
+    };
+    egui::ComboBox::from_label("VAE")
+        .selected_text(label(chosen))
+        .show_ui(ui, |ui| {
+            ui.selectable_value(chosen, VaeChoice::Automatic, "Automatic")
+                .on_hover_text(
+                    "A VAE named after the checkpoint beside it (model.vae.safetensors), \
+                     else the model's own",
+                );
+            let own = VaeChoice::ModelsOwn;
+            let own_label = label(&own);
+            ui.selectable_value(chosen, own, own_label);
+            for entry in &files {
+                let choice = VaeChoice::File(entry.path.clone());
+                ui.selectable_value(chosen, choice, &entry.name)
+                    .on_hover_text(entry.path.display().to_string());
+            }
+        })
+        .response
+        .on_hover_text(
+            "The VAE turns latents into the picture (and an init image into latents). The \
+             models folder's VAE/ files are listed here",
+        );
 }
 
 /// The format results are saved in, and a JPEG's quality.

@@ -26,6 +26,7 @@ pub(super) fn apply(p: &Parameters, s: &mut Settings, with_seed: bool, r: &mut R
     s.negative_prompt = literal(&p.negative_prompt);
     r.applied.extend(["prompt", "negative prompt"]);
     r.model = ImageModel::from_fields(p.get("Model"), p.get("Model hash"));
+    r.vae = Some(p.get("VAE").map(str::to_string).filter(|v| !v.is_empty()));
     set_number(p.get("Steps"), &mut s.steps, "steps", r);
     set_number(p.get("CFG scale"), &mut s.cfg_scale, "CFG scale", r);
     set_number(p.get("Clip skip"), &mut s.clip_skip, "CLIP skip", r);

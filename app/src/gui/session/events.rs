@@ -77,11 +77,40 @@ impl Session {
             .map(|m| format!("; {} is still loaded", m.name))
             .unwrap_or_default();
         *slot = kept.map_or(ModelState::Empty, ModelState::Ready);
+        if role == ModelRole::Main {
+            self.not_loaded(&path, error, cancelled);
+        }
         let text = load_error(&path, error, &still);
         if needs_config {
             self.needs_config = Some((path, role));
         }
         self.notify_about(Topic::Load, Level::Error, text);
+    }
+
+    /// A main model that did not load is no longer the one chosen, and the plot cells for
+    /// it are left out (each would load it again).
+    fn not_loaded(&mut self, path: &Path, error: &str, cancelled: bool) {
+        if self.chosen.as_ref().is_some_and(|c| c.path == path) {
+            self.chosen = None;
+        }
+        let before = self.queue.len();
+        self.queue.retain(|job| {
+            !matches!(&job.work, Work::Generate(r)
+                if r.checkpoint.as_ref().is_some_and(|c| c.path == path))
+        });
+        let left_out = before - self.queue.len();
+        if left_out > 0 {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            let why = if cancelled {
+                "its load was cancelled"
+            } else {
+                error
+            };
+            self.notify(
+                Level::Error,
+                format!("X/Y/Z plot: the {left_out} image(s) for {name} are left out ({why})"),
+            );
+        }
     }
 
     /// The worker moved to the CPU: the models it had are loaded again there, first.
@@ -96,7 +125,7 @@ impl Session {
             if chosen_meanwhile {
                 continue;
             }
-            let load = self.load_into(model.role, &model.path, model.config_dir);
+            let load = self.start_load(model.role, &model.path, model.config_dir);
             self.reloads.push_back(load);
         }
     }

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use inference::api::GenerateRequest;
+use inference::api::{GenerateRequest, PinnedModel};
 use inference::upscale::UpscaleRequest;
 use inference::worker::{CancelToken, Command, Event, JobId, ModelRole, ModelSummary, ResultImage};
 
@@ -61,6 +61,10 @@ pub struct Session {
     /// A1111's Generate forever: Generate is clicked again whenever nothing is left to make,
     /// until asked to stop, Cancel all, a failed image, or the window closing.
     pub forever: bool,
+    /// The main model the user chose: the jobs for no model in particular are made with
+    /// it, and it comes back once a plot's Checkpoint name axis has had others loaded.
+    /// `None` = whichever is loaded.
+    chosen: Option<PinnedModel>,
     next_id: u64,
     next_notice: u64,
 }
@@ -79,6 +83,7 @@ impl Default for Session {
             gpu_lost: None,
             stopped: None,
             forever: false,
+            chosen: None,
             next_id: 1,
             next_notice: 1,
         }
@@ -140,7 +145,8 @@ impl Session {
     }
 
     /// Starts loading `path` into a slot, with the architecture in `config_dir` when given
-    /// (the worker keeps the slot's old model until the new one has loaded).
+    /// (the worker keeps the slot's old model until the new one has loaded); the main
+    /// model becomes the one chosen.
     #[must_use]
     pub fn load_into(
         &mut self,
@@ -148,6 +154,18 @@ impl Session {
         path: &Path,
         config_dir: Option<PathBuf>,
     ) -> Command {
+        if role == ModelRole::Main {
+            self.chosen = Some(PinnedModel {
+                path: path.to_path_buf(),
+                config_dir: config_dir.clone(),
+            });
+        }
+        self.start_load(role, path, config_dir)
+    }
+
+    /// [`Session::load_into`] without changing the model chosen (a plot's checkpoint, a
+    /// model loaded again after the GPU was lost).
+    fn start_load(&mut self, role: ModelRole, path: &Path, config_dir: Option<PathBuf>) -> Command {
         let slot = self.slot(role);
         if let ModelState::Loading { cancel, .. } = slot {
             cancel.cancel();
@@ -202,8 +220,9 @@ impl Session {
         id
     }
 
-    /// The next command to send: a model to load again after the GPU was lost, else the
-    /// next job when none is running and a model is loaded or loading.
+    /// The next command to send: a model to load again after the GPU was lost, else (when
+    /// no job is running) the model the next job is for when it is not the one loaded or
+    /// loading, else that job; with nothing left to make, the chosen model back.
     #[must_use]
     pub fn next_command(&mut self) -> Option<Command> {
         if self.stopped.is_some() {
@@ -212,14 +231,34 @@ impl Session {
         if let Some(load) = self.reloads.pop_front() {
             return Some(load);
         }
-        // An upscale needs no model, so it goes ahead of generations waiting for one.
-        let ready = |job: &QueuedJob| {
-            matches!(job.work, Work::Upscale(_)) || !matches!(self.model, ModelState::Empty)
-        };
         if self.running.is_some() {
             return None;
         }
-        let index = self.queue.iter().position(ready)?;
+        // An upscale needs no model, so it goes ahead of generations waiting for one.
+        let ready = |job: &QueuedJob| match &job.work {
+            Work::Upscale(_) => true,
+            Work::Generate(r) => {
+                r.checkpoint.is_some()
+                    || self.chosen.is_some()
+                    || !matches!(self.model, ModelState::Empty)
+            }
+        };
+        let Some(index) = self.queue.iter().position(ready) else {
+            return self.chosen_back();
+        };
+        let cancelled_load =
+            matches!(&self.model, ModelState::Loading { cancel, .. } if cancel.is_cancelled());
+        if matches!(self.queue[index].work, Work::Generate(_)) && cancelled_load {
+            // Which model that load leaves is not known yet.
+            return None;
+        }
+        if let Work::Generate(request) = &self.queue[index].work
+            && let Some(wanted) = request.checkpoint.clone().or_else(|| self.chosen.clone())
+            && self.model_path() != Some(wanted.path.as_path())
+        {
+            // The job follows its load: the worker takes commands in order.
+            return Some(self.start_load(ModelRole::Main, &wanted.path, wanted.config_dir));
+        }
         let job = self.queue.remove(index)?;
         let cancel = CancelToken::new();
         let total = match &job.work {
@@ -249,6 +288,24 @@ impl Session {
                 cancel,
             },
         })
+    }
+
+    /// With no generation left to make, the chosen model again where a plot's checkpoint
+    /// replaced it (A1111 puts its checkpoint back after a plot too).
+    fn chosen_back(&mut self) -> Option<Command> {
+        let chosen = self.chosen.clone()?;
+        let replaced = matches!(&self.model, ModelState::Ready(m) if m.path != chosen.path);
+        let waiting = (self.queue.iter()).any(|j| matches!(j.work, Work::Generate(_)));
+        (replaced && !waiting)
+            .then(|| self.start_load(ModelRole::Main, &chosen.path, chosen.config_dir))
+    }
+
+    /// How many generations waiting are for whichever model is loaded (not for a plot's
+    /// checkpoint).
+    pub fn waiting_for_any_model(&self) -> usize {
+        (self.queue.iter())
+            .filter(|job| matches!(&job.work, Work::Generate(r) if r.checkpoint.is_none()))
+            .count()
     }
 
     /// Stops the running job (within one step).
